@@ -1,0 +1,330 @@
+// One TypeBox schema per kind. These schemas are the single source for
+// validation at the API boundary, the OpenAPI document and the CRD YAML.
+import { type Static, type TSchema, Type } from '@sinclair/typebox';
+import { ObjectMeta, ObjectRef, Resources, type StoredMeta, StringMap } from './meta.ts';
+
+const HTTP_METHODS = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'CONNECT', 'OPTIONS', 'TRACE'] as const;
+export const HttpMethod = Type.Union(HTTP_METHODS.map((m) => Type.Literal(m)));
+export const HTTP_METHOD_NAMES: readonly string[] = HTTP_METHODS;
+
+const Strict = { additionalProperties: false } as const;
+
+// ---- Environment -----------------------------------------------------------
+
+export const EnvironmentSpec = Type.Object(
+  {
+    version: Type.Optional(Type.Integer({ minimum: 1, maximum: 3, default: 2 })),
+    runtime: Type.Object(
+      {
+        image: Type.String({ minLength: 1, maxLength: 512 }),
+        env: Type.Optional(StringMap),
+      },
+      Strict,
+    ),
+    builder: Type.Optional(
+      Type.Object(
+        {
+          image: Type.Optional(Type.String({ maxLength: 512 })),
+          command: Type.Optional(Type.String({ maxLength: 4096 })),
+          env: Type.Optional(StringMap),
+        },
+        Strict,
+      ),
+    ),
+    poolsize: Type.Optional(Type.Integer({ minimum: 0, maximum: 1000, default: 3 })),
+    resources: Type.Optional(Resources),
+    keeparchive: Type.Optional(Type.Boolean()),
+    allowAccessToExternalNetwork: Type.Optional(Type.Boolean()),
+    terminationGracePeriod: Type.Optional(Type.Integer({ minimum: 0, maximum: 86400, default: 90 })),
+    imagepullsecret: Type.Optional(Type.String()),
+  },
+  Strict,
+);
+export type EnvironmentSpec = Static<typeof EnvironmentSpec>;
+
+// ---- Package -----------------------------------------------------------------
+
+export const Checksum = Type.Object(
+  {
+    type: Type.Literal('sha256'),
+    sum: Type.String({ pattern: '^[0-9a-f]{64}$' }),
+  },
+  Strict,
+);
+export const Archive = Type.Object(
+  {
+    type: Type.Union([Type.Literal('literal'), Type.Literal('url')]),
+    /** base64 of the file or zip, for small archives kept inside the object. */
+    literal: Type.Optional(Type.String({ contentEncoding: 'base64' })),
+    url: Type.Optional(Type.String({ maxLength: 2048 })),
+    checksum: Type.Optional(Checksum),
+  },
+  Strict,
+);
+export type Archive = Static<typeof Archive>;
+
+export const BUILD_STATUSES = ['pending', 'running', 'succeeded', 'failed', 'none'] as const;
+export type BuildStatus = (typeof BUILD_STATUSES)[number];
+
+export const PackageSpec = Type.Object(
+  {
+    environment: ObjectRef,
+    source: Type.Optional(Archive),
+    deployment: Type.Optional(Archive),
+    buildcmd: Type.Optional(Type.String({ maxLength: 4096 })),
+  },
+  Strict,
+);
+export type PackageSpec = Static<typeof PackageSpec>;
+
+export const PackageStatus = Type.Object(
+  {
+    buildstatus: Type.Optional(Type.Union(BUILD_STATUSES.map((s) => Type.Literal(s)))),
+    buildlog: Type.Optional(Type.String()),
+    lastUpdateTimestamp: Type.Optional(Type.String()),
+  },
+  Strict,
+);
+export type PackageStatus = Static<typeof PackageStatus>;
+
+// ---- Function ------------------------------------------------------------------
+
+export const EXECUTOR_TYPES = ['poolmgr', 'newdeploy'] as const;
+export type ExecutorType = (typeof EXECUTOR_TYPES)[number];
+
+export const ExecutionStrategy = Type.Object(
+  {
+    executorType: Type.Optional(Type.Union(EXECUTOR_TYPES.map((t) => Type.Literal(t)), { default: 'poolmgr' })),
+    minScale: Type.Optional(Type.Integer({ minimum: 0, maximum: 1000 })),
+    maxScale: Type.Optional(Type.Integer({ minimum: 0, maximum: 1000 })),
+    targetCPU: Type.Optional(Type.Integer({ minimum: 1, maximum: 99 })),
+    specializationTimeout: Type.Optional(Type.Integer({ minimum: 1, maximum: 3600, default: 120 })),
+  },
+  Strict,
+);
+export type ExecutionStrategy = Static<typeof ExecutionStrategy>;
+
+export const FunctionSpec = Type.Object(
+  {
+    environment: ObjectRef,
+    package: Type.Object(
+      {
+        packageref: ObjectRef,
+        /** The entrypoint, passed to the runtime verbatim ("handler", "file.func"). */
+        functionName: Type.Optional(Type.String({ maxLength: 256 })),
+      },
+      Strict,
+    ),
+    invokeStrategy: Type.Optional(
+      Type.Object(
+        {
+          strategyType: Type.Optional(Type.Literal('execution')),
+          executionStrategy: Type.Optional(ExecutionStrategy),
+        },
+        Strict,
+      ),
+    ),
+    functionTimeout: Type.Optional(Type.Integer({ minimum: 1, maximum: 86400, default: 60 })),
+    idletimeout: Type.Optional(Type.Integer({ minimum: 1, maximum: 86400, default: 120 })),
+    concurrency: Type.Optional(Type.Integer({ minimum: 1, maximum: 100000, default: 500 })),
+    requestsPerPod: Type.Optional(Type.Integer({ minimum: 1, maximum: 10000, default: 1 })),
+    onceOnly: Type.Optional(Type.Boolean()),
+    resources: Type.Optional(Resources),
+    secrets: Type.Optional(Type.Array(ObjectRef, { maxItems: 64 })),
+    configmaps: Type.Optional(Type.Array(ObjectRef, { maxItems: 64 })),
+    env: Type.Optional(StringMap),
+  },
+  Strict,
+);
+export type FunctionSpec = Static<typeof FunctionSpec>;
+
+// ---- HTTPTrigger ---------------------------------------------------------------
+
+export const FunctionReference = Type.Object(
+  {
+    type: Type.Optional(Type.Union([Type.Literal('name'), Type.Literal('function-weights')], { default: 'name' })),
+    name: Type.Optional(Type.String({ maxLength: 63 })),
+    functionweights: Type.Optional(Type.Record(Type.String(), Type.Integer({ minimum: 0, maximum: 100 }))),
+  },
+  Strict,
+);
+export type FunctionReference = Static<typeof FunctionReference>;
+
+export const IngressConfig = Type.Object(
+  {
+    annotations: Type.Optional(StringMap),
+    host: Type.Optional(Type.String({ maxLength: 253 })),
+    path: Type.Optional(Type.String({ maxLength: 2048 })),
+    tls: Type.Optional(Type.String({ maxLength: 253 })),
+  },
+  Strict,
+);
+export type IngressConfig = Static<typeof IngressConfig>;
+
+export const HTTPTriggerSpec = Type.Object(
+  {
+    host: Type.Optional(Type.String({ maxLength: 253 })),
+    relativeurl: Type.Optional(Type.String({ maxLength: 2048 })),
+    prefix: Type.Optional(Type.String({ maxLength: 2048 })),
+    keepPrefix: Type.Optional(Type.Boolean()),
+    method: Type.Optional(Type.Union([HttpMethod, Type.Literal('')])),
+    methods: Type.Optional(Type.Array(HttpMethod, { maxItems: 9, uniqueItems: true })),
+    functionref: FunctionReference,
+    createingress: Type.Optional(Type.Boolean()),
+    ingressconfig: Type.Optional(IngressConfig),
+  },
+  Strict,
+);
+export type HTTPTriggerSpec = Static<typeof HTTPTriggerSpec>;
+
+// ---- MessageQueueTrigger -------------------------------------------------------
+
+export const MQ_TYPES = ['kafka', 'nats-jetstream', 'rabbitmq', 'redis'] as const;
+export type MessageQueueType = (typeof MQ_TYPES)[number];
+
+export const MessageQueueTriggerSpec = Type.Object(
+  {
+    functionref: FunctionReference,
+    messageQueueType: Type.Union(MQ_TYPES.map((t) => Type.Literal(t))),
+    topic: Type.String({ minLength: 1, maxLength: 249 }),
+    respTopic: Type.Optional(Type.String({ maxLength: 249 })),
+    errorTopic: Type.Optional(Type.String({ maxLength: 249 })),
+    maxRetries: Type.Optional(Type.Integer({ minimum: 0, maximum: 100, default: 0 })),
+    contentType: Type.Optional(Type.String({ maxLength: 255, default: 'application/json' })),
+    metadata: Type.Optional(StringMap),
+    secret: Type.Optional(Type.String({ maxLength: 253 })),
+  },
+  Strict,
+);
+export type MessageQueueTriggerSpec = Static<typeof MessageQueueTriggerSpec>;
+
+// ---- Secret / ConfigMap --------------------------------------------------------
+
+/** Keys as in Kubernetes: alphanumerics, '-', '_' and '.'. */
+export const DataMap = Type.Record(Type.String({ pattern: '^[-._a-zA-Z0-9]+$', maxLength: 253 }), Type.String());
+
+// ---- Objects -------------------------------------------------------------------
+
+function resourceSchema<K extends string, S extends TSchema>(kind: K, spec: S) {
+  return Type.Object(
+    {
+      apiVersion: Type.Optional(Type.String()),
+      kind: Type.Optional(Type.Literal(kind)),
+      metadata: ObjectMeta,
+      spec,
+    },
+    { ...Strict, $id: kind },
+  );
+}
+
+export const EnvironmentSchema = resourceSchema('Environment', EnvironmentSpec);
+export const FunctionSchema = resourceSchema('Function', FunctionSpec);
+export const HTTPTriggerSchema = resourceSchema('HTTPTrigger', HTTPTriggerSpec);
+export const MessageQueueTriggerSchema = resourceSchema('MessageQueueTrigger', MessageQueueTriggerSpec);
+export const PackageSchema = Type.Object(
+  {
+    apiVersion: Type.Optional(Type.String()),
+    kind: Type.Optional(Type.Literal('Package')),
+    metadata: ObjectMeta,
+    spec: PackageSpec,
+    status: Type.Optional(PackageStatus),
+  },
+  { ...Strict, $id: 'Package' },
+);
+function dataSchema<K extends string>(kind: K) {
+  return Type.Object(
+    {
+      apiVersion: Type.Optional(Type.String()),
+      kind: Type.Optional(Type.Literal(kind)),
+      metadata: ObjectMeta,
+      data: Type.Optional(DataMap),
+    },
+    { ...Strict, $id: kind },
+  );
+}
+export const SecretSchema = dataSchema('Secret');
+export const ConfigMapSchema = dataSchema('ConfigMap');
+
+export const KIND_NAMES = [
+  'Environment',
+  'Function',
+  'Package',
+  'HTTPTrigger',
+  'MessageQueueTrigger',
+  'Secret',
+  'ConfigMap',
+] as const;
+export type KindName = (typeof KIND_NAMES)[number];
+
+interface Stored<K extends KindName> {
+  apiVersion: string;
+  kind: K;
+  metadata: StoredMeta;
+}
+export interface Environment extends Stored<'Environment'> {
+  spec: EnvironmentSpec;
+}
+export interface FunctionResource extends Stored<'Function'> {
+  spec: FunctionSpec;
+}
+export interface Package extends Stored<'Package'> {
+  spec: PackageSpec;
+  status?: PackageStatus;
+}
+export interface HTTPTrigger extends Stored<'HTTPTrigger'> {
+  spec: HTTPTriggerSpec;
+}
+export interface MessageQueueTrigger extends Stored<'MessageQueueTrigger'> {
+  spec: MessageQueueTriggerSpec;
+}
+export interface Secret extends Stored<'Secret'> {
+  data?: Record<string, string>;
+}
+export interface ConfigMap extends Stored<'ConfigMap'> {
+  data?: Record<string, string>;
+}
+
+export interface KindMap {
+  Environment: Environment;
+  Function: FunctionResource;
+  Package: Package;
+  HTTPTrigger: HTTPTrigger;
+  MessageQueueTrigger: MessageQueueTrigger;
+  Secret: Secret;
+  ConfigMap: ConfigMap;
+}
+export type AnyResource = KindMap[KindName];
+
+export interface KindInfo {
+  kind: KindName;
+  /** URL segment and table name. */
+  plural: string;
+  schema: TSchema;
+  /** Whether the object carries a `status` that only the system writes. */
+  hasStatus: boolean;
+}
+
+export const KINDS: Record<KindName, KindInfo> = {
+  Environment: { kind: 'Environment', plural: 'environments', schema: EnvironmentSchema, hasStatus: false },
+  Function: { kind: 'Function', plural: 'functions', schema: FunctionSchema, hasStatus: false },
+  Package: { kind: 'Package', plural: 'packages', schema: PackageSchema, hasStatus: true },
+  HTTPTrigger: { kind: 'HTTPTrigger', plural: 'httptriggers', schema: HTTPTriggerSchema, hasStatus: false },
+  MessageQueueTrigger: {
+    kind: 'MessageQueueTrigger',
+    plural: 'messagequeuetriggers',
+    schema: MessageQueueTriggerSchema,
+    hasStatus: false,
+  },
+  Secret: { kind: 'Secret', plural: 'secrets', schema: SecretSchema, hasStatus: false },
+  ConfigMap: { kind: 'ConfigMap', plural: 'configmaps', schema: ConfigMapSchema, hasStatus: false },
+};
+
+const BY_PLURAL = new Map(Object.values(KINDS).map((k) => [k.plural, k]));
+
+export function kindByPlural(plural: string): KindInfo | undefined {
+  return BY_PLURAL.get(plural);
+}
+
+export function isKindName(name: unknown): name is KindName {
+  return typeof name === 'string' && Object.hasOwn(KINDS, name);
+}

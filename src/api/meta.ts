@@ -1,0 +1,56 @@
+import { type Static, Type } from '@sinclair/typebox';
+
+export const API_VERSION = 'flint.dev/v1';
+export const FISSION_API_VERSION = 'fission.io/v1';
+export const DEFAULT_NAMESPACE = 'default';
+/** The control plane's own namespace; the router secret lives here. */
+export const SYSTEM_NAMESPACE = 'flint';
+
+export const DNS1123_LABEL = '^[a-z0-9]([-a-z0-9]*[a-z0-9])?$';
+export const DNS1123_MAX = 63;
+
+export const StringMap = Type.Record(Type.String(), Type.String());
+
+export const ObjectMeta = Type.Object(
+  {
+    name: Type.String({ minLength: 1, maxLength: DNS1123_MAX, pattern: DNS1123_LABEL }),
+    namespace: Type.Optional(Type.String({ minLength: 1, maxLength: DNS1123_MAX, pattern: DNS1123_LABEL })),
+    uid: Type.Optional(Type.String()),
+    resourceVersion: Type.Optional(Type.String({ pattern: '^[0-9]+$' })),
+    generation: Type.Optional(Type.Integer({ minimum: 0 })),
+    creationTimestamp: Type.Optional(Type.String()),
+    labels: Type.Optional(StringMap),
+    annotations: Type.Optional(StringMap),
+  },
+  { additionalProperties: false },
+);
+export type ObjectMeta = Static<typeof ObjectMeta>;
+
+/** Metadata as the store hands it out: every server-set field present. */
+export interface StoredMeta extends ObjectMeta {
+  namespace: string;
+  uid: string;
+  resourceVersion: string;
+  generation: number;
+  creationTimestamp: string;
+}
+
+export const ObjectRef = Type.Object(
+  {
+    name: Type.String({ minLength: 1, maxLength: DNS1123_MAX, pattern: DNS1123_LABEL }),
+    namespace: Type.Optional(Type.String({ maxLength: DNS1123_MAX })),
+  },
+  { additionalProperties: false },
+);
+export type ObjectRef = Static<typeof ObjectRef>;
+
+const Quantity = Type.Union([Type.String({ pattern: '^[0-9]+(\\.[0-9]+)?(m|Ki|Mi|Gi|Ti|k|M|G|T)?$' }), Type.Number()]);
+const ResourceList = Type.Object(
+  { cpu: Type.Optional(Quantity), memory: Type.Optional(Quantity) },
+  { additionalProperties: false },
+);
+export const Resources = Type.Object(
+  { requests: Type.Optional(ResourceList), limits: Type.Optional(ResourceList) },
+  { additionalProperties: false },
+);
+export type Resources = Static<typeof Resources>;

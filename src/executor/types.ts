@@ -1,0 +1,37 @@
+// The executor's small public interface. The router (and anything else that
+// invokes functions) uses only this; the pool manager, dedicated instances,
+// scaling and reaping stay private to src/executor.
+import type { FunctionResource } from '../api/kinds.ts';
+
+/** Where one request for a function may be sent, held until released. */
+export interface Lease {
+  /** Unix socket the instance serves HTTP on (local mode). */
+  readonly socketPath?: string;
+  /** host:port the instance serves HTTP on (kubernetes mode). */
+  readonly address?: string;
+  /** Instance id, for logs and metrics. */
+  readonly instanceId: string;
+  /** True when this lease caused a specialization (a cold start). */
+  readonly coldStart: boolean;
+  /**
+   * Gives the instance back. `outcome` tells the executor what happened so it
+   * can replace an instance: `unreachable` (connection refused/reset: the
+   * worker died), `timeout` (functionTimeout passed: the worker is killed and
+   * replaced), `ok` otherwise. Safe to call more than once; later calls are ignored.
+   */
+  release(outcome?: 'ok' | 'unreachable' | 'timeout'): void;
+}
+
+export interface Executor {
+  /**
+   * An instance of `fn`'s current generation with a free request slot:
+   * an idle specialized one, else one specialized from the environment's warm
+   * pool, else a newly started one. Rejects with a FlintError:
+   * FLINT_ERR_NOT_FOUND (environment or package missing),
+   * FLINT_ERR_SPECIALIZE_FAILED (load error, syntax error, specializationTimeout),
+   * FLINT_ERR_TOO_MANY_REQUESTS (concurrency cap), FLINT_ERR_UNAVAILABLE.
+   */
+  acquire(fn: FunctionResource, signal?: AbortSignal): Promise<Lease>;
+  start(): Promise<void>;
+  stop(): Promise<void>;
+}
