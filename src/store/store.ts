@@ -69,7 +69,7 @@ export function parseLabelSelector(selector: string): (labels: Record<string, st
     .map((t) => t.trim())
     .filter(Boolean)
     .map((t) => {
-      let m = /^([^!=\s]+)\s*(==|=|!=)\s*(.*)$/.exec(t);
+      let m = /^([^!=\s]+)\s*(==|=|!=)\s*([^!=\s]*)$/.exec(t);
       if (m) {
         const [, key, op, value] = m;
         return (l: Record<string, string>) => (op === '!=' ? l[key] !== value : l[key] === value);

@@ -1,0 +1,63 @@
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { describe, it } from 'node:test';
+import { loadValues } from './values.ts';
+
+function tmpFile(text: string): string {
+  const d = fs.mkdtempSync(path.join(os.tmpdir(), 'flint-values-'));
+  const f = path.join(d, 'v.yaml');
+  fs.writeFileSync(f, text);
+  return f;
+}
+
+async function refuses(src: Parameters<typeof loadValues>[0], pattern: RegExp): Promise<void> {
+  await assert.rejects(loadValues(src), (err: any) => {
+    assert.equal(err.code, 'FLINT_ERR_CONFIG');
+    assert.match(err.message, pattern);
+    return true;
+  });
+}
+
+describe('install values', () => {
+  it('embedded defaults hold every key of the design', async () => {
+    const v = await loadValues();
+    assert.equal(v.authentication.enabled, false);
+    assert.equal(v.authentication.authUriPath, '/auth/login');
+    assert.equal(v.authentication.authUsername, 'admin');
+    assert.equal(v.authentication.jwtExpiryTime, 120);
+    assert.equal(v.authentication.jwtIssuer, 'flint');
+    assert.equal(v.enableIstio, false);
+    assert.equal(typeof v.kafka.brokers, 'string');
+    assert.equal(typeof v.controller.port, 'number');
+    assert.equal(typeof v.router.port, 'number');
+    assert.equal(typeof v.ingress.port, 'number');
+    assert.equal(typeof v.dataDir, 'string');
+  });
+
+  it('-f files then --set override in order, with types coerced', async () => {
+    const f = tmpFile('router:\n  port: 9000\nauthentication:\n  enabled: true\n');
+    const v = await loadValues({ files: [f], sets: ['router.port=9001', 'authentication.jwtExpiryTime=2', 'dataDir=/tmp/x'] });
+    assert.equal(v.router.port, 9001);
+    assert.equal(v.authentication.enabled, true);
+    assert.equal(v.authentication.jwtExpiryTime, 2);
+    assert.equal(v.dataDir, '/tmp/x');
+  });
+
+  it('refuses unknown keys and wrong types, naming the key', async () => {
+    await refuses({ sets: ['router.prot=1'] }, /unknown install value 'router\.prot'/);
+    await refuses({ sets: ['nope=1'] }, /unknown install value 'nope'/);
+    await refuses({ sets: ['router.port=abc'] }, /'router\.port' must be an integer/);
+    await refuses({ sets: ['router.port=70000'] }, /'router\.port' must be at most 65535/);
+    await refuses({ sets: ['authentication.enabled=yes'] }, /'authentication\.enabled' must be true or false/);
+    await refuses({ sets: ['executor.sandbox=docker'] }, /'executor\.sandbox' must be one of/);
+    await refuses({ sets: ['router=1'] }, /'router' is a map/);
+    await refuses({ sets: ['noequals'] }, /--set needs key=value/);
+    await refuses({ files: [tmpFile('router:\n  port: "x"\n')] }, /'router\.port' must be an integer/);
+    await refuses({ files: [tmpFile('bogus: 1\n')] }, /unknown install value 'bogus'/);
+    await refuses({ files: [tmpFile('a: [\n')] }, /not valid YAML/);
+    await refuses({ files: ['/nonexistent/values.yaml'] }, /cannot read values file/);
+    await refuses({ sets: ['enableIstio=true'] }, /'enableIstio' needs mode=kubernetes/);
+  });
+});
