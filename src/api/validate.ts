@@ -166,7 +166,10 @@ const RULES: Partial<Record<KindName, Rule>> = {
 
 function checkDataSize(obj: { data?: Record<string, string> }) {
   let size = 0;
-  for (const [k, v] of Object.entries(obj.data ?? {})) size += k.length + Buffer.byteLength(v);
+  for (const [k, v] of Object.entries(obj.data ?? {})) {
+    if (!/^[-._a-zA-Z0-9]{1,253}$/.test(k)) throw invalid(`data.${k}`, "keys may hold only letters, digits, '-', '_' and '.'");
+    size += k.length + Buffer.byteLength(v);
+  }
   if (size > MAX_DATA_BYTES) throw invalid('data', `total size ${size} bytes exceeds the limit of ${MAX_DATA_BYTES} bytes`);
 }
 

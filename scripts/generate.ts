@@ -1,0 +1,31 @@
+// Regenerates the committed artifacts (OpenAPI document, CLI reference).
+// Tests regenerate them too and fail on a diff, so run this after changing
+// a schema, a route or a command.
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { dataLayout } from '../src/config/layout.ts';
+import { createController } from '../src/controller/app.ts';
+import { OPENAPI_FILE, renderOpenApi } from '../src/controller/openapi.ts';
+import { openSqliteStore } from '../src/store/sqlite.ts';
+
+const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'flint-gen-'));
+const store = openSqliteStore(path.join(dir, 'flint.db'));
+const app = await createController({
+  store,
+  layout: dataLayout(dir),
+  info: () => ({ version: '', mode: 'local', routerUrl: '', authentication: { enabled: false, authUriPath: '/auth/login' } }),
+  localImages: true,
+  reservedPaths: [],
+});
+fs.writeFileSync(OPENAPI_FILE, await renderOpenApi(app));
+await app.close();
+await store.close();
+fs.rmSync(dir, { recursive: true, force: true });
+console.log(`wrote ${path.relative(process.cwd(), new URL(OPENAPI_FILE).pathname)}`);
+
+const reference = await import('../src/cli/reference.ts').catch(() => undefined);
+if (reference) {
+  await reference.writeReference();
+  console.log('wrote docs/cli-reference.md');
+}

@@ -1,0 +1,224 @@
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { after, before, describe, it } from 'node:test';
+import type { FastifyInstance } from 'fastify';
+import { dataLayout, functionLogFile } from '../config/layout.ts';
+import { openSqliteStore } from '../store/sqlite.ts';
+import type { Store } from '../store/store.ts';
+import { createController } from './app.ts';
+import { OPENAPI_FILE, renderOpenApi } from './openapi.ts';
+
+let dir: string;
+let store: Store;
+let app: FastifyInstance;
+let base: string;
+
+async function call(method: string, url: string, body?: unknown, headers: Record<string, string> = {}) {
+  const init: RequestInit = { method, headers: { ...headers } };
+  if (body !== undefined) {
+    init.body = typeof body === 'string' ? body : JSON.stringify(body);
+    (init.headers as Record<string, string>)['content-type'] ??= 'application/json';
+  }
+  const res = await fetch(base + url, init);
+  const text = await res.text();
+  let json: any;
+  try {
+    json = JSON.parse(text);
+  } catch {
+    json = undefined;
+  }
+  return { status: res.status, json, text, headers: res.headers };
+}
+
+const ENV = { metadata: { name: 'nodejs' }, spec: { runtime: { image: 'flint/node-env' } } };
+const PKG = { metadata: { name: 'hello-pkg' }, spec: { environment: { name: 'nodejs' }, deployment: { type: 'literal', literal: Buffer.from('module.exports=()=>"hi"').toString('base64') } } };
+const FN = { metadata: { name: 'hello' }, spec: { environment: { name: 'nodejs' }, package: { packageref: { name: 'hello-pkg' } } } };
+const ROUTE = { metadata: { name: 'r1' }, spec: { relativeurl: '/hello', methods: ['GET'], functionref: { type: 'name', name: 'hello' } } };
+
+const NS = '/v1/namespaces/default';
+
+/** Every refused write must leave the store as it was. */
+async function snapshot() {
+  const kinds = ['Environment', 'Function', 'Package', 'HTTPTrigger', 'MessageQueueTrigger', 'Secret', 'ConfigMap'] as const;
+  const out: unknown[] = [];
+  for (const k of kinds) out.push((await store.list(k)).items);
+  return JSON.stringify(out);
+}
+
+async function refused(method: string, url: string, body: unknown, status: number, code: string, field?: string, headers?: Record<string, string>) {
+  const before = await snapshot();
+  const r = await call(method, url, body, headers);
+  assert.equal(r.status, status, `${method} ${url}: ${r.text}`);
+  assert.equal(r.json?.code, code, r.text);
+  assert.equal(typeof r.json?.message, 'string');
+  if (field !== undefined) assert.equal(r.json.field, field, r.text);
+  assert.equal(await snapshot(), before, 'nothing was written');
+  return r.json;
+}
+
+describe('controller API', () => {
+  before(async () => {
+    dir = fs.mkdtempSync(path.join(os.tmpdir(), 'flint-ctl-'));
+    store = openSqliteStore(path.join(dir, 'flint.db'));
+    app = await createController({
+      store,
+      layout: dataLayout(dir),
+      info: () => ({ version: 't', mode: 'local', routerUrl: 'http://127.0.0.1:1', authentication: { enabled: false, authUriPath: '/auth/login' } }),
+      localImages: true,
+      reservedPaths: ['/router-healthz', '/auth/login'],
+      bodyLimit: 64 * 1024,
+    });
+    await app.listen({ host: '127.0.0.1', port: 0 });
+    const a = app.server.address() as { port: number };
+    base = `http://127.0.0.1:${a.port}`;
+  });
+  after(async () => {
+    await app.close();
+    await store.close();
+    fs.rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('creates, reads, lists, updates and deletes', async () => {
+    const c = await call('POST', `${NS}/environments`, ENV);
+    assert.equal(c.status, 201, c.text);
+    assert.equal(c.json.kind, 'Environment');
+    assert.equal(c.json.apiVersion, 'flint.dev/v1');
+    assert.equal(c.json.spec.poolsize, 3, 'defaults applied');
+    const g = await call('GET', `${NS}/environments/nodejs`);
+    assert.deepEqual(g.json, c.json);
+    const l = await call('GET', `${NS}/environments`);
+    assert.equal(l.json.items.length, 1);
+    const all = await call('GET', '/v1/environments');
+    assert.equal(all.json.items.length, 1);
+    const u = await call('PUT', `${NS}/environments/nodejs`, { ...c.json, spec: { ...c.json.spec, poolsize: 1 } });
+    assert.equal(u.status, 200, u.text);
+    assert.equal(u.json.spec.poolsize, 1);
+    assert.equal(u.json.metadata.uid, c.json.metadata.uid);
+    const d = await call('DELETE', `${NS}/environments/nodejs`);
+    assert.equal(d.status, 200);
+    assert.equal((await call('GET', `${NS}/environments/nodejs`)).status, 404);
+  });
+
+  it('refuses bad input of every kind with a clear error and stores nothing', async () => {
+    await refused('POST', `${NS}/environments`, '{"metadata":', 400, 'FLINT_ERR_BAD_JSON');
+    await refused('POST', `${NS}/environments`, 'name=x', 415, 'FLINT_ERR_UNSUPPORTED_MEDIA_TYPE', undefined, { 'content-type': 'application/x-www-form-urlencoded' });
+    await refused('POST', `${NS}/environments`, [1, 2], 400, 'FLINT_ERR_VALIDATION');
+    await refused('POST', `${NS}/environments`, { spec: ENV.spec }, 400, 'FLINT_ERR_VALIDATION', 'metadata');
+    await refused('POST', `${NS}/environments`, { ...ENV, metadata: { name: 'Bad_Name' } }, 400, 'FLINT_ERR_VALIDATION', 'metadata.name');
+    await refused('POST', `${NS}/environments`, { ...ENV, metadata: { name: 'x'.repeat(64) } }, 400, 'FLINT_ERR_VALIDATION', 'metadata.name');
+    await refused('POST', `${NS}/environments`, { ...ENV, bogus: 1 }, 400, 'FLINT_ERR_VALIDATION', 'bogus');
+    await refused('POST', `${NS}/environments`, { ...ENV, spec: { ...ENV.spec, poolsize: 'three' } }, 400, 'FLINT_ERR_VALIDATION', 'spec.poolsize');
+    await refused('POST', `${NS}/environments`, { ...ENV, spec: { ...ENV.spec, poolsize: -1 } }, 400, 'FLINT_ERR_VALIDATION', 'spec.poolsize');
+    await refused('POST', `${NS}/environments`, { ...ENV, spec: { runtime: { image: 'ruby-env' } } }, 400, 'FLINT_ERR_VALIDATION', 'spec.runtime.image');
+    await refused('POST', `${NS}/environments`, { ...ENV, kind: 'Function' }, 400, 'FLINT_ERR_VALIDATION', 'kind');
+    await refused('POST', `${NS}/environments`, { ...ENV, metadata: { name: 'a', namespace: 'other' } }, 400, 'FLINT_ERR_VALIDATION', 'metadata.namespace');
+    await refused('POST', '/v1/namespaces/Bad_NS/environments', ENV, 400, 'FLINT_ERR_VALIDATION');
+    await refused('POST', `${NS}/environments`, { ...ENV, spec: { ...ENV.spec, blob: 'x'.repeat(100 * 1024) } }, 413, 'FLINT_ERR_PAYLOAD_TOO_LARGE');
+    await refused('POST', `${NS}/functions`, { ...FN, spec: { ...FN.spec, invokeStrategy: { executionStrategy: { executorType: 'newdeploy', minScale: 3, maxScale: 1 } } } }, 400, 'FLINT_ERR_VALIDATION', 'spec.invokeStrategy.executionStrategy.minScale');
+    await refused('POST', `${NS}/functions`, { ...FN, spec: { ...FN.spec, functionTimeout: 0 } }, 400, 'FLINT_ERR_VALIDATION', 'spec.functionTimeout');
+    await refused('POST', `${NS}/httptriggers`, { ...ROUTE, spec: { ...ROUTE.spec, relativeurl: 'hello' } }, 400, 'FLINT_ERR_VALIDATION', 'spec.relativeurl');
+    await refused('POST', `${NS}/httptriggers`, { ...ROUTE, spec: { ...ROUTE.spec, relativeurl: '/' } }, 400, 'FLINT_ERR_VALIDATION', 'spec.relativeurl');
+    await refused('POST', `${NS}/httptriggers`, { ...ROUTE, spec: { ...ROUTE.spec, relativeurl: '/a/../b' } }, 400, 'FLINT_ERR_VALIDATION', 'spec.relativeurl');
+    await refused('POST', `${NS}/httptriggers`, { ...ROUTE, spec: { ...ROUTE.spec, relativeurl: '/router-healthz' } }, 400, 'FLINT_ERR_VALIDATION', 'spec.relativeurl');
+    await refused('POST', `${NS}/httptriggers`, { ...ROUTE, spec: { ...ROUTE.spec, relativeurl: '/flint-function/x' } }, 400, 'FLINT_ERR_VALIDATION', 'spec.relativeurl');
+    await refused('POST', `${NS}/httptriggers`, { ...ROUTE, spec: { ...ROUTE.spec, relativeurl: '/u/{id' } }, 400, 'FLINT_ERR_VALIDATION', 'spec.relativeurl');
+    await refused('POST', `${NS}/httptriggers`, { ...ROUTE, spec: { ...ROUTE.spec, relativeurl: '/u/{id:[}' } }, 400, 'FLINT_ERR_VALIDATION', 'spec.relativeurl');
+    await refused('POST', `${NS}/httptriggers`, { ...ROUTE, spec: { ...ROUTE.spec, methods: ['FETCH'] } }, 400, 'FLINT_ERR_VALIDATION', 'spec.methods.0');
+    await refused('POST', `${NS}/httptriggers`, { ...ROUTE, spec: { ...ROUTE.spec, functionref: { type: 'name' } } }, 400, 'FLINT_ERR_VALIDATION', 'spec.functionref.name');
+    const mqt = { metadata: { name: 'q' }, spec: { functionref: { name: 'hello' }, messageQueueType: 'kafka', topic: 'in', respTopic: 'out' } };
+    await refused('POST', `${NS}/messagequeuetriggers`, { ...mqt, spec: { ...mqt.spec, respTopic: 'in' } }, 400, 'FLINT_ERR_VALIDATION', 'spec.respTopic');
+    await refused('POST', `${NS}/messagequeuetriggers`, { ...mqt, spec: { ...mqt.spec, topic: 'bad topic' } }, 400, 'FLINT_ERR_VALIDATION', 'spec.topic');
+    await refused('POST', `${NS}/messagequeuetriggers`, { ...mqt, spec: { ...mqt.spec, maxRetries: -1 } }, 400, 'FLINT_ERR_VALIDATION', 'spec.maxRetries');
+    await refused('POST', `${NS}/messagequeuetriggers`, { ...mqt, spec: { ...mqt.spec, messageQueueType: 'sqs' } }, 400, 'FLINT_ERR_VALIDATION', 'spec.messageQueueType');
+    await refused('POST', `${NS}/secrets`, { metadata: { name: 's' }, data: { 'bad key': 'v' } }, 400, 'FLINT_ERR_VALIDATION');
+    await refused('POST', `${NS}/packages`, { metadata: { name: 'p' }, spec: { environment: { name: 'nodejs' } } }, 400, 'FLINT_ERR_VALIDATION', 'spec');
+    await refused('POST', `${NS}/packages`, { metadata: { name: 'p' }, spec: { environment: { name: 'nodejs' }, deployment: { type: 'literal', literal: '***' } } }, 400, 'FLINT_ERR_VALIDATION', 'spec.deployment.literal');
+    await refused('GET', '/v1/nothing', undefined, 404, 'FLINT_ERR_NOT_FOUND');
+    await refused('GET', `${NS}/environments?labelSelector=a%3Db%3Dc`, undefined, 400, 'FLINT_ERR_VALIDATION');
+  });
+
+  it('refuses a stale resourceVersion and a duplicate name', async () => {
+    const c = await call('POST', `${NS}/configmaps`, { metadata: { name: 'cm' }, data: { a: '1' } });
+    assert.equal(c.status, 201);
+    await refused('POST', `${NS}/configmaps`, { metadata: { name: 'cm' }, data: { a: '2' } }, 409, 'FLINT_ERR_ALREADY_EXISTS', 'metadata.name');
+    const u = await call('PUT', `${NS}/configmaps/cm`, { ...c.json, data: { a: '2' } });
+    assert.equal(u.status, 200);
+    await refused('PUT', `${NS}/configmaps/cm`, { ...c.json, data: { a: '3' } }, 409, 'FLINT_ERR_CONFLICT', 'metadata.resourceVersion');
+    await refused('PUT', `${NS}/configmaps/other`, { ...u.json, data: { a: '3' } }, 400, 'FLINT_ERR_VALIDATION', 'metadata.name');
+    await refused('PUT', `${NS}/configmaps/missing`, { metadata: { name: 'missing' }, data: {} }, 404, 'FLINT_ERR_NOT_FOUND');
+    await refused('DELETE', `${NS}/configmaps/cm?resourceVersion=1`, undefined, 409, 'FLINT_ERR_CONFLICT');
+    assert.equal((await call('DELETE', `${NS}/configmaps/cm`)).status, 200);
+  });
+
+  it('keeps environments and packages in use unless forced; warns about missing functions', async () => {
+    assert.equal((await call('POST', `${NS}/environments`, ENV)).status, 201);
+    const p = await call('POST', `${NS}/packages`, PKG);
+    assert.equal(p.status, 201);
+    assert.equal(p.json.status.buildstatus, 'succeeded', 'a deploy-only package is ready at once');
+    const r = await call('POST', `${NS}/httptriggers`, ROUTE);
+    assert.equal(r.status, 201, r.text);
+    assert.match(JSON.parse(r.headers.get('x-flint-warnings') ?? '[]')[0], /function 'hello' does not exist yet/);
+    await refused('POST', `${NS}/httptriggers`, { ...ROUTE, metadata: { name: 'r2' } }, 409, 'FLINT_ERR_ALREADY_EXISTS');
+    assert.equal((await call('POST', `${NS}/httptriggers`, { ...ROUTE, metadata: { name: 'r3' }, spec: { ...ROUTE.spec, methods: ['POST'] } })).status, 201);
+    const f = await call('POST', `${NS}/functions`, FN);
+    assert.equal(f.status, 201);
+    assert.equal(f.headers.get('x-flint-warnings'), null);
+    await refused('DELETE', `${NS}/environments/nodejs`, undefined, 409, 'FLINT_ERR_IN_USE');
+    await refused('DELETE', `${NS}/packages/hello-pkg`, undefined, 409, 'FLINT_ERR_IN_USE');
+    await refused('DELETE', `${NS}/packages/hello-pkg?force=maybe`, undefined, 400, 'FLINT_ERR_VALIDATION', 'force');
+    assert.equal((await call('DELETE', `${NS}/packages/hello-pkg?force=true`)).status, 200);
+    assert.equal((await call('DELETE', `${NS}/functions/hello`)).status, 200);
+    assert.equal((await call('DELETE', `${NS}/environments/nodejs`)).status, 200);
+  });
+
+  it('serves function logs, with tail', async () => {
+    await call('POST', `${NS}/environments`, ENV);
+    await call('POST', `${NS}/packages`, PKG);
+    await call('POST', `${NS}/functions`, FN);
+    const file = functionLogFile(dataLayout(dir), 'default', 'hello');
+    fs.mkdirSync(path.dirname(file), { recursive: true });
+    fs.writeFileSync(file, 'one\ntwo\nthree\n');
+    assert.equal((await call('GET', `${NS}/functions/hello/logs`)).text, 'one\ntwo\nthree\n');
+    assert.equal((await call('GET', `${NS}/functions/hello/logs?tail=2`)).text, 'two\nthree\n');
+    await refused('GET', `${NS}/functions/nope/logs`, undefined, 404, 'FLINT_ERR_NOT_FOUND');
+    await refused('GET', `${NS}/functions/hello/logs?tail=x`, undefined, 400, 'FLINT_ERR_VALIDATION', 'tail');
+  });
+
+  it('streams watch events and resumes from a resourceVersion', async () => {
+    const { resourceVersion } = (await call('GET', '/v1/secrets')).json;
+    await call('POST', `${NS}/secrets`, { metadata: { name: 's1' }, data: { k: 'v' } });
+    const ac = new AbortController();
+    const res = await fetch(`${base}/v1/watch?kind=Secret&resourceVersion=${resourceVersion}`, { signal: ac.signal });
+    assert.equal(res.status, 200);
+    const reader = res.body!.getReader();
+    await call('POST', `${NS}/secrets`, { metadata: { name: 's2' }, data: { k: 'v' } });
+    let buf = '';
+    const names: string[] = [];
+    while (names.length < 2) {
+      const { value, done } = await reader.read();
+      if (done) break;
+      buf += Buffer.from(value).toString();
+      let i = buf.indexOf('\n');
+      while (i >= 0) {
+        const line = buf.slice(0, i).trim();
+        buf = buf.slice(i + 1);
+        if (line) names.push(JSON.parse(line).object.metadata.name);
+        i = buf.indexOf('\n');
+      }
+    }
+    ac.abort();
+    assert.deepEqual(names, ['s1', 's2']);
+    await refused('GET', '/v1/watch?kind=Nope', undefined, 400, 'FLINT_ERR_VALIDATION', 'kind');
+  });
+
+  it('serves the OpenAPI document, identical to the committed docs/openapi.json', async () => {
+    const served = await call('GET', '/openapi.json');
+    assert.equal(served.status, 200);
+    assert.ok(served.json.paths['/v1/namespaces/{namespace}/functions/{name}']);
+    const rendered = await renderOpenApi(app);
+    const committed = fs.existsSync(OPENAPI_FILE) ? fs.readFileSync(OPENAPI_FILE, 'utf8') : '';
+    assert.equal(rendered, committed, 'docs/openapi.json is stale: run `npm run generate` and commit the result');
+  });
+});

@@ -1,0 +1,86 @@
+// The control-plane HTTP API: CRUD and watch for every kind over the store,
+// function logs, and the OpenAPI document. Every error leaves as JSON
+// `{code, message, field?}` with the registry's status.
+import swagger from '@fastify/swagger';
+import Fastify, { type FastifyBaseLogger, type FastifyError, type FastifyInstance } from 'fastify';
+import type { Logger } from 'pino';
+import { FlintError, isFlintError } from '../api/errors.ts';
+import type { DataLayout } from '../config/layout.ts';
+import type { Store } from '../store/store.ts';
+import { registerInfoRoutes, type ServerInfo } from './info.ts';
+import { registerLogRoutes } from './logs.ts';
+import { OPENAPI_INFO } from './openapi.ts';
+import { registerResourceRoutes } from './resources.ts';
+import { registerWatchRoutes } from './watch.ts';
+
+export interface ControllerOptions {
+  store: Store;
+  layout: DataLayout;
+  logger?: Logger;
+  /** What `GET /v1/info` tells clients (router URL, auth settings...). */
+  info: () => ServerInfo;
+  /** Local mode: environment images must name built-in runtimes. */
+  localImages: boolean;
+  /** Paths the router owns, refused as route URLs. */
+  reservedPaths: readonly string[];
+  /** Largest accepted request body. */
+  bodyLimit?: number;
+}
+
+export const DEFAULT_BODY_LIMIT = 16 * 1024 * 1024;
+
+function toFlintError(err: FastifyError | FlintError | Error): FlintError {
+  if (isFlintError(err)) return err;
+  const fe = err as FastifyError;
+  switch (fe.code) {
+    case 'FST_ERR_CTP_INVALID_JSON_BODY':
+    case 'FST_ERR_CTP_EMPTY_JSON_BODY':
+      return new FlintError('FLINT_ERR_BAD_JSON', `request body is not valid JSON: ${fe.message}`);
+    case 'FST_ERR_CTP_BODY_TOO_LARGE':
+      return new FlintError('FLINT_ERR_PAYLOAD_TOO_LARGE', 'request body is too large');
+    case 'FST_ERR_CTP_INVALID_MEDIA_TYPE':
+    case 'FST_ERR_CTP_INVALID_CONTENT_LENGTH':
+      return new FlintError('FLINT_ERR_UNSUPPORTED_MEDIA_TYPE', 'send the body as application/json');
+    case 'FST_ERR_VALIDATION':
+      return new FlintError('FLINT_ERR_VALIDATION', fe.message);
+  }
+  if (fe.statusCode === 413) return new FlintError('FLINT_ERR_PAYLOAD_TOO_LARGE', 'request body is too large');
+  if (fe.statusCode && fe.statusCode >= 400 && fe.statusCode < 500) return new FlintError('FLINT_ERR_VALIDATION', fe.message);
+  return new FlintError('FLINT_ERR_INTERNAL', 'internal error', { cause: err });
+}
+
+export async function createController(opts: ControllerOptions): Promise<FastifyInstance> {
+  const app = Fastify({
+    loggerInstance: opts.logger as FastifyBaseLogger | undefined,
+    bodyLimit: opts.bodyLimit ?? DEFAULT_BODY_LIMIT,
+    // Bodies are checked by src/api/validate.ts, which names fields the
+    // way the rest of Flint does; the route schemas only document them.
+    ajv: { customOptions: { strict: false } },
+    return503OnClosing: true,
+    forceCloseConnections: true,
+  });
+  app.setValidatorCompiler(({ httpPart }) => {
+    if (httpPart === 'body') return () => true;
+    return () => true;
+  });
+
+  app.setErrorHandler((err: FastifyError, req, reply) => {
+    const fe = toFlintError(err);
+    if (fe.code === 'FLINT_ERR_INTERNAL') req.log.error({ err }, 'controller request failed');
+    reply.code(fe.status).type('application/json').send(fe.toJSON());
+  });
+  app.setNotFoundHandler((req, reply) => {
+    reply
+      .code(404)
+      .type('application/json')
+      .send(new FlintError('FLINT_ERR_NOT_FOUND', `no API path ${req.method} ${req.url.split('?')[0]}`).toJSON());
+  });
+
+  await app.register(swagger, { openapi: OPENAPI_INFO });
+  registerInfoRoutes(app, opts.info);
+  registerResourceRoutes(app, opts);
+  registerWatchRoutes(app, opts.store);
+  registerLogRoutes(app, opts.store, opts.layout);
+  app.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger());
+  return app;
+}

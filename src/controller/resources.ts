@@ -1,0 +1,216 @@
+// CRUD for every kind: `/v1/{plural}` (all namespaces) and
+// `/v1/namespaces/{ns}/{plural}[/{name}[/status]]`.
+import { Type } from '@sinclair/typebox';
+import type { FastifyInstance, FastifyReply } from 'fastify';
+import { FlintError, invalid } from '../api/errors.ts';
+import { type AnyResource, KIND_NAMES, KINDS, type KindInfo, type Package, PackageStatus } from '../api/kinds.ts';
+import { DNS1123_LABEL } from '../api/meta.ts';
+import { validateResource } from '../api/validate.ts';
+import type { ControllerOptions } from './app.ts';
+import { ErrorBody } from './openapi.ts';
+import { checkDeletable, checkReferences } from './rules.ts';
+
+const NS_PARAM = Type.Object({ namespace: Type.String({ pattern: DNS1123_LABEL }) });
+const NAME_PARAMS = Type.Object({
+  namespace: Type.String({ pattern: DNS1123_LABEL }),
+  name: Type.String({ pattern: DNS1123_LABEL }),
+});
+const ERRORS = { 400: ErrorBody, 404: ErrorBody, 409: ErrorBody };
+
+interface NsParams {
+  namespace: string;
+}
+interface NameParams extends NsParams {
+  name: string;
+}
+
+function checkSegment(what: 'namespace' | 'name', value: string): void {
+  if (!new RegExp(DNS1123_LABEL).test(value) || value.length > 63) {
+    throw new FlintError('FLINT_ERR_VALIDATION', `'${value}' is not a valid ${what}`, { field: `metadata.${what}` });
+  }
+}
+
+/** Warnings ride in a header so the body stays the plain object. */
+function sendWarnings(reply: FastifyReply, warnings: string[]): void {
+  if (warnings.length === 0) return;
+  reply.header('x-flint-warnings', JSON.stringify(warnings).replace(/[\u007f-\uffff]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`));
+}
+
+function initialStatus(obj: AnyResource): AnyResource {
+  if (obj.kind !== 'Package') return obj;
+  const pkg = obj as Package;
+  // A deploy-only package is ready at once; one with a source waits for a build.
+  pkg.status = { buildstatus: pkg.spec.source ? 'pending' : 'succeeded', buildlog: '', lastUpdateTimestamp: new Date().toISOString() };
+  return pkg;
+}
+
+export function registerResourceRoutes(app: FastifyInstance, opts: ControllerOptions): void {
+  const { store } = opts;
+  const validate = (k: KindInfo, body: unknown) =>
+    validateResource(k.kind, body, { localImages: opts.localImages, reservedPaths: opts.reservedPaths });
+
+  for (const name of KIND_NAMES) {
+    const k = KINDS[name];
+    const tags = [k.plural];
+    const List = Type.Object({ items: Type.Array(Type.Ref(k.schema)), resourceVersion: Type.String() });
+    app.addSchema(k.schema);
+    const base = `/v1/namespaces/:namespace/${k.plural}`;
+    const Query = Type.Object({ labelSelector: Type.Optional(Type.String()) });
+
+    app.get<{ Querystring: { labelSelector?: string } }>(
+      `/v1/${k.plural}`,
+      { schema: { tags, summary: `List ${k.plural} in every namespace`, querystring: Query, response: { 200: List, 400: ErrorBody } } },
+      async (req) => store.list(k.kind, { labelSelector: req.query.labelSelector }),
+    );
+
+    app.get<{ Params: NsParams; Querystring: { labelSelector?: string } }>(
+      base,
+      { schema: { tags, summary: `List ${k.plural} in a namespace`, params: NS_PARAM, querystring: Query, response: { 200: List, 400: ErrorBody } } },
+      async (req) => {
+        checkSegment('namespace', req.params.namespace);
+        return store.list(k.kind, { namespace: req.params.namespace, labelSelector: req.query.labelSelector });
+      },
+    );
+
+    app.post<{ Params: NsParams }>(
+      base,
+      {
+        schema: {
+          tags,
+          summary: `Create a ${k.kind}`,
+          description: 'Warnings (e.g. a trigger whose function does not exist yet) come in the x-flint-warnings header as a JSON array.',
+          params: NS_PARAM,
+          body: Type.Ref(k.schema),
+          response: { 201: Type.Ref(k.schema), ...ERRORS },
+        },
+      },
+      async (req, reply) => {
+        checkSegment('namespace', req.params.namespace);
+        const obj = validate(k, withNamespace(req.body, req.params.namespace));
+        if (obj.metadata.uid !== undefined || obj.metadata.resourceVersion !== undefined) {
+          delete (obj.metadata as any).uid;
+          delete (obj.metadata as any).resourceVersion;
+        }
+        const warnings = await checkReferences(store, obj);
+        const created = await store.create(initialStatus(obj));
+        sendWarnings(reply, warnings);
+        reply.code(201);
+        return created;
+      },
+    );
+
+    app.get<{ Params: NameParams }>(
+      `${base}/:name`,
+      { schema: { tags, summary: `Read a ${k.kind}`, params: NAME_PARAMS, response: { 200: Type.Ref(k.schema), 404: ErrorBody } } },
+      async (req) => {
+        const { namespace, name } = req.params;
+        checkSegment('namespace', namespace);
+        checkSegment('name', name);
+        const obj = await store.get(k.kind, namespace, name);
+        if (!obj) throw new FlintError('FLINT_ERR_NOT_FOUND', `${k.kind} '${name}' not found in namespace '${namespace}'`);
+        return obj;
+      },
+    );
+
+    app.put<{ Params: NameParams }>(
+      `${base}/:name`,
+      {
+        schema: {
+          tags,
+          summary: `Replace a ${k.kind}`,
+          description: 'Send metadata.resourceVersion from a read to refuse a concurrent change (409 FLINT_ERR_CONFLICT).',
+          params: NAME_PARAMS,
+          body: Type.Ref(k.schema),
+          response: { 200: Type.Ref(k.schema), ...ERRORS },
+        },
+      },
+      async (req, reply) => {
+        const { namespace, name } = req.params;
+        checkSegment('namespace', namespace);
+        checkSegment('name', name);
+        const obj = validate(k, withNamespace(req.body, namespace));
+        if (obj.metadata.name !== name) throw invalid('metadata.name', `'${obj.metadata.name}' does not match the path's name '${name}'`);
+        const current = await store.get(k.kind, namespace, name);
+        if (!current) throw new FlintError('FLINT_ERR_NOT_FOUND', `${k.kind} '${name}' not found in namespace '${namespace}'`);
+        const warnings = await checkReferences(store, obj);
+        if (k.hasStatus) {
+          // Status is the system's; a spec change of a package starts a new build.
+          const pkg = obj as Package;
+          const changed = JSON.stringify(pkg.spec) !== JSON.stringify((current as Package).spec);
+          pkg.status = changed ? (initialStatus(obj) as Package).status : (current as Package).status;
+        }
+        const updated = await store.update(obj);
+        sendWarnings(reply, warnings);
+        return updated;
+      },
+    );
+
+    if (k.hasStatus) {
+      app.put<{ Params: NameParams; Body: { metadata?: { resourceVersion?: string }; status?: unknown } }>(
+        `${base}/:name/status`,
+        {
+          schema: {
+            tags,
+            summary: `Replace the status of a ${k.kind}`,
+            params: NAME_PARAMS,
+            body: Type.Object({ metadata: Type.Optional(Type.Object({ resourceVersion: Type.Optional(Type.String()) })), status: PackageStatus }),
+            response: { 200: Type.Ref(k.schema), ...ERRORS },
+          },
+        },
+        async (req) => {
+          const { namespace, name } = req.params;
+          const body = req.body;
+          if (!body || typeof body !== 'object' || !body.status || typeof body.status !== 'object') throw invalid('status', 'required');
+          const candidate = { ...(await getOr404(k, namespace, name)), status: body.status } as Package;
+          validate(k, { ...candidate, metadata: { ...candidate.metadata } });
+          return store.updateStatus({ ...candidate, metadata: { ...candidate.metadata, resourceVersion: body.metadata?.resourceVersion } } as Package);
+        },
+      );
+    }
+
+    app.delete<{ Params: NameParams; Querystring: { force?: string; resourceVersion?: string } }>(
+      `${base}/:name`,
+      {
+        schema: {
+          tags,
+          summary: `Delete a ${k.kind}`,
+          description: 'Environments and packages used by a function are kept (409 FLINT_ERR_IN_USE) unless force=true.',
+          params: NAME_PARAMS,
+          querystring: Type.Object({ force: Type.Optional(Type.String()), resourceVersion: Type.Optional(Type.String()) }),
+          response: { 200: Type.Ref(k.schema), ...ERRORS },
+        },
+      },
+      async (req) => {
+        const { namespace, name } = req.params;
+        checkSegment('namespace', namespace);
+        checkSegment('name', name);
+        const force = req.query.force;
+        if (force !== undefined && force !== 'true' && force !== 'false') throw invalid('force', `must be true or false, got '${force}'`);
+        await getOr404(k, namespace, name);
+        if (force !== 'true') await checkDeletable(store, k.kind, namespace, name);
+        return store.delete(k.kind, namespace, name, { resourceVersion: req.query.resourceVersion });
+      },
+    );
+  }
+
+  async function getOr404(k: KindInfo, namespace: string, name: string): Promise<AnyResource> {
+    checkSegment('namespace', namespace);
+    checkSegment('name', name);
+    const obj = await store.get(k.kind, namespace, name);
+    if (!obj) throw new FlintError('FLINT_ERR_NOT_FOUND', `${k.kind} '${name}' not found in namespace '${namespace}'`);
+    return obj;
+  }
+}
+
+/** The URL names the namespace; a body naming another one is a mistake. */
+function withNamespace(body: unknown, namespace: string): unknown {
+  if (!body || typeof body !== 'object' || Array.isArray(body)) {
+    throw new FlintError('FLINT_ERR_VALIDATION', 'body must be a JSON object');
+  }
+  const b = body as { metadata?: { namespace?: unknown } };
+  if (!b.metadata || typeof b.metadata !== 'object') throw invalid('metadata', 'required');
+  if (b.metadata.namespace !== undefined && b.metadata.namespace !== namespace) {
+    throw invalid('metadata.namespace', `'${String(b.metadata.namespace)}' does not match the path's namespace '${namespace}'`);
+  }
+  return { ...b, metadata: { ...b.metadata, namespace } };
+}

@@ -1,0 +1,85 @@
+// `flint server`: composes the components of local mode in one process.
+import fs from 'node:fs';
+import { pino } from 'pino';
+import { dataLayout } from '../config/layout.ts';
+import { loadValues, type Values, type ValuesSources } from '../config/values.ts';
+import { createController } from '../controller/app.ts';
+import type { ServerInfo } from '../controller/info.ts';
+import { openSqliteStore } from '../store/sqlite.ts';
+import { VERSION } from './version.ts';
+
+export interface RunningServer {
+  values: Values;
+  controllerUrl: string;
+  routerUrl: string;
+  stop(): Promise<void>;
+}
+
+function urlOf(address: string | { address: string; port: number } | null): string {
+  if (!address || typeof address === 'string') return String(address);
+  const host = address.address.includes(':') ? `[${address.address}]` : address.address;
+  return `http://${host}:${address.port}`;
+}
+
+export async function startServer(src: ValuesSources, out: (line: string) => void = console.log): Promise<RunningServer> {
+  const values = await loadValues(src);
+  const layout = dataLayout(values.dataDir);
+  for (const dir of [layout.root, layout.logs, layout.instances, layout.archives]) fs.mkdirSync(dir, { recursive: true, mode: 0o700 });
+  fs.mkdirSync(layout.private, { recursive: true, mode: 0o700 });
+  const logger = pino({ level: values.logLevel }, pino.destination(2));
+  const store = openSqliteStore(layout.db);
+  const stops: Array<() => Promise<void>> = [async () => store.close()];
+  const stop = async () => {
+    for (const s of stops.reverse()) {
+      try {
+        await s();
+      } catch (err) {
+        logger.error({ err }, 'stopping a component failed');
+      }
+    }
+  };
+
+  try {
+    let routerUrl = `http://${values.router.host}:${values.router.port}`;
+    const info = (): ServerInfo => ({
+      version: VERSION,
+      mode: values.mode,
+      routerUrl,
+      authentication: { enabled: values.authentication.enabled, authUriPath: values.authentication.authUriPath },
+    });
+    const controller = await createController({
+      store,
+      layout,
+      // Per-request lines would drown the log; errors still show.
+      logger: logger.child({ component: 'controller' }, { level: values.logLevel === 'debug' || values.logLevel === 'trace' ? values.logLevel : 'warn' }),
+      info,
+      localImages: values.mode === 'local',
+      reservedPaths: ['/router-healthz', '/metrics', values.authentication.authUriPath],
+    });
+    await controller.listen({ host: values.controller.host, port: values.controller.port });
+    stops.push(() => controller.close());
+    const controllerUrl = urlOf(controller.server.address());
+    out(`controller listening on ${controllerUrl}`);
+    routerUrl = routerUrl.replace(/:0$/, '');
+    return { values, controllerUrl, routerUrl, stop };
+  } catch (err) {
+    await stop();
+    throw err;
+  }
+}
+
+/** Entry for the CLI: runs until SIGINT/SIGTERM. */
+export async function runServer(src: ValuesSources): Promise<void> {
+  const server = await startServer(src);
+  let stopping = false;
+  const shutdown = async (signal: string) => {
+    if (stopping) return;
+    stopping = true;
+    console.log(`received ${signal}, stopping`);
+    await server.stop();
+    process.exit(0);
+  };
+  process.on('SIGINT', () => void shutdown('SIGINT'));
+  process.on('SIGTERM', () => void shutdown('SIGTERM'));
+  await new Promise(() => {});
+}
