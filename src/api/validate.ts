@@ -42,7 +42,7 @@ function fieldOf(path: string): string {
 
 /** Most useful message for a TypeBox error: unions report every branch, keep it short. */
 function describe(e: { message: string; schema: any; value: unknown; type: number }): string {
-  if (e.schema?.anyOf && e.schema.anyOf.every((s: any) => 'const' in s)) {
+  if (e.schema?.anyOf?.every((s: any) => 'const' in s)) {
     return `must be one of ${e.schema.anyOf.map((s: any) => JSON.stringify(s.const)).join(', ')}, got ${JSON.stringify(e.value)}`;
   }
   if (e.message === 'Unexpected property') return 'unknown field';

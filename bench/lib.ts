@@ -1,0 +1,98 @@
+// Measurement helpers shared by the benchmarks. Every benchmark compares
+// against a baseline measured in the same run, on the same machine, so the
+// ratios mean something even on a noisy 2-core box.
+import { execFile, spawn } from 'node:child_process';
+import { once } from 'node:events';
+import { promisify } from 'node:util';
+
+const run = promisify(execFile);
+
+export interface Percentiles {
+  p50: number;
+  p90: number;
+  p99: number;
+  count: number;
+}
+
+export function percentiles(samplesUs: number[]): Percentiles {
+  const s = [...samplesUs].sort((a, b) => a - b);
+  const at = (q: number) => s[Math.min(s.length - 1, Math.floor(q * s.length))];
+  return { p50: at(0.5), p90: at(0.9), p99: at(0.99), count: s.length };
+}
+
+/** Runs `once` sequentially `n` times after `warmup` calls; returns microseconds. */
+export async function sequentialLatency(once: () => Promise<void>, n: number, warmup = Math.min(200, n)): Promise<Percentiles> {
+  for (let i = 0; i < warmup; i++) await once();
+  const samples: number[] = new Array(n);
+  for (let i = 0; i < n; i++) {
+    const t0 = process.hrtime.bigint();
+    await once();
+    samples[i] = Number(process.hrtime.bigint() - t0) / 1000;
+  }
+  return percentiles(samples);
+}
+
+export interface WrkResult {
+  rps: number;
+  p50Us: number;
+  p99Us: number;
+  non2xx: number;
+  errors: number;
+}
+
+function toUs(text: string): number {
+  const m = /^([\d.]+)(us|ms|s)$/.exec(text.trim());
+  if (!m) return Number.NaN;
+  const v = Number(m[1]);
+  return m[2] === 'us' ? v : m[2] === 'ms' ? v * 1000 : v * 1_000_000;
+}
+
+export async function hasWrk(): Promise<boolean> {
+  try {
+    await run('wrk', ['--version']).catch((e) => {
+      // wrk --version exits 1 after printing its version.
+      if (!String(e.stdout ?? '').includes('wrk')) throw e;
+    });
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** Load from a second process (wrk), bounded in time, loopback only. */
+export async function wrk(url: string, opts: { seconds: number; connections: number; threads?: number; headers?: string[] }): Promise<WrkResult> {
+  const args = ['-t', String(opts.threads ?? 1), '-c', String(opts.connections), '-d', `${opts.seconds}s`, '--latency'];
+  for (const h of opts.headers ?? []) args.push('-H', h);
+  args.push(url);
+  const { stdout } = await run('wrk', args, { timeout: (opts.seconds + 30) * 1000 });
+  const rps = Number(/Requests\/sec:\s+([\d.]+)/.exec(stdout)?.[1]);
+  const p50 = /^\s+50%\s+(\S+)/m.exec(stdout)?.[1] ?? '';
+  const p99 = /^\s+99%\s+(\S+)/m.exec(stdout)?.[1] ?? '';
+  const non2xx = Number(/Non-2xx or 3xx responses:\s+(\d+)/.exec(stdout)?.[1] ?? 0);
+  const errLine = /Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)/.exec(stdout);
+  const errors = errLine ? errLine.slice(1).reduce((a, b) => a + Number(b), 0) : 0;
+  return { rps, p50Us: toUs(p50), p99Us: toUs(p99), non2xx, errors };
+}
+
+/** A bare node:http hello server in its own process: the throughput baseline. */
+export async function startBareServer(): Promise<{ url: string; stop(): Promise<void> }> {
+  const code = `
+    const http = require('node:http');
+    const s = http.createServer((req, res) => { res.writeHead(200, {'content-type': 'text/plain'}); res.end('hello\\n'); });
+    s.keepAliveTimeout = 60000;
+    s.listen(0, '127.0.0.1', () => console.log(s.address().port));`;
+  const child = spawn(process.execPath, ['-e', code], { stdio: ['ignore', 'pipe', 'inherit'] });
+  const [chunk] = (await once(child.stdout!, 'data')) as [Buffer];
+  const url = `http://127.0.0.1:${chunk.toString().trim()}/`;
+  return {
+    url,
+    async stop() {
+      child.kill();
+      await once(child, 'exit');
+    },
+  };
+}
+
+export function fmt(n: number, digits = 0): string {
+  return Number.isFinite(n) ? n.toFixed(digits) : 'n/a';
+}

@@ -1,0 +1,115 @@
+// Starts a real `flint server` as a child process for system tests, on free
+// loopback ports and a fresh data directory, and stops it (or kills it).
+import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+
+export const REPO = path.resolve(import.meta.dirname, '..', '..');
+export const FLINT_BIN = path.join(REPO, 'bin', 'flint.js');
+
+export interface TestServer {
+  dataDir: string;
+  controllerUrl: string;
+  routerUrl: string;
+  ingressUrl?: string;
+  child: ChildProcess;
+  /** Everything the server printed so far (stdout and stderr). */
+  output(): string;
+  stop(): Promise<void>;
+  kill(): Promise<void>;
+  /** Env for CLI children: FLINT_URL and FLINT_ROUTER_URL point here. */
+  env: NodeJS.ProcessEnv;
+}
+
+export interface StartOptions {
+  dataDir?: string;
+  sets?: string[];
+  /** Keep the data directory when stopping (restart tests). */
+  keepData?: boolean;
+}
+
+export async function startServer(opts: StartOptions = {}): Promise<TestServer> {
+  const dataDir = opts.dataDir ?? fs.mkdtempSync(path.join(os.tmpdir(), 'flint-sys-'));
+  const sets = ['controller.port=0', 'router.port=0', 'ingress.port=0', 'ingress.httpsPort=0', `dataDir=${dataDir}`, 'logLevel=warn', 'executor.reapIntervalSeconds=1', ...(opts.sets ?? [])];
+  const args = [FLINT_BIN, 'server', ...sets.flatMap((s) => ['--set', s])];
+  const child = spawn(process.execPath, args, { cwd: REPO, stdio: ['ignore', 'pipe', 'pipe'] });
+  let out = '';
+  child.stdout!.on('data', (c) => (out += c));
+  child.stderr!.on('data', (c) => (out += c));
+  const exited = new Promise<void>((r) => child.once('exit', () => r()));
+  const urls = await new Promise<Record<string, string>>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`server did not start in time:\n${out}`)), 30_000);
+    const check = () => {
+      const found: Record<string, string> = {};
+      for (const m of out.matchAll(/^(\w+) listening on (\S+)$/gm)) found[m[1]] = m[2];
+      if (found.controller && found.router) {
+        clearTimeout(timer);
+        resolve(found);
+      }
+    };
+    child.stdout!.on('data', check);
+    child.once('exit', (code) => {
+      clearTimeout(timer);
+      reject(new Error(`server exited with ${code} before listening:\n${out}`));
+    });
+  });
+  const cleanup = () => {
+    if (!opts.keepData && !opts.dataDir) fs.rmSync(dataDir, { recursive: true, force: true });
+  };
+  return {
+    dataDir,
+    controllerUrl: urls.controller,
+    routerUrl: urls.router,
+    ingressUrl: urls.ingress,
+    child,
+    output: () => out,
+    env: { ...process.env, FLINT_URL: urls.controller, FLINT_ROUTER_URL: urls.router, FLINT_DATA_DIR: dataDir },
+    async stop() {
+      if (child.exitCode === null) child.kill('SIGTERM');
+      const t = setTimeout(() => child.kill('SIGKILL'), 10_000);
+      await exited;
+      clearTimeout(t);
+      cleanup();
+    },
+    async kill() {
+      if (child.exitCode === null) child.kill('SIGKILL');
+      await exited;
+      cleanup();
+    },
+  };
+}
+
+export interface CliResult {
+  code: number;
+  stdout: string;
+  stderr: string;
+}
+
+/** Runs `flint <args>` as a user would, synchronously. */
+export function flint(server: { env: NodeJS.ProcessEnv }, args: string[], opts: { cwd?: string; input?: string; env?: NodeJS.ProcessEnv } = {}): CliResult {
+  const r = spawnSync(process.execPath, [FLINT_BIN, ...args], {
+    cwd: opts.cwd ?? REPO,
+    env: { ...server.env, ...opts.env },
+    input: opts.input,
+    encoding: 'utf8',
+    timeout: 60_000,
+  });
+  return { code: r.status ?? -1, stdout: r.stdout, stderr: r.stderr };
+}
+
+/** Polls `fn` until it returns a truthy value or the deadline passes. */
+export async function eventually<T>(fn: () => Promise<T> | T, what: string, timeoutMs = 15_000): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  let last: unknown;
+  for (;;) {
+    try {
+      const v = await fn();
+      if (v) return v;
+    } catch (err) {
+      last = err;
+    }
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}${last ? `: ${(last as Error).message}` : ''}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
