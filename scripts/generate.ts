@@ -24,7 +24,8 @@ await store.close();
 fs.rmSync(dir, { recursive: true, force: true });
 console.log(`wrote ${path.relative(process.cwd(), new URL(OPENAPI_FILE).pathname)}`);
 
-const reference = await import('../src/cli/reference.ts').catch(() => undefined);
+const referenceModule = '../src/cli/reference.ts';
+const reference = await import(referenceModule).catch(() => undefined);
 if (reference) {
   await reference.writeReference();
   console.log('wrote docs/cli-reference.md');

@@ -14,13 +14,13 @@ async function post(base: string, plural: string, body: unknown) {
     body: JSON.stringify(body),
   });
   assert.equal(res.status, 201, await res.clone().text());
-  return res.json();
+  return (await res.json()) as Record<string, unknown>;
 }
 
 async function everything(base: string) {
   const out: Record<string, unknown> = {};
   for (const plural of ['environments', 'packages', 'functions', 'httptriggers', 'messagequeuetriggers', 'secrets', 'configmaps']) {
-    out[plural] = (await (await fetch(`${base}/v1/${plural}`)).json()).items;
+    out[plural] = ((await (await fetch(`${base}/v1/${plural}`)).json()) as { items: unknown[] }).items;
   }
   return out;
 }

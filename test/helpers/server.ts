@@ -99,13 +99,13 @@ export function flint(server: { env: NodeJS.ProcessEnv }, args: string[], opts: 
 }
 
 /** Polls `fn` until it returns a truthy value or the deadline passes. */
-export async function eventually<T>(fn: () => Promise<T> | T, what: string, timeoutMs = 15_000): Promise<T> {
+export async function eventually<T>(fn: () => Promise<T> | T, what: string, timeoutMs = 15_000): Promise<NonNullable<T>> {
   const deadline = Date.now() + timeoutMs;
   let last: unknown;
   for (;;) {
     try {
       const v = await fn();
-      if (v) return v;
+      if (v) return v as NonNullable<T>;
     } catch (err) {
       last = err;
     }

@@ -7,7 +7,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 
-export type Handler = (context: unknown, callback?: (...args: unknown[]) => void) => unknown;
+export type Handler = (context: unknown, callback?: (...args: any[]) => void) => unknown;
 
 const requireFrom = createRequire(import.meta.url);
 

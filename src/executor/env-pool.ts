@@ -1,0 +1,82 @@
+// The warm pool of one environment: `poolsize` generic workers started ahead
+// of need, so a function's first call only specializes one (a cold start of
+// milliseconds rather than a process start).
+import type { Logger } from 'pino';
+import type { Environment } from '../api/kinds.ts';
+import type { WorkerHandle } from './process/worker-process.ts';
+
+export type WorkerFactory = (env: Environment) => Promise<WorkerHandle>;
+
+export class EnvPool {
+  env: Environment;
+  readonly #idle: WorkerHandle[] = [];
+  #starting = 0;
+  #closed = false;
+  readonly #factory: WorkerFactory;
+  readonly #log: Logger;
+
+  constructor(env: Environment, factory: WorkerFactory, log: Logger) {
+    this.env = env;
+    this.#factory = factory;
+    this.#log = log;
+  }
+
+  get size(): number {
+    return this.env.spec.poolsize ?? 3;
+  }
+
+  get idleCount(): number {
+    return this.#idle.length;
+  }
+
+  /** A warm worker, or undefined when none is ready; the pool refills itself. */
+  take(): WorkerHandle | undefined {
+    let w = this.#idle.shift();
+    while (w && !w.isAlive()) w = this.#idle.shift();
+    this.refill();
+    return w;
+  }
+
+  refill(): void {
+    while (!this.#closed && this.#idle.length + this.#starting < this.size) {
+      this.#starting++;
+      this.#factory(this.env).then(
+        (w) => {
+          this.#starting--;
+          if (this.#closed || this.#idle.length >= this.size) {
+            void w.kill();
+            return;
+          }
+          this.#idle.push(w);
+          // A pooled worker that dies is dropped and replaced.
+          void w.exited.then(() => {
+            const i = this.#idle.indexOf(w);
+            if (i >= 0) {
+              this.#idle.splice(i, 1);
+              this.refill();
+            }
+          });
+        },
+        (err) => {
+          this.#starting--;
+          this.#log.error({ err, env: this.env.metadata.name }, 'could not start a pool worker');
+          // Back off instead of spinning on a broken environment.
+          setTimeout(() => this.refill(), 2000).unref();
+        },
+      );
+    }
+  }
+
+  /** New settings: idle workers started with the old ones are replaced. */
+  async update(env: Environment): Promise<void> {
+    this.env = env;
+    const old = this.#idle.splice(0);
+    await Promise.all(old.map((w) => w.kill()));
+    this.refill();
+  }
+
+  async close(): Promise<void> {
+    this.#closed = true;
+    await Promise.all(this.#idle.splice(0).map((w) => w.kill()));
+  }
+}

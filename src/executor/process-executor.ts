@@ -1,0 +1,466 @@
+// The local executor: function instances are sandboxed worker processes.
+// poolmgr functions specialize a warm worker of their environment's pool on
+// first use; newdeploy functions keep minScale..maxScale dedicated instances.
+// Both scale out when concurrent requests exceed requestsPerPod per instance,
+// are reaped when idle, and switch to new instances when the function or its
+// package changes while the old ones drain.
+import { randomBytes } from 'node:crypto';
+import fs from 'node:fs';
+import path from 'node:path';
+import type { Logger } from 'pino';
+import { FlintError } from '../api/errors.ts';
+import { runtimeForImage } from '../api/images.ts';
+import type { Environment, FunctionResource, Package } from '../api/kinds.ts';
+import type { DataLayout } from '../config/layout.ts';
+import type { Store, Watch } from '../store/store.ts';
+import { EnvPool } from './env-pool.ts';
+import { FunctionLogs } from './function-log.ts';
+import { materialize } from './materialize.ts';
+import { startWorker, type WorkerHandle } from './process/worker-process.ts';
+import type { Executor, Lease } from './types.ts';
+
+export interface ProcessExecutorOptions {
+  store: Store;
+  layout: DataLayout;
+  logger: Logger;
+  sandbox: 'bubblewrap' | 'none';
+  /** Heap cap (MB) of a worker whose environment sets no memory limit. */
+  memoryMB: number;
+  reapIntervalMs: number;
+}
+
+interface Instance {
+  id: string;
+  worker: WorkerHandle;
+  version: string;
+  active: number;
+  lastUsed: number;
+  draining: boolean;
+  served: number;
+}
+
+interface Waiter {
+  resolve(lease: Lease): void;
+  reject(err: unknown): void;
+  timer: NodeJS.Timeout;
+}
+
+interface FnState {
+  key: string;
+  fn: FunctionResource;
+  version: string;
+  instances: Set<Instance>;
+  starting: number;
+  waiters: Waiter[];
+}
+
+const fnKey = (ns: string, name: string) => `${ns}/${name}`;
+
+function memoryOf(env: Environment, fallback: number): number {
+  const mem = env.spec.resources?.limits?.memory;
+  if (mem === undefined) return fallback;
+  const m = /^([0-9.]+)(Ki|Mi|Gi|k|M|G)?$/.exec(String(mem));
+  if (!m) return fallback;
+  const n = Number(m[1]);
+  const mb = { Ki: n / 1024, k: n / 1000, Mi: n, M: n, Gi: n * 1024, G: n * 1000 }[m[2] ?? ''] ?? n / (1024 * 1024);
+  return Math.max(16, Math.floor(mb));
+}
+
+export class ProcessExecutor implements Executor {
+  readonly #o: ProcessExecutorOptions;
+  readonly #log: Logger;
+  readonly #logs: FunctionLogs;
+  readonly #pools = new Map<string, EnvPool>();
+  readonly #fns = new Map<string, FnState>();
+  readonly #packages = new Map<string, Package>();
+  readonly #functions = new Map<string, FunctionResource>();
+  readonly #watches: Watch[] = [];
+  #reaper: NodeJS.Timeout | undefined;
+  #stopped = false;
+
+  constructor(opts: ProcessExecutorOptions) {
+    this.#o = opts;
+    this.#log = opts.logger;
+    this.#logs = new FunctionLogs(opts.layout);
+  }
+
+  async start(): Promise<void> {
+    const { store } = this.#o;
+    const envs = await store.list('Environment');
+    for (const env of envs.items) this.#upsertEnv(env);
+    const pkgs = await store.list('Package');
+    for (const p of pkgs.items) this.#packages.set(fnKey(p.metadata.namespace, p.metadata.name), p);
+    const fns = await store.list('Function');
+    for (const f of fns.items) this.#upsertFunction(f);
+    this.#watches.push(
+      store.watch({ kind: 'Environment', sinceResourceVersion: envs.resourceVersion }, (ev) => {
+        const env = ev.object as Environment;
+        if (ev.type === 'DELETED') this.#deleteEnv(env);
+        else this.#upsertEnv(env);
+      }),
+      store.watch({ kind: 'Package', sinceResourceVersion: pkgs.resourceVersion }, (ev) => {
+        const key = fnKey(ev.object.metadata.namespace, ev.object.metadata.name);
+        if (ev.type === 'DELETED') this.#packages.delete(key);
+        else this.#packages.set(key, ev.object as Package);
+        // Functions using this package move to instances of the new code.
+        for (const st of this.#fns.values()) {
+          const ref = st.fn.spec.package.packageref;
+          if (fnKey(ref.namespace ?? st.fn.metadata.namespace, ref.name) === key) this.#refreshVersion(st);
+        }
+      }),
+      store.watch({ kind: 'Function', sinceResourceVersion: fns.resourceVersion }, (ev) => {
+        const fn = ev.object as FunctionResource;
+        if (ev.type === 'DELETED') this.#deleteFunction(fn);
+        else this.#upsertFunction(fn);
+      }),
+    );
+    this.#reaper = setInterval(() => this.#reap(), this.#o.reapIntervalMs);
+    this.#reaper.unref();
+  }
+
+  async stop(): Promise<void> {
+    this.#stopped = true;
+    for (const w of this.#watches.splice(0)) w.close();
+    if (this.#reaper) clearInterval(this.#reaper);
+    const kills: Promise<void>[] = [];
+    for (const pool of this.#pools.values()) kills.push(pool.close());
+    for (const st of this.#fns.values()) {
+      for (const w of st.waiters.splice(0)) {
+        clearTimeout(w.timer);
+        w.reject(new FlintError('FLINT_ERR_UNAVAILABLE', 'the executor is stopping'));
+      }
+      for (const inst of st.instances) kills.push(inst.worker.kill());
+    }
+    await Promise.all(kills);
+    await this.#logs.closeAll();
+  }
+
+  /** Counts for tests and status: instances of a function, warm workers of an environment. */
+  status(): { functions: Record<string, { instances: number; starting: number }>; pools: Record<string, number> } {
+    const functions: Record<string, { instances: number; starting: number }> = {};
+    for (const [k, st] of this.#fns) functions[k] = { instances: st.instances.size, starting: st.starting };
+    const pools: Record<string, number> = {};
+    for (const [k, p] of this.#pools) pools[k] = p.idleCount;
+    return { functions, pools };
+  }
+
+  // ---- environments ------------------------------------------------------------
+
+  #upsertEnv(env: Environment): void {
+    const key = fnKey(env.metadata.namespace, env.metadata.name);
+    const existing = this.#pools.get(key);
+    if (existing) {
+      if (JSON.stringify(existing.env.spec) !== JSON.stringify(env.spec)) void existing.update(env);
+      else existing.env = env;
+      return;
+    }
+    const pool = new EnvPool(env, (e) => this.#startWorker(e), this.#log);
+    this.#pools.set(key, pool);
+    pool.refill();
+  }
+
+  #deleteEnv(env: Environment): void {
+    const key = fnKey(env.metadata.namespace, env.metadata.name);
+    void this.#pools.get(key)?.close();
+    this.#pools.delete(key);
+  }
+
+  #startWorker(env: Environment, sink?: (line: string, stream: 'stdout' | 'stderr') => void): Promise<WorkerHandle> {
+    const runtime = runtimeForImage(env.spec.runtime.image);
+    if (!runtime) throw new FlintError('FLINT_ERR_VALIDATION', `environment '${env.metadata.name}' has an image no runtime serves`);
+    const id = `${env.metadata.name}-${randomBytes(4).toString('hex')}`;
+    const instanceDir = path.join(this.#o.layout.instances, id);
+    const box = { sink };
+    const handle = startWorker({
+      id,
+      runtime,
+      instanceDir,
+      sandbox: this.#o.sandbox,
+      allowNetwork: env.spec.allowAccessToExternalNetwork === true,
+      memoryMB: memoryOf(env, this.#o.memoryMB),
+      env: env.spec.runtime.env,
+      onOutput: (line, stream) => (box.sink ?? outputSinks.get(id))?.(line, stream),
+    });
+    return handle.then((w) => {
+      void w.exited.then(() => {
+        outputSinks.delete(id);
+        fs.rmSync(instanceDir, { recursive: true, force: true });
+      });
+      return w;
+    });
+  }
+
+  // ---- functions -----------------------------------------------------------------
+
+  #versionOf(fn: FunctionResource): string {
+    const ref = fn.spec.package.packageref;
+    const pkg = this.#packages.get(fnKey(ref.namespace ?? fn.metadata.namespace, ref.name));
+    return `${fn.metadata.uid}:${fn.metadata.resourceVersion}:${pkg?.metadata.resourceVersion ?? '-'}`;
+  }
+
+  #state(fn: FunctionResource): FnState {
+    const key = fnKey(fn.metadata.namespace, fn.metadata.name);
+    let st = this.#fns.get(key);
+    if (!st || st.fn.metadata.uid !== fn.metadata.uid) {
+      if (st) this.#drainAll(st);
+      st = { key, fn, version: this.#versionOf(fn), instances: new Set(), starting: 0, waiters: [] };
+      this.#fns.set(key, st);
+    }
+    return st;
+  }
+
+  #upsertFunction(fn: FunctionResource): void {
+    this.#functions.set(fnKey(fn.metadata.namespace, fn.metadata.name), fn);
+    const st = this.#fns.get(fnKey(fn.metadata.namespace, fn.metadata.name));
+    if (st && st.fn.metadata.uid === fn.metadata.uid && Number(fn.metadata.resourceVersion) > Number(st.fn.metadata.resourceVersion)) {
+      st.fn = fn;
+      this.#refreshVersion(st);
+    }
+    if (this.#isNewdeploy(fn)) this.#ensureMinScale(this.#state(fn));
+  }
+
+  #deleteFunction(fn: FunctionResource): void {
+    const key = fnKey(fn.metadata.namespace, fn.metadata.name);
+    this.#functions.delete(key);
+    const st = this.#fns.get(key);
+    if (!st) return;
+    this.#fns.delete(key);
+    for (const w of st.waiters.splice(0)) {
+      clearTimeout(w.timer);
+      w.reject(new FlintError('FLINT_ERR_NOT_FOUND', `function '${fn.metadata.name}' was deleted`));
+    }
+    this.#drainAll(st);
+    this.#logs.close(fn.metadata.namespace, fn.metadata.name);
+  }
+
+  /** A new function or package version: old instances finish what they have, then go. */
+  #refreshVersion(st: FnState): void {
+    const v = this.#versionOf(st.fn);
+    if (v === st.version) return;
+    st.version = v;
+    this.#logs.write(st.fn.metadata.namespace, st.fn.metadata.name, 'flint', 'function changed: new requests go to new instances, old ones drain');
+    for (const inst of st.instances) if (inst.version !== v) this.#drain(st, inst);
+    if (this.#isNewdeploy(st.fn)) this.#ensureMinScale(st);
+    this.#dispatch(st);
+  }
+
+  #drain(st: FnState, inst: Instance): void {
+    inst.draining = true;
+    if (inst.active === 0) this.#retire(st, inst, 'drained');
+  }
+
+  #drainAll(st: FnState): void {
+    for (const inst of st.instances) this.#drain(st, inst);
+  }
+
+  #retire(st: FnState, inst: Instance, why: string): void {
+    if (!st.instances.delete(inst)) return;
+    this.#logs.write(st.fn.metadata.namespace, st.fn.metadata.name, 'flint', `instance ${inst.id} stopped (${why})`);
+    void inst.worker.kill();
+  }
+
+  #isNewdeploy(fn: FunctionResource): boolean {
+    return fn.spec.invokeStrategy?.executionStrategy?.executorType === 'newdeploy';
+  }
+
+  #maxInstances(fn: FunctionResource): number {
+    const es = fn.spec.invokeStrategy?.executionStrategy;
+    if (this.#isNewdeploy(fn)) return Math.max(1, es?.maxScale ?? es?.minScale ?? 1);
+    return fn.spec.concurrency ?? 500;
+  }
+
+  #ensureMinScale(st: FnState): void {
+    const min = st.fn.spec.invokeStrategy?.executionStrategy?.minScale ?? 1;
+    const current = [...st.instances].filter((i) => !i.draining).length + st.starting;
+    for (let i = current; i < min; i++) this.#startInstance(st);
+  }
+
+  // ---- acquiring -----------------------------------------------------------------
+
+  acquire(fn: FunctionResource, signal?: AbortSignal): Promise<Lease> {
+    if (this.#stopped) return Promise.reject(new FlintError('FLINT_ERR_UNAVAILABLE', 'the executor is stopping'));
+    // The caller's copy may lag behind the executor's own watch, or lead it.
+    const known = this.#functions.get(fnKey(fn.metadata.namespace, fn.metadata.name));
+    if (known && known.metadata.uid === fn.metadata.uid && Number(known.metadata.resourceVersion) > Number(fn.metadata.resourceVersion)) fn = known;
+    const st = this.#state(fn);
+    if (Number(fn.metadata.resourceVersion) > Number(st.fn.metadata.resourceVersion)) {
+      st.fn = fn;
+      this.#refreshVersion(st);
+    }
+    const ready = this.#freeInstance(st);
+    if (ready) return Promise.resolve(this.#lease(st, ready, false));
+    return new Promise<Lease>((resolve, reject) => {
+      const timeoutMs = (st.fn.spec.invokeStrategy?.executionStrategy?.specializationTimeout ?? 120) * 1000 + (st.fn.spec.functionTimeout ?? 60) * 1000;
+      const waiter: Waiter = {
+        resolve,
+        reject,
+        timer: setTimeout(() => {
+          this.#removeWaiter(st, waiter);
+          reject(new FlintError('FLINT_ERR_TOO_MANY_REQUESTS', `function '${fn.metadata.name}' has no free instance: all ${this.#maxInstances(st.fn)} are busy`));
+        }, timeoutMs),
+      };
+      signal?.addEventListener(
+        'abort',
+        () => {
+          if (this.#removeWaiter(st, waiter)) reject(new FlintError('FLINT_ERR_UNAVAILABLE', 'request aborted'));
+        },
+        { once: true },
+      );
+      st.waiters.push(waiter);
+      this.#scale(st);
+    });
+  }
+
+  #removeWaiter(st: FnState, w: Waiter): boolean {
+    const i = st.waiters.indexOf(w);
+    if (i < 0) return false;
+    st.waiters.splice(i, 1);
+    clearTimeout(w.timer);
+    return true;
+  }
+
+  #freeInstance(st: FnState): Instance | undefined {
+    const rpp = st.fn.spec.requestsPerPod ?? 1;
+    let best: Instance | undefined;
+    for (const inst of st.instances) {
+      if (inst.draining || inst.version !== st.version || inst.active >= rpp || !inst.worker.isAlive()) continue;
+      if (!best || inst.active < best.active) best = inst;
+    }
+    return best;
+  }
+
+  /** Starts instances while waiting requests outnumber the slots on the way. */
+  #scale(st: FnState): void {
+    const rpp = st.fn.spec.requestsPerPod ?? 1;
+    const max = this.#maxInstances(st.fn);
+    while (st.waiters.length > st.starting * rpp) {
+      const live = [...st.instances].filter((i) => !i.draining).length;
+      if (live + st.starting >= max) break;
+      this.#startInstance(st);
+    }
+  }
+
+  #startInstance(st: FnState): void {
+    st.starting++;
+    const fn = st.fn;
+    const version = st.version;
+    const ns = fn.metadata.namespace;
+    const name = fn.metadata.name;
+    const sink = (line: string, stream: 'stdout' | 'stderr') => this.#logs.write(ns, name, stream, line);
+    void (async () => {
+      let worker: WorkerHandle | undefined;
+      try {
+        const envRef = fn.spec.environment;
+        const pool = this.#pools.get(fnKey(envRef.namespace ?? ns, envRef.name));
+        if (!pool) throw new FlintError('FLINT_ERR_NOT_FOUND', `environment '${envRef.name}' not found in namespace '${envRef.namespace ?? ns}'`);
+        const ref = fn.spec.package.packageref;
+        const pkg = this.#packages.get(fnKey(ref.namespace ?? ns, ref.name));
+        if (!pkg) throw new FlintError('FLINT_ERR_NOT_FOUND', `package '${ref.name}' not found in namespace '${ref.namespace ?? ns}'`);
+        worker = this.#isNewdeploy(fn) ? undefined : pool.take();
+        if (worker) outputSinks.set(worker.id, sink);
+        else worker = await this.#startWorker(pool.env, sink);
+        const timeoutMs = (fn.spec.invokeStrategy?.executionStrategy?.specializationTimeout ?? 120) * 1000;
+        const m = await materialize(this.#o.store, fn, pkg, worker);
+        await worker.specialize(m, timeoutMs);
+        st.starting--;
+        const inst: Instance = { id: worker.id, worker, version, active: 0, lastUsed: Date.now(), draining: false, served: 0 };
+        if (this.#fns.get(st.key) !== st || this.#stopped) {
+          void worker.kill();
+          return;
+        }
+        st.instances.add(inst);
+        this.#logs.write(ns, name, 'flint', `instance ${inst.id} specialized`);
+        void worker.exited.then(({ code, signal }) => {
+          if (st.instances.has(inst)) {
+            this.#logs.write(ns, name, 'flint', `instance ${inst.id} exited (code ${code}, signal ${signal}); it will be replaced on demand`);
+            st.instances.delete(inst);
+            if (this.#isNewdeploy(st.fn) && !this.#stopped) this.#ensureMinScale(st);
+            this.#scale(st);
+          }
+        });
+        if (version !== st.version) this.#drain(st, inst);
+        this.#dispatch(st, inst);
+      } catch (err) {
+        st.starting--;
+        if (worker) void worker.kill();
+        const e = err instanceof FlintError ? err : new FlintError('FLINT_ERR_SPECIALIZE_FAILED', String((err as Error)?.message ?? err));
+        this.#logs.write(ns, name, 'flint', `specialization failed: ${e.message}`);
+        this.#log.warn({ fn: st.key, err: e.message }, 'specialization failed');
+        // Requests counting on this instance fail with its error, unless
+        // another instance is on the way or ready for them.
+        const capacity = st.starting * (st.fn.spec.requestsPerPod ?? 1);
+        while (st.waiters.length > capacity && !this.#freeInstance(st)) {
+          const w = st.waiters.pop()!;
+          clearTimeout(w.timer);
+          w.reject(e);
+        }
+        this.#dispatch(st);
+      }
+    })();
+  }
+
+  /** Hands free slots to waiting requests, oldest first. */
+  #dispatch(st: FnState, fresh?: Instance): void {
+    let first = fresh;
+    while (st.waiters.length > 0) {
+      const inst = first && first.active < (st.fn.spec.requestsPerPod ?? 1) && !first.draining ? first : this.#freeInstance(st);
+      if (!inst) break;
+      const w = st.waiters.shift()!;
+      clearTimeout(w.timer);
+      w.resolve(this.#lease(st, inst, inst === fresh && inst.served === 0));
+      first = inst === fresh ? fresh : undefined;
+    }
+    if (st.waiters.length > 0) this.#scale(st);
+  }
+
+  #lease(st: FnState, inst: Instance, coldStart: boolean): Lease {
+    inst.active++;
+    inst.served++;
+    let released = false;
+    return {
+      socketPath: inst.worker.socketPath,
+      instanceId: inst.id,
+      coldStart,
+      release: (outcome = 'ok') => {
+        if (released) return;
+        released = true;
+        inst.active--;
+        inst.lastUsed = Date.now();
+        if (outcome === 'timeout') {
+          this.#logs.write(st.fn.metadata.namespace, st.fn.metadata.name, 'flint', `instance ${inst.id} exceeded the function timeout and is replaced`);
+          this.#retire(st, inst, 'timeout');
+        } else if (outcome === 'unreachable' && !inst.worker.isAlive()) {
+          st.instances.delete(inst);
+        } else if (st.fn.spec.onceOnly) {
+          this.#retire(st, inst, 'onceOnly');
+        } else if (inst.draining && inst.active === 0) {
+          this.#retire(st, inst, 'drained');
+        }
+        this.#dispatch(st);
+      },
+    };
+  }
+
+  #reap(): void {
+    const now = Date.now();
+    for (const st of this.#fns.values()) {
+      const idleMs = (st.fn.spec.idletimeout ?? 120) * 1000;
+      const keep = this.#isNewdeploy(st.fn) ? (st.fn.spec.invokeStrategy?.executionStrategy?.minScale ?? 1) : 0;
+      let live = [...st.instances].filter((i) => !i.draining).length;
+      for (const inst of st.instances) {
+        if (live <= keep) break;
+        if (inst.active === 0 && now - inst.lastUsed > idleMs) {
+          this.#retire(st, inst, `idle for ${st.fn.spec.idletimeout ?? 120} s`);
+          live--;
+        }
+      }
+    }
+  }
+}
+
+/** Where a pooled worker's output goes once a function owns it. */
+const outputSinks = new Map<string, (line: string, stream: 'stdout' | 'stderr') => void>();
+
+export function createProcessExecutor(opts: ProcessExecutorOptions): ProcessExecutor {
+  return new ProcessExecutor(opts);
+}
