@@ -1,10 +1,14 @@
 // `flint server`: composes the components of local mode in one process.
 import fs from 'node:fs';
 import { pino } from 'pino';
+import { FlintError } from '../api/errors.ts';
 import { dataLayout } from '../config/layout.ts';
 import { loadValues, type Values, type ValuesSources } from '../config/values.ts';
 import { createController } from '../controller/app.ts';
 import type { ServerInfo } from '../controller/info.ts';
+import { sandboxAvailable } from '../executor/process/sandbox.ts';
+import { createProcessExecutor } from '../executor/process-executor.ts';
+import { createRouter } from '../router/router.ts';
 import { openSqliteStore } from '../store/sqlite.ts';
 import { VERSION } from './version.ts';
 
@@ -40,7 +44,28 @@ export async function startServer(src: ValuesSources, out: (line: string) => voi
   };
 
   try {
-    let routerUrl = `http://${values.router.host}:${values.router.port}`;
+    if (values.executor.sandbox === 'bubblewrap' && !(await sandboxAvailable())) {
+      throw new FlintError(
+        'FLINT_ERR_CONFIG',
+        "bubblewrap is not usable here, so functions cannot be sandboxed: install it (apt-get install bubblewrap) or start with --set executor.sandbox=none to run functions unsandboxed",
+        { field: 'executor.sandbox' },
+      );
+    }
+    if (values.executor.sandbox === 'none') logger.warn('executor.sandbox=none: functions run unsandboxed, with this user\'s rights');
+    const executor = createProcessExecutor({
+      store,
+      layout,
+      logger: logger.child({ component: 'executor' }),
+      sandbox: values.executor.sandbox,
+      memoryMB: values.executor.memoryMB,
+      reapIntervalMs: values.executor.reapIntervalSeconds * 1000,
+    });
+    await executor.start();
+    stops.push(() => executor.stop());
+    const router = createRouter({ store, executor, logger: logger.child({ component: 'router' }), host: values.router.host, port: values.router.port });
+    const routerUrl = (await router.start()).url;
+    stops.push(() => router.stop());
+    out(`router listening on ${routerUrl}`);
     const info = (): ServerInfo => ({
       version: VERSION,
       mode: values.mode,
@@ -60,7 +85,6 @@ export async function startServer(src: ValuesSources, out: (line: string) => voi
     stops.push(() => controller.close());
     const controllerUrl = urlOf(controller.server.address());
     out(`controller listening on ${controllerUrl}`);
-    routerUrl = routerUrl.replace(/:0$/, '');
     return { values, controllerUrl, routerUrl, stop };
   } catch (err) {
     await stop();

@@ -70,7 +70,17 @@ let available: Promise<boolean> | undefined;
 export function sandboxAvailable(): Promise<boolean> {
   available ??= new Promise((resolve) => {
     if (!fs.existsSync(BWRAP)) return resolve(false);
-    execFile(BWRAP, ['--unshare-all', '--ro-bind', '/usr', '/usr', '--symlink', 'usr/bin', '/bin', '--', '/usr/bin/true'], (err) => resolve(!err));
+    execFile(BWRAP, bwrapProbeArgs(), (err) => resolve(!err));
   });
   return available;
+}
+
+function bwrapProbeArgs(): string[] {
+  const args = ['--unshare-all', '--ro-bind', '/usr', '/usr'];
+  for (const link of ['/lib', '/lib64', '/bin']) {
+    if (!fs.existsSync(link)) continue;
+    if (fs.lstatSync(link).isSymbolicLink()) args.push('--symlink', fs.readlinkSync(link), link);
+    else args.push('--ro-bind', link, link);
+  }
+  return [...args, '--', '/usr/bin/true'];
 }
