@@ -1,0 +1,106 @@
+// The CLI's client of the control-plane API. Errors come back as FlintErrors
+// with the server's code, so the CLI exits with the registry's exit code.
+import { errorFromBody, FlintError } from '../api/errors.ts';
+import type { AnyResource, KindMap, KindName } from '../api/kinds.ts';
+import { KINDS } from '../api/kinds.ts';
+
+export const DEFAULT_URL = 'http://127.0.0.1:8888';
+
+export interface ClientOptions {
+  baseUrl: string;
+  token?: string;
+  onWarning?: (message: string) => void;
+}
+
+export class ApiClient {
+  readonly baseUrl: string;
+  readonly #token: string | undefined;
+  readonly #onWarning: (m: string) => void;
+
+  constructor(opts: ClientOptions) {
+    this.baseUrl = opts.baseUrl.replace(/\/+$/, '');
+    this.#token = opts.token;
+    this.#onWarning = opts.onWarning ?? (() => {});
+  }
+
+  async raw(method: string, path: string, body?: unknown): Promise<Response> {
+    const headers: Record<string, string> = {};
+    if (body !== undefined) headers['content-type'] = 'application/json';
+    if (this.#token) headers.authorization = `Bearer ${this.#token}`;
+    let res: Response;
+    try {
+      res = await fetch(this.baseUrl + path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
+    } catch (err) {
+      const reason = (err as { cause?: { code?: string; message?: string } }).cause;
+      throw new FlintError(
+        'FLINT_ERR_UNREACHABLE',
+        `cannot reach the Flint control plane at ${this.baseUrl}: ${reason?.code ?? reason?.message ?? (err as Error).message} (is 'flint server' running? set FLINT_URL)`,
+      );
+    }
+    const warnings = res.headers.get('x-flint-warnings');
+    if (warnings) {
+      try {
+        for (const w of JSON.parse(warnings) as string[]) this.#onWarning(w);
+      } catch {
+        this.#onWarning(warnings);
+      }
+    }
+    if (!res.ok) {
+      const text = await res.text();
+      let parsed: unknown;
+      try {
+        parsed = JSON.parse(text);
+      } catch {
+        parsed = undefined;
+      }
+      const err = errorFromBody(parsed, res.status);
+      if (parsed === undefined) throw new FlintError(err.code, `the control plane answered ${res.status}: ${text.slice(0, 300)}`);
+      throw err;
+    }
+    return res;
+  }
+
+  async json<T>(method: string, path: string, body?: unknown): Promise<T> {
+    return (await (await this.raw(method, path, body)).json()) as T;
+  }
+
+  #path(kind: KindName, ns: string, name?: string): string {
+    const base = `/v1/namespaces/${encodeURIComponent(ns)}/${KINDS[kind].plural}`;
+    return name === undefined ? base : `${base}/${encodeURIComponent(name)}`;
+  }
+
+  get<K extends KindName>(kind: K, ns: string, name: string): Promise<KindMap[K]> {
+    return this.json('GET', this.#path(kind, ns, name));
+  }
+
+  async tryGet<K extends KindName>(kind: K, ns: string, name: string): Promise<KindMap[K] | undefined> {
+    try {
+      return await this.get(kind, ns, name);
+    } catch (err) {
+      if ((err as FlintError).code === 'FLINT_ERR_NOT_FOUND') return undefined;
+      throw err;
+    }
+  }
+
+  async list<K extends KindName>(kind: K, ns: string | undefined, labelSelector?: string): Promise<KindMap[K][]> {
+    const path = ns === undefined ? `/v1/${KINDS[kind].plural}` : this.#path(kind, ns);
+    const q = labelSelector ? `?labelSelector=${encodeURIComponent(labelSelector)}` : '';
+    return (await this.json<{ items: KindMap[K][] }>('GET', path + q)).items;
+  }
+
+  create<T extends AnyResource>(obj: Omit<T, 'metadata' | 'apiVersion'> & { metadata: { name: string; namespace: string; labels?: Record<string, string> } }): Promise<T> {
+    return this.json('POST', this.#path(obj.kind as KindName, obj.metadata.namespace), { apiVersion: 'flint.dev/v1', ...obj });
+  }
+
+  update<T extends AnyResource>(obj: T): Promise<T> {
+    return this.json('PUT', this.#path(obj.kind, obj.metadata.namespace, obj.metadata.name), obj);
+  }
+
+  delete(kind: KindName, ns: string, name: string, force = false): Promise<AnyResource> {
+    return this.json('DELETE', this.#path(kind, ns, name) + (force ? '?force=true' : ''));
+  }
+
+  info(): Promise<{ routerUrl: string; authentication: { enabled: boolean; authUriPath: string } }> {
+    return this.json('GET', '/v1/info');
+  }
+}

@@ -1,0 +1,290 @@
+import { randomUUID } from 'node:crypto';
+import fs from 'node:fs';
+import type { Command } from 'commander';
+import type { ExecutionStrategy, FunctionResource, HTTPTrigger, Package } from '../../api/kinds.ts';
+import { checkName, collect, httpMethod, intFlag, kvMap, usage } from '../flags.ts';
+import type { Ctx } from '../io.ts';
+import { printObject, table } from '../output.ts';
+import { invokeFunction } from './invoke.ts';
+
+interface FnFlags {
+  name: string;
+  env?: string;
+  code?: string;
+  pkg?: string;
+  entrypoint?: string;
+  executortype?: string;
+  minscale?: number;
+  maxscale?: number;
+  targetcpu?: number;
+  specializationtimeout?: number;
+  fntimeout?: number;
+  idletimeout?: number;
+  concurrency?: number;
+  requestsperpod?: number;
+  onceonly?: boolean;
+  secret?: string[];
+  configmap?: string[];
+  envVar?: string[];
+  labels?: string[];
+  url?: string;
+  prefix?: string;
+  method?: string[];
+}
+
+function addSpecFlags(cmd: Command): Command {
+  return cmd
+    .option('--env <name>', 'environment the function runs in')
+    .option('--code <file>', 'a single source file (a package <fn>-<uuid> is made from it)')
+    .option('--pkg, --pkgname <name>', 'an existing package')
+    .option('--entrypoint, --entry <name>', "entrypoint in the package, e.g. 'handler' or 'file.func'")
+    .option('--executortype <type>', 'poolmgr (warm pool, default) or newdeploy (dedicated instances)')
+    .option('--minscale <n>', 'newdeploy: fewest instances', intFlag('--minscale', 0, 1000))
+    .option('--maxscale <n>', 'newdeploy: most instances', intFlag('--maxscale', 1, 1000))
+    .option('--targetcpu <percent>', 'newdeploy: CPU target for scaling', intFlag('--targetcpu', 1, 99))
+    .option('--specializationtimeout <seconds>', 'how long loading the code may take', intFlag('--specializationtimeout', 1, 3600))
+    .option('--fntimeout, --ft <seconds>', 'a call running longer gets 504', intFlag('--fntimeout', 1, 86400))
+    .option('--idletimeout <seconds>', 'idle instances are stopped after this', intFlag('--idletimeout', 1, 86400))
+    .option('--concurrency, --con <n>', 'most instances at once', intFlag('--concurrency', 1, 100000))
+    .option('--requestsperpod, --rpp <n>', 'concurrent requests one instance takes', intFlag('--requestsperpod', 1, 10000))
+    .option('--onceonly, --yolo', 'an instance serves one request, then stops')
+    .option('--secret <name>', 'a secret the function reads (repeatable)', collect)
+    .option('--configmap <name>', 'a configmap the function reads (repeatable)', collect)
+    .option('-e, --env-var <KEY=VALUE>', 'an environment variable (repeatable)', collect)
+    .option('--labels <k=v,...>', 'labels, comma separated', (v: string, prev: string[] = []) => [...prev, ...v.split(',')]);
+}
+
+/** Fission names the package of `fn create --code` `<fn>-<uuid>`, at most 62 characters. */
+export function codePackageName(fnName: string): string {
+  return `${fnName}-${randomUUID()}`.slice(0, 62).replace(/-+$/, '');
+}
+
+function readCode(file: string): string {
+  try {
+    return fs.readFileSync(file).toString('base64');
+  } catch (err) {
+    throw usage(`--code: cannot read '${file}': ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`);
+  }
+}
+
+function applySpec(spec: FunctionResource['spec'], f: FnFlags): void {
+  if (f.executortype !== undefined && f.executortype !== 'poolmgr' && f.executortype !== 'newdeploy') {
+    throw usage(`--executortype must be poolmgr or newdeploy, got '${f.executortype}'`);
+  }
+  const es: ExecutionStrategy = { ...spec.invokeStrategy?.executionStrategy };
+  if (f.executortype) es.executorType = f.executortype as ExecutionStrategy['executorType'];
+  const type = es.executorType ?? 'poolmgr';
+  if (type === 'poolmgr' && (f.minscale !== undefined || f.maxscale !== undefined || f.targetcpu !== undefined)) {
+    throw usage('to set target CPU or min/max scale for function, please specify "--executortype newdeploy"');
+  }
+  if (f.minscale !== undefined) es.minScale = f.minscale;
+  if (f.maxscale !== undefined) es.maxScale = f.maxscale;
+  if (type === 'newdeploy') {
+    es.minScale ??= 1;
+    es.maxScale ??= Math.max(es.minScale, 1);
+    if (es.minScale > es.maxScale) throw usage(`minscale (${es.minScale}) can not be greater than maxscale (${es.maxScale})`);
+  }
+  if (f.targetcpu !== undefined) es.targetCPU = f.targetcpu;
+  if (f.specializationtimeout !== undefined) es.specializationTimeout = f.specializationtimeout;
+  if (Object.keys(es).length > 0) spec.invokeStrategy = { strategyType: 'execution', executionStrategy: es };
+  if (f.fntimeout !== undefined) spec.functionTimeout = f.fntimeout;
+  if (f.idletimeout !== undefined) spec.idletimeout = f.idletimeout;
+  if (f.concurrency !== undefined) spec.concurrency = f.concurrency;
+  if (f.requestsperpod !== undefined) spec.requestsPerPod = f.requestsperpod;
+  if (f.onceonly) spec.onceOnly = true;
+  if (f.secret) spec.secrets = f.secret.map((n) => ({ name: checkName('--secret', n) }));
+  if (f.configmap) spec.configmaps = f.configmap.map((n) => ({ name: checkName('--configmap', n) }));
+  const vars = kvMap('--env-var', f.envVar, { allowEqualsInValue: true });
+  if (vars) spec.env = { ...spec.env, ...vars };
+  if (f.entrypoint !== undefined) spec.package.functionName = f.entrypoint;
+}
+
+async function createCodePackage(c: Ctx, fnName: string, envName: string, code: string): Promise<string> {
+  const literal = readCode(code);
+  const pkgName = codePackageName(fnName);
+  await c.client().create<Package>({
+    kind: 'Package',
+    metadata: { name: pkgName, namespace: c.namespace },
+    spec: { environment: { name: envName, namespace: c.namespace }, deployment: { type: 'literal', literal } },
+  });
+  c.io.out(`Package '${pkgName}' created\n`);
+  return pkgName;
+}
+
+export function registerFn(program: Command, ctx: () => Ctx): void {
+  const fn = program.command('function').alias('fn').description('Functions: code that runs when a trigger fires');
+
+  addSpecFlags(fn.command('create').description('Create a function').requiredOption('--name <name>', 'function name'))
+    .option('--url <url>', 'also create a route with this URL')
+    .option('--prefix <prefix>', 'also create a prefix route')
+    .option('--method <method>', 'method of that route (repeatable, default GET)', collect)
+    .action(async (f: FnFlags) => {
+      const c = ctx();
+      checkName('--name', f.name);
+      if (f.code && f.pkg) throw usage('use either --code or --pkg, not both');
+      if (!f.code && !f.pkg) throw usage('need --code <file> or --pkg <package>');
+      let envName = f.env;
+      if (f.pkg) {
+        checkName('--pkg', f.pkg);
+        const pkg = await c.client().get('Package', c.namespace, f.pkg);
+        if (envName && envName !== pkg.spec.environment.name) {
+          throw usage(`package '${f.pkg}' is for environment '${pkg.spec.environment.name}', not '${envName}'`);
+        }
+        envName = pkg.spec.environment.name;
+      }
+      if (!envName) throw usage('need --env argument');
+      checkName('--env', envName);
+      if (await c.client().tryGet('Function', c.namespace, f.name)) throw usage(`a function with the same name already exists: '${f.name}'`);
+      const spec: FunctionResource['spec'] = { environment: { name: envName, namespace: c.namespace }, package: { packageref: { name: f.pkg ?? '', namespace: c.namespace } } };
+      applySpec(spec, f);
+      const methods = (f.method ?? []).map(httpMethod);
+      if (f.code) spec.package.packageref.name = await createCodePackage(c, f.name, envName, f.code);
+      await c.client().create<FunctionResource>({ kind: 'Function', metadata: { name: f.name, namespace: c.namespace, labels: kvMap('--labels', f.labels) }, spec });
+      c.io.out(`function '${f.name}' created\n`);
+      if (f.url || f.prefix) {
+        const routeName = randomUUID();
+        const url = f.url && !f.url.startsWith('/') ? `/${f.url}` : f.url;
+        await c.client().create<HTTPTrigger>({
+          kind: 'HTTPTrigger',
+          metadata: { name: routeName, namespace: c.namespace },
+          spec: { relativeurl: url, prefix: f.prefix, methods: (methods.length ? methods : ['GET']) as HTTPTrigger['spec']['methods'], functionref: { type: 'name', name: f.name } },
+        });
+        c.io.out(`route created: [${(methods.length ? methods : ['GET']).join(' ')}] ${f.prefix ?? url} -> ${f.name}\n`);
+      }
+    });
+
+  addSpecFlags(fn.command('update').description('Update a function (new code moves traffic to new instances)').requiredOption('--name <name>', 'function name')).action(
+    async (f: FnFlags) => {
+      const c = ctx();
+      checkName('--name', f.name);
+      if (f.code && f.pkg) throw usage('use either --code or --pkg, not both');
+      const cur = await c.client().get('Function', c.namespace, f.name);
+      if (f.env) cur.spec.environment = { name: checkName('--env', f.env), namespace: c.namespace };
+      applySpec(cur.spec, f);
+      if (f.pkg) cur.spec.package.packageref = { name: checkName('--pkg', f.pkg), namespace: c.namespace };
+      if (f.code) {
+        const ref = cur.spec.package.packageref;
+        const pkg = await c.client().tryGet('Package', ref.namespace ?? c.namespace, ref.name);
+        const literal = readCode(f.code);
+        if (pkg && pkg.spec.deployment?.type === 'literal' && !pkg.spec.source) {
+          pkg.spec.deployment = { type: 'literal', literal };
+          await c.client().update(pkg);
+        } else {
+          cur.spec.package.packageref = { name: await createCodePackage(c, f.name, cur.spec.environment.name, f.code), namespace: c.namespace };
+        }
+      }
+      const labels = kvMap('--labels', f.labels);
+      if (labels) cur.metadata.labels = labels;
+      await c.client().update(cur);
+      c.io.out(`Function '${f.name}' updated\n`);
+    },
+  );
+
+  fn.command('get')
+    .description("Print a function's source code")
+    .requiredOption('--name <name>', 'function name')
+    .action(async (f: { name: string }) => {
+      const c = ctx();
+      const fnObj = await c.client().get('Function', c.namespace, checkName('--name', f.name));
+      const ref = fnObj.spec.package.packageref;
+      const pkg = await c.client().get('Package', ref.namespace ?? c.namespace, ref.name);
+      const archive = pkg.spec.deployment ?? pkg.spec.source;
+      if (!archive?.literal) throw usage(`package '${ref.name}' keeps its code in an archive, not inline: use 'flint package getdeploy'`);
+      c.io.out(Buffer.from(archive.literal, 'base64').toString('utf8'));
+    });
+
+  fn.command('getmeta')
+    .description("Print a function's metadata and spec")
+    .requiredOption('--name <name>', 'function name')
+    .option('-o, --output <format>', 'yaml or json', 'yaml')
+    .action(async (f: { name: string; output: string }) => {
+      const c = ctx();
+      await printObject(c.io, await c.client().get('Function', c.namespace, checkName('--name', f.name)), f.output);
+    });
+
+  fn.command('list')
+    .description('List functions')
+    .option('-A, --all-namespaces', 'every namespace')
+    .action(async (f: { allNamespaces?: boolean }) => {
+      const c = ctx();
+      const items = await c.client().list('Function', f.allNamespaces ? undefined : c.namespace);
+      table(
+        c.io,
+        ['NAME', 'ENV', 'EXECUTORTYPE', 'MINSCALE', 'MAXSCALE', 'MINCPU', 'MAXCPU', 'MINMEMORY', 'MAXMEMORY', 'SECRETS', 'CONFIGMAPS', 'NAMESPACE'],
+        items.map((x) => {
+          const es = x.spec.invokeStrategy?.executionStrategy;
+          return [
+            x.metadata.name,
+            x.spec.environment.name,
+            es?.executorType ?? 'poolmgr',
+            es?.minScale ?? 0,
+            es?.maxScale ?? 0,
+            String(x.spec.resources?.requests?.cpu ?? 0),
+            String(x.spec.resources?.limits?.cpu ?? 0),
+            String(x.spec.resources?.requests?.memory ?? 0),
+            String(x.spec.resources?.limits?.memory ?? 0),
+            (x.spec.secrets ?? []).map((s) => s.name).join(','),
+            (x.spec.configmaps ?? []).map((s) => s.name).join(','),
+            x.metadata.namespace,
+          ];
+        }),
+      );
+    });
+
+  fn.command('delete')
+    .description('Delete a function')
+    .requiredOption('--name <name>', 'function name')
+    .option('--ignorenotfound', 'succeed when it does not exist')
+    .action(async (f: { name: string; ignorenotfound?: boolean }) => {
+      const c = ctx();
+      try {
+        await c.client().delete('Function', c.namespace, checkName('--name', f.name));
+      } catch (err) {
+        if (f.ignorenotfound && (err as { code?: string }).code === 'FLINT_ERR_NOT_FOUND') return;
+        throw err;
+      }
+      c.io.out(`function '${f.name}' deleted\n`);
+    });
+
+  fn.command('test')
+    .description('Call a function through the router and print its answer')
+    .requiredOption('--name <name>', 'function name')
+    .option('--method <method>', 'HTTP method', 'GET')
+    .option('-H, --header <"Name: value">', 'request header (repeatable)', collect)
+    .option('-b, --body <text>', 'request body')
+    .option('-q, --query <k=v>', 'query parameter (repeatable)', collect)
+    .option('--subpath <path>', 'path below the function, e.g. /items/1')
+    .option('-t, --timeout <seconds>', 'give up after this long', intFlag('--timeout', 1, 86400), 60)
+    .action(async (f: { name: string; method: string; header?: string[]; body?: string; query?: string[]; subpath?: string; timeout: number }) => {
+      const c = ctx();
+      await invokeFunction(c, { ...f, name: checkName('--name', f.name), method: httpMethod(f.method) });
+    });
+
+  fn.command('log')
+    .alias('logs')
+    .description("Print a function's log")
+    .requiredOption('--name <name>', 'function name')
+    .option('-f, --follow', 'keep printing new lines')
+    .option('--recordcount <n>', 'how many recent lines', intFlag('--recordcount', 0, 1_000_000), 1000)
+    .action(async (f: { name: string; follow?: boolean; recordcount: number }) => {
+      const c = ctx();
+      const name = checkName('--name', f.name);
+      let res: Response;
+      try {
+        res = await c
+          .client()
+          .raw('GET', `/v1/namespaces/${c.namespace}/functions/${name}/logs?tail=${f.recordcount}${f.follow ? '&follow=true' : ''}`);
+      } catch (err) {
+        const e = err as Error & { status?: number };
+        throw Object.assign(e, { message: `error getting logs from the controller (status ${e.status ?? 'unknown'}): ${e.message}` });
+      }
+      const reader = res.body?.getReader();
+      if (!reader) return;
+      for (;;) {
+        const { value, done } = await reader.read();
+        if (done) break;
+        c.io.out(Buffer.from(value).toString('utf8'));
+      }
+    });
+
+}

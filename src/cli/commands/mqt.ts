@@ -1,0 +1,116 @@
+import type { Command } from 'commander';
+import { MQ_TYPES, type MessageQueueTrigger } from '../../api/kinds.ts';
+import { checkName, collect, intFlag, kvMap, usage } from '../flags.ts';
+import type { Ctx } from '../io.ts';
+import { printObject, table } from '../output.ts';
+
+interface MqtFlags {
+  name: string;
+  function?: string;
+  mqtype?: string;
+  topic?: string;
+  resptopic?: string;
+  errortopic?: string;
+  maxretries?: number;
+  contenttype?: string;
+  metadata?: string[];
+  secret?: string;
+}
+
+const TOPIC = /^[a-zA-Z0-9._-]{1,249}$/;
+
+function checkTopic(flag: string, t: string | undefined): void {
+  if (t === undefined || t === '') return;
+  if (!TOPIC.test(t) || t === '.' || t === '..') throw usage(`${flag} '${t}' is not a valid topic name: use letters, digits, '.', '_' and '-'`);
+}
+
+function addFlags(cmd: Command): Command {
+  return cmd
+    .option('--function <name>', 'function to call for each message')
+    .option('--mqtype <type>', `message queue kind: ${MQ_TYPES.join(', ')}`)
+    .option('--topic <topic>', 'topic to consume')
+    .option('--resptopic <topic>', "topic that receives the function's answers")
+    .option('--errortopic <topic>', 'topic that receives failures')
+    .option('--maxretries <n>', 'retries after a failed call', intFlag('--maxretries', 0, 100))
+    .option('--contenttype <type>', 'Content-Type of the call (default application/json)')
+    .option('--metadata <key=value>', 'connector settings (repeatable)', collect)
+    .option('--secret <name>', 'secret with connector credentials');
+}
+
+function apply(spec: Partial<MessageQueueTrigger['spec']>, f: MqtFlags): void {
+  if (f.mqtype !== undefined) {
+    if (!(MQ_TYPES as readonly string[]).includes(f.mqtype)) throw usage(`--mqtype must be one of ${MQ_TYPES.join(', ')}, got '${f.mqtype}'`);
+    spec.messageQueueType = f.mqtype as MessageQueueTrigger['spec']['messageQueueType'];
+  }
+  if (f.function !== undefined) spec.functionref = { type: 'name', name: checkName('--function', f.function) };
+  checkTopic('--topic', f.topic);
+  checkTopic('--resptopic', f.resptopic);
+  checkTopic('--errortopic', f.errortopic);
+  if (f.topic !== undefined) spec.topic = f.topic;
+  if (f.resptopic !== undefined) spec.respTopic = f.resptopic;
+  if (f.errortopic !== undefined) spec.errorTopic = f.errortopic;
+  if (spec.respTopic && spec.respTopic === spec.topic) throw usage('--resptopic must differ from --topic');
+  if (spec.errorTopic && spec.errorTopic === spec.topic) throw usage('--errortopic must differ from --topic');
+  if (f.maxretries !== undefined) spec.maxRetries = f.maxretries;
+  if (f.contenttype !== undefined) spec.contentType = f.contenttype;
+  const md = kvMap('--metadata', f.metadata, { allowEqualsInValue: true });
+  if (md) spec.metadata = { ...spec.metadata, ...md };
+  if (f.secret !== undefined) spec.secret = f.secret;
+}
+
+export function registerMqt(program: Command, ctx: () => Ctx): void {
+  const mqt = program.command('mqt').alias('mqtrigger').description('Message-queue triggers: call a function for each message on a topic');
+
+  addFlags(mqt.command('create').description('Create a message-queue trigger').requiredOption('--name <name>', 'trigger name')).action(async (f: MqtFlags) => {
+    const c = ctx();
+    checkName('--name', f.name);
+    if (!f.function) throw usage('need --function');
+    if (!f.topic) throw usage('need --topic');
+    const spec: Partial<MessageQueueTrigger['spec']> = { messageQueueType: 'kafka' };
+    apply(spec, f);
+    await c.client().create<MessageQueueTrigger>({ kind: 'MessageQueueTrigger', metadata: { name: f.name, namespace: c.namespace }, spec: spec as MessageQueueTrigger['spec'] });
+    c.io.out(`trigger '${f.name}' created\n`);
+  });
+
+  addFlags(mqt.command('update').description('Update a message-queue trigger').requiredOption('--name <name>', 'trigger name')).action(async (f: MqtFlags) => {
+    const c = ctx();
+    const cur = await c.client().get('MessageQueueTrigger', c.namespace, checkName('--name', f.name));
+    apply(cur.spec, f);
+    await c.client().update(cur);
+    c.io.out(`trigger '${f.name}' updated\n`);
+  });
+
+  mqt
+    .command('get')
+    .description('Show a message-queue trigger')
+    .requiredOption('--name <name>', 'trigger name')
+    .option('-o, --output <format>', 'yaml or json', 'yaml')
+    .action(async (f: { name: string; output: string }) => {
+      const c = ctx();
+      await printObject(c.io, await c.client().get('MessageQueueTrigger', c.namespace, checkName('--name', f.name)), f.output);
+    });
+
+  mqt
+    .command('list')
+    .description('List message-queue triggers')
+    .option('-A, --all-namespaces', 'every namespace')
+    .action(async (f: { allNamespaces?: boolean }) => {
+      const c = ctx();
+      const items = await c.client().list('MessageQueueTrigger', f.allNamespaces ? undefined : c.namespace);
+      table(
+        c.io,
+        ['NAME', 'FUNCTION_NAME', 'MESSAGE_QUEUE_TYPE', 'TOPIC', 'RESPONSE_TOPIC', 'ERROR_TOPIC', 'MAX_RETRIES'],
+        items.map((t) => [t.metadata.name, t.spec.functionref.name, t.spec.messageQueueType, t.spec.topic, t.spec.respTopic, t.spec.errorTopic, t.spec.maxRetries ?? 0]),
+      );
+    });
+
+  mqt
+    .command('delete')
+    .description('Delete a message-queue trigger')
+    .requiredOption('--name <name>', 'trigger name')
+    .action(async (f: { name: string }) => {
+      const c = ctx();
+      await c.client().delete('MessageQueueTrigger', c.namespace, checkName('--name', f.name));
+      c.io.out(`trigger '${f.name}' deleted\n`);
+    });
+}

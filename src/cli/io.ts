@@ -1,0 +1,44 @@
+// What a command may touch of the outside world: injected so tests can run
+// `main()` in process and read what it printed.
+import { ApiClient, DEFAULT_URL } from './client.ts';
+
+export interface Io {
+  out(text: string): void;
+  err(text: string): void;
+  env: NodeJS.ProcessEnv;
+  cwd: string;
+}
+
+export function processIo(): Io {
+  return {
+    out: (t) => process.stdout.write(t),
+    err: (t) => process.stderr.write(t),
+    env: process.env,
+    cwd: process.cwd(),
+  };
+}
+
+export interface Ctx {
+  io: Io;
+  namespace: string;
+  client(): ApiClient;
+  warn(message: string): void;
+}
+
+export function makeCtx(io: Io, namespace: string | undefined): Ctx {
+  let client: ApiClient | undefined;
+  const warn = (m: string) => io.out(`Warning: ${m}\n`);
+  return {
+    io,
+    namespace: namespace ?? io.env.FLINT_NAMESPACE ?? 'default',
+    warn,
+    client() {
+      client ??= new ApiClient({
+        baseUrl: io.env.FLINT_URL || DEFAULT_URL,
+        token: io.env.FLINT_ADMIN_TOKEN || io.env.FLINT_AUTH_TOKEN || undefined,
+        onWarning: warn,
+      });
+      return client;
+    },
+  };
+}

@@ -1,0 +1,59 @@
+// The `flint` command tree. Built by a function so the CLI reference can be
+// generated from the very same definitions.
+import { Command } from 'commander';
+import { registerData } from './commands/data.ts';
+import { registerEnv } from './commands/env.ts';
+import { registerFn } from './commands/fn.ts';
+import { registerMqt } from './commands/mqt.ts';
+import { registerPkg } from './commands/pkg.ts';
+import { registerRoute } from './commands/route.ts';
+import { registerToken } from './commands/token.ts';
+import { collect } from './flags.ts';
+import { type Ctx, type Io, makeCtx } from './io.ts';
+
+export function buildProgram(io: Io): Command {
+  const program = new Command('flint')
+    .description('Flint: functions as a service. FLINT_URL points at the control plane (default http://127.0.0.1:8888).')
+    .option('-n, --namespace <namespace>', 'namespace of the resources (default: FLINT_NAMESPACE or "default")')
+    .showHelpAfterError(false)
+    .configureOutput({ writeOut: (s) => io.out(s), writeErr: (s) => io.err(s) });
+  const ctx = (): Ctx => makeCtx(io, program.opts().namespace);
+
+  program
+    .command('server')
+    .description('Start the platform on this machine (controller, router, executor, ingress)')
+    .option('-f, --values <file>', 'install values file (repeatable)', collect)
+    .option('--set <key=value>', 'set one install value (repeatable)', collect)
+    .action(async (f: { values?: string[]; set?: string[] }) => {
+      const { runServer } = await import('../server/main.ts');
+      await runServer({ files: f.values ?? [], sets: f.set ?? [] });
+    });
+  registerToken(program, ctx);
+  registerEnv(program, ctx);
+  registerPkg(program, ctx);
+  registerFn(program, ctx);
+  registerRoute(program, ctx);
+  registerMqt(program, ctx);
+  registerData(program, ctx);
+  program
+    .command('version')
+    .description('Print the client and server versions')
+    .action(async () => {
+      const { VERSION } = await import('../server/version.ts');
+      io.out(`client: ${VERSION}\n`);
+      try {
+        const info = await ctx().client().json<{ version: string }>('GET', '/v1/info');
+        io.out(`server: ${info.version}\n`);
+      } catch {
+        io.out('server: unreachable\n');
+      }
+    });
+  // Every subcommand reports usage errors the same one-line way.
+  const quiet = (cmd: Command) => {
+    cmd.exitOverride();
+    cmd.configureOutput({ writeOut: (s) => io.out(s), writeErr: () => {} });
+    for (const sub of cmd.commands) quiet(sub);
+  };
+  quiet(program);
+  return program;
+}
