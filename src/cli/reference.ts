@@ -8,7 +8,7 @@ export const REFERENCE_FILE = new URL('../../docs/cli-reference.md', import.meta
 
 function walk(cmd: Command, path: string[], out: string[]): void {
   const name = [...path, cmd.name()].join(' ');
-  const help = cmd.helpInformation().replace(/\s+$/gm, '');
+  const help = cmd.helpInformation().replace(/[ \t]+$/gm, '').trimEnd();
   out.push(`## ${name}\n\n\`\`\`\n${help}\n\`\`\`\n`);
   for (const sub of cmd.commands) walk(sub, [...path, cmd.name()], out);
 }

@@ -1,0 +1,142 @@
+// `npm run bench`: the run-functions benchmarks, each against a baseline
+// measured in the same run.
+//   1. router added latency: p50/p99 through the router vs calling the same
+//      kind of worker directly over its Unix socket;
+//   2. throughput through the router (wrk) as a ratio of a bare node:http server;
+//   3. cold start from the warm pool (first call of a new function) as a
+//      ratio of forking a fresh `node` that serves one request.
+// Results print as a markdown table; bench/RESULTS.md records them.
+import { spawn } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { Pool } from 'undici';
+import { startWorker } from '../src/executor/process/worker-process.ts';
+import { startServer } from '../test/helpers/server.ts';
+import { fmt, hasWrk, percentiles, sequentialLatency, startBareServer, wrk } from './lib.ts';
+
+const HELLO = 'module.exports = async () => ({ status: 200, body: "hello\\n" });';
+const SECONDS = Number(process.env.BENCH_SECONDS ?? 5);
+const N = Number(process.env.BENCH_REQUESTS ?? 3000);
+const sandbox = (process.env.BENCH_SANDBOX as 'bubblewrap' | 'none' | undefined) ?? 'bubblewrap';
+
+async function api(base: string, plural: string, body: unknown): Promise<void> {
+  const res = await fetch(`${base}/v1/namespaces/default/${plural}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
+  if (res.status !== 201) throw new Error(`create ${plural}: ${res.status} ${await res.text()}`);
+}
+
+async function createFunction(base: string, name: string, poolEnv = 'nodejs'): Promise<void> {
+  await api(base, 'packages', { metadata: { name: `${name}-pkg` }, spec: { environment: { name: poolEnv }, deployment: { type: 'literal', literal: Buffer.from(HELLO).toString('base64') } } });
+  await api(base, 'functions', { metadata: { name }, spec: { environment: { name: poolEnv }, package: { packageref: { name: `${name}-pkg` } }, requestsPerPod: 1000 } });
+}
+
+async function waitFor(url: string): Promise<void> {
+  for (let i = 0; i < 200; i++) {
+    const r = await fetch(url).catch(() => undefined);
+    if (r?.status === 200) {
+      await r.text();
+      return;
+    }
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  throw new Error(`${url} never answered 200`);
+}
+
+/** A fresh node process until it has answered one HTTP request: the cold-start baseline. */
+async function forkNodeOnce(dir: string, i: number): Promise<number> {
+  const sock = path.join(dir, `fork-${i}.sock`);
+  const t0 = process.hrtime.bigint();
+  const child = spawn(process.execPath, ['-e', `require('node:http').createServer((q, s) => s.end('hello')).listen(${JSON.stringify(sock)})`], { stdio: 'ignore' });
+  const pool = new Pool('http://localhost', { socketPath: sock });
+  for (;;) {
+    try {
+      const r = await pool.request({ path: '/', method: 'GET' });
+      await r.body.text();
+      break;
+    } catch {
+      await new Promise((r) => setTimeout(r, 1));
+    }
+  }
+  const us = Number(process.hrtime.bigint() - t0) / 1000;
+  await pool.close();
+  child.kill();
+  return us;
+}
+
+const rows: string[][] = [];
+const server = await startServer({ sets: [`executor.sandbox=${sandbox}`, 'logLevel=error'] });
+const work = fs.mkdtempSync(path.join(os.tmpdir(), 'flint-bench-'));
+try {
+  await api(server.controllerUrl, 'environments', { metadata: { name: 'nodejs' }, spec: { runtime: { image: 'flint/node-env' }, poolsize: 3 } });
+  await createFunction(server.controllerUrl, 'hello');
+  await api(server.controllerUrl, 'httptriggers', { metadata: { name: 'hello' }, spec: { relativeurl: '/hello', functionref: { name: 'hello' } } });
+  const routeUrl = `${server.routerUrl}/hello`;
+  await waitFor(routeUrl);
+
+  // 1. Added latency: the same worker code, called directly vs through the router.
+  const worker = await startWorker({ id: 'bench-direct', runtime: 'node', instanceDir: path.join(work, 'direct'), sandbox, allowNetwork: false, memoryMB: 256, onOutput() {} });
+  fs.writeFileSync(path.join(worker.hostDirs.userfunc, 'deployarchive'), HELLO);
+  await worker.specialize({ filepath: path.posix.join(worker.sandboxDirs.userfunc, 'deployarchive') }, 10_000);
+  const direct = new Pool('http://localhost', { socketPath: worker.socketPath, connections: 1 });
+  const viaRouter = new Pool(server.routerUrl, { connections: 1 });
+  const call = (p: Pool, pathName: string) => async () => {
+    const r = await p.request({ path: pathName, method: 'GET' });
+    await r.body.text();
+  };
+  const d = await sequentialLatency(call(direct, '/'), N);
+  const r = await sequentialLatency(call(viaRouter, '/hello'), N);
+  rows.push(['router added latency p50', `${fmt(r.p50 - d.p50)} µs`, `direct ${fmt(d.p50)} µs, router ${fmt(r.p50)} µs`, '≤ 150 µs']);
+  rows.push(['router added latency p99', `${fmt(r.p99 - d.p99)} µs`, `direct ${fmt(d.p99)} µs, router ${fmt(r.p99)} µs`, '']);
+  await direct.close();
+  await viaRouter.close();
+  await worker.kill();
+
+  // 2. Throughput against a bare node:http hello server, both under wrk.
+  if (await hasWrk()) {
+    const bare = await startBareServer();
+    const base = await wrk(bare.url, { seconds: SECONDS, connections: 32 });
+    await bare.stop();
+    const routed = await wrk(routeUrl, { seconds: SECONDS, connections: 32 });
+    const ratio = routed.rps / base.rps;
+    rows.push([
+      'throughput via router / bare node:http',
+      `${fmt(ratio, 2)}x`,
+      `router ${fmt(routed.rps)} req/s (${routed.non2xx} non-2xx, ${routed.errors} errors), bare ${fmt(base.rps)} req/s`,
+      '≥ 0.45x',
+    ]);
+  } else {
+    rows.push(['throughput via router / bare node:http', 'skipped', 'wrk is not installed (apt-get install wrk)', '≥ 0.45x']);
+  }
+
+  // 3. Cold start from the warm pool vs forking a fresh node.
+  const COLD = Number(process.env.BENCH_COLD ?? 15);
+  const cold: number[] = [];
+  for (let i = 0; i < COLD; i++) {
+    const name = `cold-${i}`;
+    await createFunction(server.controllerUrl, name);
+    // Let the pool refill so each first call finds a warm worker.
+    await new Promise((res) => setTimeout(res, 600));
+    const t0 = process.hrtime.bigint();
+    const res = await fetch(`${server.routerUrl}/flint-function/${name}`);
+    await res.text();
+    cold.push(Number(process.hrtime.bigint() - t0) / 1000);
+    if (res.status !== 200) throw new Error(`cold call ${name}: ${res.status}`);
+  }
+  const forks: number[] = [];
+  for (let i = 0; i < COLD; i++) forks.push(await forkNodeOnce(work, i));
+  const c = percentiles(cold);
+  const f = percentiles(forks);
+  rows.push(['cold start from warm pool / fork node', `${fmt(c.p50 / f.p50, 2)}x`, `cold p50 ${fmt(c.p50 / 1000, 1)} ms (p99 ${fmt(c.p99 / 1000, 1)} ms), fork p50 ${fmt(f.p50 / 1000, 1)} ms`, '≤ 0.15x']);
+} finally {
+  await server.stop();
+  fs.rmSync(work, { recursive: true, force: true });
+}
+
+const lines = [
+  `Run: ${new Date().toISOString()}, ${os.cpus().length} cores, Node ${process.version}, sandbox ${sandbox}`,
+  '',
+  '| benchmark | result | measured | target |',
+  '|---|---|---|---|',
+  ...rows.map((r) => `| ${r.join(' | ')} |`),
+];
+console.log(lines.join('\n'));
