@@ -11,6 +11,7 @@ import { registerInfoRoutes, type ServerInfo } from './info.ts';
 import { registerLogRoutes } from './logs.ts';
 import { OPENAPI_INFO } from './openapi.ts';
 import { registerResourceRoutes } from './resources.ts';
+import { registerTopicRoutes, type TopicAccess } from './topics.ts';
 import { registerWatchRoutes } from './watch.ts';
 
 export interface ControllerOptions {
@@ -23,6 +24,8 @@ export interface ControllerOptions {
   localImages: boolean;
   /** Paths the router owns, refused as route URLs. */
   reservedPaths: readonly string[];
+  /** Broker access for the topic read-back endpoint; absent when no broker is configured. */
+  topics?: TopicAccess;
   /** Largest accepted request body. */
   bodyLimit?: number;
 }
@@ -81,6 +84,7 @@ export async function createController(opts: ControllerOptions): Promise<Fastify
   registerResourceRoutes(app, opts);
   registerWatchRoutes(app, opts.store);
   registerLogRoutes(app, opts.store, opts.layout);
+  registerTopicRoutes(app, opts.topics);
   app.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger());
   return app;
 }

@@ -8,6 +8,9 @@ import { createController } from '../controller/app.ts';
 import type { ServerInfo } from '../controller/info.ts';
 import { sandboxAvailable } from '../executor/process/sandbox.ts';
 import { createProcessExecutor } from '../executor/process-executor.ts';
+import { KafkaConnector } from '../mqtrigger/kafka.ts';
+import { createTriggerManager } from '../mqtrigger/manager.ts';
+import { TopicReadback } from '../mqtrigger/readback.ts';
 import { createRouter } from '../router/router.ts';
 import { openSqliteStore } from '../store/sqlite.ts';
 import { VERSION } from './version.ts';
@@ -66,6 +69,21 @@ export async function startServer(src: ValuesSources, out: (line: string) => voi
     const routerUrl = (await router.start()).url;
     stops.push(() => router.stop());
     out(`router listening on ${routerUrl}`);
+    // Message queues: one connector per configured broker kind.
+    const kafka = values.kafka.enabled
+      ? new KafkaConnector({ brokers: values.kafka.brokers.split(',').map((b) => b.trim()).filter(Boolean), clientId: 'flint' })
+      : undefined;
+    if (kafka) stops.push(() => kafka.close());
+    const triggers = createTriggerManager({
+      store,
+      logger: logger.child({ component: 'mqtrigger' }),
+      connector: (type) => (type === 'kafka' ? kafka : undefined),
+      routerUrl: () => routerUrl,
+    });
+    await triggers.start();
+    stops.push(() => triggers.stop());
+    const readback = kafka ? new TopicReadback(() => kafka) : undefined;
+    if (readback) stops.push(() => readback.close());
     const info = (): ServerInfo => ({
       version: VERSION,
       mode: values.mode,
@@ -80,6 +98,7 @@ export async function startServer(src: ValuesSources, out: (line: string) => voi
       info,
       localImages: values.mode === 'local',
       reservedPaths: ['/router-healthz', '/metrics', values.authentication.authUriPath],
+      topics: readback,
     });
     await controller.listen({ host: values.controller.host, port: values.controller.port });
     stops.push(() => controller.close());

@@ -1,0 +1,97 @@
+// The message read-back endpoint (the product document's section 4.5), a
+// Kafka-REST-proxy-like way to verify triggers: read a topic as a consumer
+// group, and produce to it.
+import { Type } from '@sinclair/typebox';
+import type { FastifyInstance } from 'fastify';
+import { FlintError, invalid } from '../api/errors.ts';
+import { ErrorBody } from './openapi.ts';
+
+export interface TopicMessage {
+  key: Buffer | null;
+  value: Buffer;
+  partition: number;
+  offset: string;
+}
+
+/** What the controller needs of a broker; the server supplies the Kafka one. */
+export interface TopicAccess {
+  read(topic: string, group: string, timeoutMs: number): Promise<TopicMessage | undefined>;
+  produce(topic: string, msg: { key?: string | null; value: Buffer; headers?: Record<string, string> }): Promise<void>;
+}
+
+export const LONG_POLL_MS = 3000;
+const TOPIC = /^[a-zA-Z0-9._-]{1,249}$/;
+const Message = Type.Object({
+  key: Type.Union([Type.String(), Type.Null()]),
+  value: Type.String({ description: 'base64 of the message body' }),
+  partition: Type.Integer(),
+  offset: Type.Integer(),
+});
+
+function checkTopic(topic: string): void {
+  if (!TOPIC.test(topic) || topic === '.' || topic === '..') throw invalid('topic', `'${topic}' is not a valid topic name`);
+}
+
+export function registerTopicRoutes(app: FastifyInstance, access: TopicAccess | undefined): void {
+  const need = (): TopicAccess => {
+    if (!access) throw new FlintError('FLINT_ERR_UNAVAILABLE', 'no Kafka broker is configured: start the server with --set kafka.enabled=true --set kafka.brokers=<host:port>');
+    return access;
+  };
+
+  app.get<{ Params: { topic: string }; Querystring: { group?: string } }>(
+    '/topics/:topic/messages',
+    {
+      schema: {
+        tags: ['topics'],
+        summary: "Read a topic's next message as a consumer group",
+        description: 'Long-polls about 3 s; 408 {"error":"long polling timeout"} when nothing new arrived.',
+        params: Type.Object({ topic: Type.String() }),
+        querystring: Type.Object({ group: Type.String() }),
+        response: { 200: Message, 400: ErrorBody, 408: Type.Object({ error: Type.String() }), 503: ErrorBody },
+      },
+    },
+    async (req, reply) => {
+      const { topic } = req.params;
+      checkTopic(topic);
+      const group = req.query.group;
+      if (!group || !/^[a-zA-Z0-9._-]{1,200}$/.test(group)) throw invalid('group', 'a consumer group name is required (letters, digits, ., _, -)');
+      const msg = await need().read(topic, group, LONG_POLL_MS);
+      if (!msg) return reply.code(408).send({ error: 'long polling timeout' });
+      return { key: msg.key === null ? null : msg.key.toString('utf8'), value: msg.value.toString('base64'), partition: msg.partition, offset: Number(msg.offset) };
+    },
+  );
+
+  app.post<{ Params: { topic: string }; Body: unknown }>(
+    '/topics/:topic/messages',
+    {
+      schema: {
+        tags: ['topics'],
+        summary: 'Produce a message to a topic',
+        description: 'Body {key?, value, headers?}: value is text, or base64 with "encoding": "base64".',
+        params: Type.Object({ topic: Type.String() }),
+        body: Type.Object({
+          key: Type.Optional(Type.Union([Type.String(), Type.Null()])),
+          value: Type.String(),
+          encoding: Type.Optional(Type.Union([Type.Literal('utf8'), Type.Literal('base64')])),
+          headers: Type.Optional(Type.Record(Type.String(), Type.String())),
+        }),
+        response: { 204: Type.Null(), 400: ErrorBody, 503: ErrorBody },
+      },
+    },
+    async (req, reply) => {
+      const { topic } = req.params;
+      checkTopic(topic);
+      const b = req.body as { key?: unknown; value?: unknown; encoding?: unknown; headers?: unknown };
+      if (!b || typeof b !== 'object') throw invalid('body', 'must be a JSON object {key?, value, headers?}');
+      if (typeof b.value !== 'string') throw invalid('value', 'required, a string');
+      if (b.key !== undefined && b.key !== null && typeof b.key !== 'string') throw invalid('key', 'must be a string or null');
+      if (b.encoding !== undefined && b.encoding !== 'utf8' && b.encoding !== 'base64') throw invalid('encoding', "must be 'utf8' or 'base64'");
+      if (b.headers !== undefined && (typeof b.headers !== 'object' || b.headers === null || Object.values(b.headers).some((v) => typeof v !== 'string'))) {
+        throw invalid('headers', 'must map names to strings');
+      }
+      const value = Buffer.from(b.value, b.encoding === 'base64' ? 'base64' : 'utf8');
+      await need().produce(topic, { key: (b.key as string | null | undefined) ?? null, value, headers: b.headers as Record<string, string> | undefined });
+      return reply.code(204).send();
+    },
+  );
+}

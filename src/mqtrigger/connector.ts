@@ -1,0 +1,47 @@
+// The one interface every message broker sits behind. The trigger manager
+// and the read-back endpoint use only this; a connector's insides stay private.
+
+export interface QueueMessage {
+  key: Buffer | null;
+  value: Buffer;
+  headers: Record<string, string>;
+  partition: number;
+  /** Decimal string: Kafka offsets are 64-bit. */
+  offset: string;
+}
+
+export interface OutgoingMessage {
+  key?: Buffer | string | null;
+  value: Buffer | string;
+  headers?: Record<string, string>;
+}
+
+export interface SubscribeOptions {
+  /** Consumer group: each group sees every message once. */
+  group: string;
+  topic: string;
+  /**
+   * Called for each message, one at a time per partition, in order. The
+   * message is committed (acknowledged) only after the returned promise
+   * resolves; a rejection stops the subscription without committing, so the
+   * message is delivered again (at-least-once).
+   */
+  onMessage(msg: QueueMessage): Promise<void>;
+  /** Where to start when the group has no committed position. */
+  from?: 'earliest' | 'latest';
+}
+
+export interface Subscription {
+  /** Stops consuming; a message in progress finishes first. */
+  close(): Promise<void>;
+  /** Settles when the subscription stops on its own (broker gone, handler error). */
+  readonly done: Promise<void>;
+}
+
+export interface Connector {
+  subscribe(opts: SubscribeOptions): Promise<Subscription>;
+  publish(topic: string, msg: OutgoingMessage): Promise<void>;
+  /** Makes sure a topic exists (brokers that need topics declared). */
+  ensureTopic(topic: string): Promise<void>;
+  close(): Promise<void>;
+}

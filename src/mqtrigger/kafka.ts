@@ -1,0 +1,106 @@
+// The Kafka connector, on @platformatic/kafka. Consumers never autocommit:
+// a message's offset is committed only after its handler has finished, so a
+// crash or a broker restart redelivers it instead of losing it.
+import { Admin, Consumer, type Message, Producer } from '@platformatic/kafka';
+import type { Connector, OutgoingMessage, QueueMessage, SubscribeOptions, Subscription } from './connector.ts';
+
+export interface KafkaOptions {
+  brokers: string[];
+  clientId?: string;
+}
+
+function toBuffer(v: Buffer | string | null | undefined): Buffer | undefined {
+  if (v === null || v === undefined) return undefined;
+  return typeof v === 'string' ? Buffer.from(v) : v;
+}
+
+function headersOf(m: Message): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const [k, v] of m.headers) out[k.toString()] = v === undefined || v === null ? '' : Buffer.from(v as Buffer).toString();
+  return out;
+}
+
+export class KafkaConnector implements Connector {
+  readonly #o: KafkaOptions;
+  #producer: Producer | undefined;
+  readonly #subs = new Set<Subscription>();
+
+  constructor(opts: KafkaOptions) {
+    this.#o = opts;
+  }
+
+  #base(suffix: string) {
+    return { clientId: `${this.#o.clientId ?? 'flint'}-${suffix}`, bootstrapBrokers: this.#o.brokers, retries: 5, retryDelay: 500 };
+  }
+
+  async ensureTopic(topic: string): Promise<void> {
+    const admin = new Admin(this.#base('admin'));
+    try {
+      await admin.createTopics({ topics: [topic], partitions: 1, replicas: 1 });
+    } catch (err) {
+      const text = `${(err as Error).message} ${JSON.stringify((err as { errors?: unknown }).errors ?? '')}`;
+      if (!/exist/i.test(text)) throw err;
+    } finally {
+      await admin.close().catch(() => {});
+    }
+  }
+
+  async publish(topic: string, msg: OutgoingMessage): Promise<void> {
+    this.#producer ??= new Producer({ ...this.#base('producer'), autocreateTopics: true });
+    const headers = new Map<Buffer, Buffer>();
+    for (const [k, v] of Object.entries(msg.headers ?? {})) headers.set(Buffer.from(k), Buffer.from(v));
+    await this.#producer.send({
+      messages: [{ topic, key: toBuffer(msg.key), value: toBuffer(msg.value) as Buffer, headers }],
+      acks: -1,
+    } as never);
+  }
+
+  async subscribe(opts: SubscribeOptions): Promise<Subscription> {
+    const consumer = new Consumer({ ...this.#base(`consumer-${opts.group}`), groupId: opts.group, autocommit: false, sessionTimeout: 10_000, heartbeatInterval: 1000, autocreateTopics: true });
+    const stream = await consumer.consume({
+      topics: [opts.topic],
+      autocommit: false,
+      mode: 'committed',
+      fallbackMode: opts.from ?? 'earliest',
+      maxWaitTime: 500,
+    } as never);
+    let closing = false;
+    const done = (async () => {
+      try {
+        for await (const m of stream as AsyncIterable<Message>) {
+          const msg: QueueMessage = {
+            key: m.key && (m.key as Buffer).length > 0 ? Buffer.from(m.key as Buffer) : null,
+            value: m.value ? Buffer.from(m.value as Buffer) : Buffer.alloc(0),
+            headers: headersOf(m),
+            partition: m.partition,
+            offset: m.offset.toString(),
+          };
+          await opts.onMessage(msg);
+          await m.commit();
+          if (closing) break;
+        }
+      } finally {
+        await stream.close().catch(() => {});
+        await Promise.resolve(consumer.close(true)).catch(() => {});
+      }
+    })();
+    const sub: Subscription = {
+      done,
+      close: async () => {
+        closing = true;
+        await stream.close().catch(() => {});
+        await done.catch(() => {});
+        this.#subs.delete(sub);
+      },
+    };
+    this.#subs.add(sub);
+    void done.catch(() => {}).finally(() => this.#subs.delete(sub));
+    return sub;
+  }
+
+  async close(): Promise<void> {
+    await Promise.all([...this.#subs].map((s) => s.close()));
+    await this.#producer?.close().catch(() => {});
+    this.#producer = undefined;
+  }
+}

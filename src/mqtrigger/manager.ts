@@ -1,0 +1,177 @@
+// The trigger manager: one consumer per MessageQueueTrigger. Each message is
+// POSTed to the function through the router; a 2xx answer goes to respTopic,
+// and after 1 + maxRetries failed attempts `Request returned failure: <status>`
+// goes to errorTopic. The message is committed only after that, so nothing is
+// lost when the manager or the broker restarts (at-least-once, in order
+// within a partition).
+import type { Logger } from 'pino';
+import type { MessageQueueTrigger, MessageQueueType } from '../api/kinds.ts';
+import type { Store, Watch } from '../store/store.ts';
+import type { Connector, QueueMessage, Subscription } from './connector.ts';
+
+export interface TriggerManagerOptions {
+  store: Store;
+  logger: Logger;
+  /** The connector for a queue type, or undefined when that broker is not configured. */
+  connector(type: MessageQueueType): Connector | undefined;
+  routerUrl(): string;
+  /** A bearer token for the router when authentication is on. */
+  token?: () => string | undefined;
+  /** First retry delay; doubles per attempt (capped at 10 s). */
+  retryBaseMs?: number;
+}
+
+const HOP_BY_HOP = new Set(['connection', 'keep-alive', 'transfer-encoding', 'content-length', 'host', 'upgrade', 'te', 'trailer']);
+
+export function consumerGroup(t: MessageQueueTrigger): string {
+  return `flint-mqt-${t.metadata.namespace}-${t.metadata.name}`;
+}
+
+interface Running {
+  trigger: MessageQueueTrigger;
+  specKey: string;
+  sub?: Subscription;
+  stopped: boolean;
+  loop: Promise<void>;
+}
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+export class TriggerManager {
+  readonly #o: TriggerManagerOptions;
+  readonly #running = new Map<string, Running>();
+  #watch: Watch | undefined;
+
+  constructor(opts: TriggerManagerOptions) {
+    this.#o = opts;
+  }
+
+  async start(): Promise<void> {
+    const { items, resourceVersion } = await this.#o.store.list('MessageQueueTrigger');
+    for (const t of items) this.#upsert(t);
+    this.#watch = this.#o.store.watch({ kind: 'MessageQueueTrigger', sinceResourceVersion: resourceVersion }, (ev) => {
+      const t = ev.object as MessageQueueTrigger;
+      if (ev.type === 'DELETED') void this.#remove(t);
+      else this.#upsert(t);
+    });
+  }
+
+  async stop(): Promise<void> {
+    this.#watch?.close();
+    await Promise.all([...this.#running.values()].map((r) => this.#halt(r)));
+    this.#running.clear();
+  }
+
+  /** Trigger keys with a live consumer (tests, status). */
+  active(): string[] {
+    return [...this.#running.keys()];
+  }
+
+  #upsert(t: MessageQueueTrigger): void {
+    const key = `${t.metadata.namespace}/${t.metadata.name}`;
+    const specKey = JSON.stringify(t.spec);
+    const cur = this.#running.get(key);
+    if (cur && cur.specKey === specKey) {
+      cur.trigger = t;
+      return;
+    }
+    const start = () => {
+      const r: Running = { trigger: t, specKey, stopped: false, loop: Promise.resolve() };
+      r.loop = this.#run(r);
+      this.#running.set(key, r);
+    };
+    if (cur) {
+      // An update takes effect by restarting the consumer: it resumes at the
+      // group's committed offset, so nothing is skipped or repeated.
+      this.#running.delete(key);
+      void this.#halt(cur).then(start);
+    } else start();
+  }
+
+  async #remove(t: MessageQueueTrigger): Promise<void> {
+    const key = `${t.metadata.namespace}/${t.metadata.name}`;
+    const cur = this.#running.get(key);
+    if (!cur) return;
+    this.#running.delete(key);
+    await this.#halt(cur);
+    this.#o.logger.info({ trigger: key }, 'trigger deleted: consumer stopped');
+  }
+
+  async #halt(r: Running): Promise<void> {
+    r.stopped = true;
+    await r.sub?.close().catch(() => {});
+    await r.loop.catch(() => {});
+  }
+
+  async #run(r: Running): Promise<void> {
+    const log = this.#o.logger.child({ trigger: `${r.trigger.metadata.namespace}/${r.trigger.metadata.name}` });
+    let backoff = 500;
+    while (!r.stopped) {
+      const connector = this.#o.connector(r.trigger.spec.messageQueueType);
+      if (!connector) {
+        log.warn({ type: r.trigger.spec.messageQueueType }, 'no broker configured for this message queue type: the trigger waits (set e.g. kafka.enabled=true and kafka.brokers)');
+        return;
+      }
+      try {
+        r.sub = await connector.subscribe({ group: consumerGroup(r.trigger), topic: r.trigger.spec.topic, onMessage: (m) => this.#handle(r, connector, m, log) });
+        log.info({ topic: r.trigger.spec.topic, group: consumerGroup(r.trigger) }, 'consuming');
+        backoff = 500;
+        await r.sub.done;
+      } catch (err) {
+        if (!r.stopped) log.warn({ err: (err as Error).message }, 'consumer stopped; reconnecting');
+      }
+      if (r.stopped) return;
+      await sleep(backoff);
+      backoff = Math.min(backoff * 2, 10_000);
+    }
+  }
+
+  async #handle(r: Running, connector: Connector, m: QueueMessage, log: Logger): Promise<void> {
+    const t = r.trigger;
+    const spec = t.spec;
+    const ns = t.metadata.namespace;
+    const fnName = spec.functionref.name as string;
+    const url = `${this.#o.routerUrl()}/flint-function/${ns === 'default' ? '' : `${ns}/`}${fnName}`;
+    log.info({ value: m.value.toString(), partition: m.partition, offset: m.offset }, 'message received');
+    const headers: Record<string, string> = {};
+    for (const [k, v] of Object.entries(m.headers)) if (!HOP_BY_HOP.has(k.toLowerCase())) headers[k] = v;
+    headers['content-type'] = spec.contentType ?? 'application/json';
+    headers['x-flint-mqtrigger-topic'] = spec.topic;
+    headers['x-flint-mqtrigger-resptopic'] = spec.respTopic ?? '';
+    headers['x-flint-mqtrigger-errortopic'] = spec.errorTopic ?? '';
+    const attempts = 1 + (spec.maxRetries ?? 0);
+    let failure = '';
+    for (let i = 0; i < attempts; i++) {
+      const token = this.#o.token?.();
+      if (token) headers.authorization = `Bearer ${token}`;
+      if (r.stopped && i > 0) throw new Error('trigger stopped during retries');
+      log.info({ url, attempt: i + 1, of: attempts }, 'calling function');
+      try {
+        const res = await fetch(url, { method: 'POST', headers, body: new Uint8Array(m.value) });
+        const body = Buffer.from(await res.arrayBuffer());
+        log.info({ status: res.status, body: body.toString().slice(0, 1000) }, 'function answered');
+        if (res.status >= 200 && res.status < 300) {
+          if (spec.respTopic) {
+            const out: Record<string, string> = {};
+            res.headers.forEach((v, k) => {
+              if (!HOP_BY_HOP.has(k)) out[k] = v;
+            });
+            await connector.publish(spec.respTopic, { key: m.key, value: body, headers: out });
+          }
+          return;
+        }
+        failure = `Request returned failure: ${res.status}`;
+      } catch (err) {
+        failure = `Request returned failure: ${(err as Error).message}`;
+        log.warn({ err: (err as Error).message }, 'calling the function failed');
+      }
+      if (i < attempts - 1) await sleep(Math.min((this.#o.retryBaseMs ?? 100) * 2 ** i, 10_000));
+    }
+    log.warn({ failure, errorTopic: spec.errorTopic }, 'giving up on the message');
+    if (spec.errorTopic) await connector.publish(spec.errorTopic, { key: m.key, value: failure });
+  }
+}
+
+export function createTriggerManager(opts: TriggerManagerOptions): TriggerManager {
+  return new TriggerManager(opts);
+}

@@ -1,0 +1,110 @@
+// Topic read-back for the controller's `/topics/<topic>/messages` endpoint:
+// one long-lived consumer per (topic, group); a message is committed only once
+// it has been handed to a reader, so an unanswered poll loses nothing.
+import type { Connector, OutgoingMessage, QueueMessage, Subscription } from './connector.ts';
+
+const IDLE_CLOSE_MS = 60_000;
+
+interface Reader {
+  sub?: Subscription;
+  opening?: Promise<void>;
+  /** Messages received and not yet handed out, each with its release. */
+  ready: Array<{ msg: QueueMessage; take: () => void }>;
+  waiting: Array<(m: QueueMessage) => void>;
+  lastUsed: number;
+}
+
+export class TopicReadback {
+  readonly #connector: () => Connector | undefined;
+  readonly #readers = new Map<string, Reader>();
+  readonly #sweeper: NodeJS.Timeout;
+
+  constructor(connector: () => Connector | undefined) {
+    this.#connector = connector;
+    this.#sweeper = setInterval(() => this.#sweep(), 10_000);
+    this.#sweeper.unref();
+  }
+
+  get available(): boolean {
+    return this.#connector() !== undefined;
+  }
+
+  async produce(topic: string, msg: OutgoingMessage): Promise<void> {
+    const c = this.#connector();
+    if (!c) throw new Error('no Kafka broker is configured (kafka.enabled=false)');
+    await c.publish(topic, msg);
+  }
+
+  /** The group's next message, or undefined when none arrives within timeoutMs. */
+  async read(topic: string, group: string, timeoutMs: number): Promise<QueueMessage | undefined> {
+    const c = this.#connector();
+    if (!c) throw new Error('no Kafka broker is configured (kafka.enabled=false)');
+    const key = `${topic}\u0000${group}`;
+    let r = this.#readers.get(key);
+    if (!r) {
+      r = { ready: [], waiting: [], lastUsed: Date.now() };
+      this.#readers.set(key, r);
+      const reader = r;
+      reader.opening = c
+        .subscribe({
+          topic,
+          group,
+          onMessage: (msg) =>
+            new Promise<void>((take) => {
+              const w = reader.waiting.shift();
+              if (w) {
+                w(msg);
+                take();
+              } else reader.ready.push({ msg, take });
+            }),
+        })
+        .then((sub) => {
+          reader.sub = sub;
+          void sub.done.finally(() => {
+            if (this.#readers.get(key) === reader) this.#readers.delete(key);
+          });
+        }, () => {
+          this.#readers.delete(key);
+        });
+    }
+    r.lastUsed = Date.now();
+    const first = r.ready.shift();
+    if (first) {
+      first.take();
+      return first.msg;
+    }
+    const reader = r;
+    return new Promise((resolve) => {
+      const waiter = (m: QueueMessage) => {
+        clearTimeout(timer);
+        resolve(m);
+      };
+      const timer = setTimeout(() => {
+        const i = reader.waiting.indexOf(waiter);
+        if (i >= 0) reader.waiting.splice(i, 1);
+        resolve(undefined);
+      }, timeoutMs);
+      reader.waiting.push(waiter);
+    });
+  }
+
+  #sweep(): void {
+    const cutoff = Date.now() - IDLE_CLOSE_MS;
+    for (const [k, r] of this.#readers) {
+      if (r.lastUsed < cutoff && r.waiting.length === 0) {
+        this.#readers.delete(k);
+        void r.sub?.close();
+      }
+    }
+  }
+
+  async close(): Promise<void> {
+    clearInterval(this.#sweeper);
+    const all = [...this.#readers.values()];
+    this.#readers.clear();
+    await Promise.all(all.map(async (r) => {
+      await r.opening;
+      await r.sub?.close();
+    }));
+  }
+}
