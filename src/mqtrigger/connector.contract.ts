@@ -1,0 +1,91 @@
+// The shared contract every broker connector must pass; each connector's
+// test file runs it against a real broker.
+import assert from 'node:assert/strict';
+import { randomBytes } from 'node:crypto';
+import { describe, it } from 'node:test';
+import type { Connector, QueueMessage } from './connector.ts';
+
+const unique = (p: string) => `${p}-${randomBytes(4).toString('hex')}`;
+
+async function until(cond: () => boolean, what: string, ms = 30_000): Promise<void> {
+  const deadline = Date.now() + ms;
+  while (!cond()) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+export function runConnectorContract(name: string, open: () => Promise<Connector>): void {
+  describe(`Connector contract: ${name}`, { timeout: 120_000 }, () => {
+    it('delivers published messages in order with key, value and headers', async () => {
+      const c = await open();
+      try {
+        const topic = unique('order');
+        await c.ensureTopic(topic);
+        for (let i = 0; i < 5; i++) await c.publish(topic, { key: `k${i}`, value: `v${i}`, headers: { n: String(i) } });
+        const got: QueueMessage[] = [];
+        const sub = await c.subscribe({ group: unique('g'), topic, onMessage: async (m) => void got.push(m) });
+        await until(() => got.length >= 5, 'five messages');
+        await sub.close();
+        assert.deepEqual(got.map((m) => [m.key?.toString(), m.value.toString(), m.headers.n]), [0, 1, 2, 3, 4].map((i) => [`k${i}`, `v${i}`, String(i)]));
+      } finally {
+        await c.close();
+      }
+    });
+
+    it('commits only handled messages: a failed handler gets the message again', async () => {
+      const c = await open();
+      try {
+        const topic = unique('redo');
+        const group = unique('g');
+        await c.ensureTopic(topic);
+        await c.publish(topic, { value: 'a' });
+        await c.publish(topic, { value: 'b' });
+        const first: string[] = [];
+        const sub1 = await c.subscribe({
+          group,
+          topic,
+          onMessage: async (m) => {
+            first.push(m.value.toString());
+            if (m.value.toString() === 'b') throw new Error('handler failed');
+          },
+        });
+        await sub1.done.catch(() => {});
+        await sub1.close();
+        assert.deepEqual(first, ['a', 'b']);
+        const second: string[] = [];
+        const sub2 = await c.subscribe({ group, topic, onMessage: async (m) => void second.push(m.value.toString()) });
+        await until(() => second.length >= 1, 'the redelivered message');
+        await sub2.close();
+        assert.deepEqual(second, ['b'], "'a' was committed, 'b' was not");
+      } finally {
+        await c.close();
+      }
+    });
+
+    it('gives each group every message, and a group resumes where it left off', async () => {
+      const c = await open();
+      try {
+        const topic = unique('groups');
+        await c.ensureTopic(topic);
+        await c.publish(topic, { value: 'x' });
+        const g1: string[] = [];
+        const g2: string[] = [];
+        const group1 = unique('g');
+        const s1 = await c.subscribe({ group: group1, topic, onMessage: async (m) => void g1.push(m.value.toString()) });
+        const s2 = await c.subscribe({ group: unique('g'), topic, onMessage: async (m) => void g2.push(m.value.toString()) });
+        await until(() => g1.length >= 1 && g2.length >= 1, 'both groups');
+        await s1.close();
+        await s2.close();
+        await c.publish(topic, { value: 'y' });
+        const again: string[] = [];
+        const s3 = await c.subscribe({ group: group1, topic, onMessage: async (m) => void again.push(m.value.toString()) });
+        await until(() => again.length >= 1, 'the resumed group');
+        await s3.close();
+        assert.deepEqual(again, ['y']);
+      } finally {
+        await c.close();
+      }
+    });
+  });
+}

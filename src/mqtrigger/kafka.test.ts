@@ -1,0 +1,14 @@
+import { after, before } from 'node:test';
+import { type KafkaBroker, startKafka } from '../../scripts/kafka-broker.ts';
+import { runConnectorContract } from './connector.contract.ts';
+import { KafkaConnector } from './kafka.ts';
+
+let broker: KafkaBroker;
+before(async () => {
+  broker = await startKafka();
+});
+after(async () => {
+  await broker?.stop();
+});
+
+runConnectorContract('kafka', async () => new KafkaConnector({ brokers: [broker.brokers] }));
