@@ -1,0 +1,46 @@
+// Shared HTTP pieces of the router-side auth: reading the bearer token and
+// answering with the JSON `{message, statusCode}` bodies DESIGN.md §5 fixes.
+import type { ServerResponse } from 'node:http';
+
+/**
+ * The token of an `Authorization: Bearer <token>` value, or undefined when
+ * the header is absent, uses another scheme, or carries no token. The scheme
+ * name is matched without regard to case (RFC 7235 §2.1).
+ */
+export function bearerToken(header: string | undefined): string | undefined {
+  if (header === undefined || header.length < 8) return undefined;
+  // Fast path for the canonical spelling, which is what clients send.
+  let rest: string;
+  if (header.startsWith('Bearer ')) rest = header.slice(7);
+  else if (header.slice(0, 7).toLowerCase() === 'bearer ') rest = header.slice(7);
+  else return undefined;
+  const token = rest.trim();
+  if (token === '' || token.includes(' ')) return undefined;
+  return token;
+}
+
+export interface JsonBody {
+  readonly bytes: Buffer;
+  readonly length: string;
+}
+
+/** Serializes a value once, so an answer sent on many requests costs no JSON work. */
+export function encodeJson(value: unknown): JsonBody {
+  const bytes = Buffer.from(JSON.stringify(value));
+  return { bytes, length: String(bytes.length) };
+}
+
+/** The `{message, statusCode}` body of every auth error answer. */
+export function jsonBody(message: string, statusCode: number): JsonBody {
+  return encodeJson({ message, statusCode });
+}
+
+export function sendJson(res: ServerResponse, status: number, body: JsonBody, headers: Record<string, string> = {}): void {
+  res.statusCode = status;
+  res.setHeader('Content-Type', 'application/json');
+  res.setHeader('Content-Length', body.length);
+  // Tokens and login answers must not land in shared caches.
+  res.setHeader('Cache-Control', 'no-store');
+  for (const [k, v] of Object.entries(headers)) res.setHeader(k, v);
+  res.end(body.bytes);
+}
