@@ -9,6 +9,8 @@ export const DEFAULT_URL = 'http://127.0.0.1:8888';
 export interface ClientOptions {
   baseUrl: string;
   token?: string;
+  /** What to say when the control plane answers 401. */
+  unauthorizedHint?: string;
   onWarning?: (message: string) => void;
 }
 
@@ -16,11 +18,13 @@ export class ApiClient {
   readonly baseUrl: string;
   readonly #token: string | undefined;
   readonly #onWarning: (m: string) => void;
+  readonly #unauthorizedHint: string | undefined;
 
   constructor(opts: ClientOptions) {
     this.baseUrl = opts.baseUrl.replace(/\/+$/, '');
     this.#token = opts.token;
     this.#onWarning = opts.onWarning ?? (() => {});
+    this.#unauthorizedHint = opts.unauthorizedHint;
   }
 
   async raw(method: string, path: string, body?: unknown): Promise<Response> {
@@ -44,6 +48,10 @@ export class ApiClient {
       } catch {
         this.#onWarning(warnings);
       }
+    }
+    if (res.status === 401 && this.#unauthorizedHint) {
+      await res.body?.cancel();
+      throw new FlintError('FLINT_ERR_UNAUTHORIZED', this.#unauthorizedHint);
     }
     if (!res.ok) {
       const text = await res.text();

@@ -1,5 +1,6 @@
 // What a command may touch of the outside world: injected so tests can run
 // `main()` in process and read what it printed.
+import { controllerUnauthorizedHint, resolveControllerToken } from '../auth/client.ts';
 import { ApiClient, DEFAULT_URL } from './client.ts';
 
 export interface Io {
@@ -33,9 +34,11 @@ export function makeCtx(io: Io, namespace: string | undefined): Ctx {
     namespace: namespace ?? io.env.FLINT_NAMESPACE ?? 'default',
     warn,
     client() {
+      const credentials = resolveControllerToken(io.env);
       client ??= new ApiClient({
         baseUrl: io.env.FLINT_URL || DEFAULT_URL,
-        token: io.env.FLINT_ADMIN_TOKEN || io.env.FLINT_AUTH_TOKEN || undefined,
+        token: credentials?.token,
+        unauthorizedHint: controllerUnauthorizedHint(credentials),
         onWarning: warn,
       });
       return client;

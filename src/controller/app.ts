@@ -5,6 +5,7 @@ import swagger from '@fastify/swagger';
 import Fastify, { type FastifyBaseLogger, type FastifyError, type FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
 import { FlintError, isFlintError } from '../api/errors.ts';
+import { CONTROLLER_UNAUTHORIZED, isControllerExempt } from '../auth/controller-auth.ts';
 import type { DataLayout } from '../config/layout.ts';
 import type { Store } from '../store/store.ts';
 import { registerInfoRoutes, type ServerInfo } from './info.ts';
@@ -24,6 +25,8 @@ export interface ControllerOptions {
   localImages: boolean;
   /** Paths the router owns, refused as route URLs. */
   reservedPaths: readonly string[];
+  /** With authentication on: whether an Authorization header may use the API. */
+  authCheck?: (authorization: string | undefined) => boolean;
   /** Broker access for the topic read-back endpoint; absent when no broker is configured. */
   topics?: TopicAccess;
   /** Largest accepted request body. */
@@ -66,6 +69,18 @@ export async function createController(opts: ControllerOptions): Promise<Fastify
     if (httpPart === 'body') return () => true;
     return () => true;
   });
+
+  const authCheck = opts.authCheck;
+  if (authCheck) {
+    app.addHook('onRequest', async (req, reply) => {
+      if (isControllerExempt(req.url) || authCheck(req.headers.authorization)) return;
+      return reply
+        .code(401)
+        .header('www-authenticate', 'Bearer')
+        .type('application/json')
+        .send(new FlintError('FLINT_ERR_UNAUTHORIZED', CONTROLLER_UNAUTHORIZED).toJSON());
+    });
+  }
 
   app.setErrorHandler((err: FastifyError, req, reply) => {
     const fe = toFlintError(err);

@@ -6,6 +6,13 @@ import { dataLayout } from '../config/layout.ts';
 import { loadValues, type Values, type ValuesSources } from '../config/values.ts';
 import { createController } from '../controller/app.ts';
 import type { ServerInfo } from '../controller/info.ts';
+import { ensureAdminToken } from '../auth/admin-token.ts';
+import { createControllerAuthCheck } from '../auth/controller-auth.ts';
+import { createRouterGuard } from '../auth/guard.ts';
+import { createLoginHandler } from '../auth/login.ts';
+import { createMintedTokenSource } from '../auth/minted.ts';
+import { ensureRouterSecret } from '../auth/router-secret.ts';
+import { createTokenService } from '../auth/tokens.ts';
 import { sandboxAvailable } from '../executor/process/sandbox.ts';
 import { createProcessExecutor } from '../executor/process-executor.ts';
 import { KafkaConnector } from '../mqtrigger/kafka.ts';
@@ -55,6 +62,21 @@ export async function startServer(src: ValuesSources, out: (line: string) => voi
       );
     }
     if (values.executor.sandbox === 'none') logger.warn('executor.sandbox=none: functions run unsandboxed, with this user\'s rights');
+    // Authentication: everything is built only when it is on.
+    const authValues = values.authentication;
+    let auth:
+      | { guard: ReturnType<typeof createRouterGuard>; controllerCheck: (h: string | undefined) => boolean; mint: () => string }
+      | undefined;
+    if (authValues.enabled) {
+      const authLog = logger.child({ component: 'auth' });
+      const creds = await ensureRouterSecret(store, authValues, layout, { logger: authLog });
+      const tokens = createTokenService({ signingKey: creds.signingKey, issuer: authValues.jwtIssuer, expirySeconds: authValues.jwtExpiryTime });
+      auth = {
+        guard: createRouterGuard({ tokens, authUriPath: authValues.authUriPath, login: createLoginHandler({ tokens, credentials: creds, logger: authLog }) }),
+        controllerCheck: createControllerAuthCheck({ adminToken: ensureAdminToken(layout), tokens }),
+        mint: createMintedTokenSource({ tokens, subject: 'flint:mqtrigger' }),
+      };
+    }
     const executor = createProcessExecutor({
       store,
       layout,
@@ -65,7 +87,7 @@ export async function startServer(src: ValuesSources, out: (line: string) => voi
     });
     await executor.start();
     stops.push(() => executor.stop());
-    const router = createRouter({ store, executor, logger: logger.child({ component: 'router' }), host: values.router.host, port: values.router.port });
+    const router = createRouter({ store, executor, logger: logger.child({ component: 'router' }), host: values.router.host, port: values.router.port, beforeRoute: auth?.guard });
     const routerUrl = (await router.start()).url;
     stops.push(() => router.stop());
     out(`router listening on ${routerUrl}`);
@@ -79,6 +101,7 @@ export async function startServer(src: ValuesSources, out: (line: string) => voi
       logger: logger.child({ component: 'mqtrigger' }),
       connector: (type) => (type === 'kafka' ? kafka : undefined),
       routerUrl: () => routerUrl,
+      token: auth?.mint,
     });
     await triggers.start();
     stops.push(() => triggers.stop());
@@ -99,6 +122,7 @@ export async function startServer(src: ValuesSources, out: (line: string) => voi
       localImages: values.mode === 'local',
       reservedPaths: ['/router-healthz', '/metrics', values.authentication.authUriPath],
       topics: readback,
+      authCheck: auth?.controllerCheck,
     });
     await controller.listen({ host: values.controller.host, port: values.controller.port });
     stops.push(() => controller.close());

@@ -1,5 +1,6 @@
 // `flint fn test`: one call through the router's internal function path.
 import { FlintError } from '../../api/errors.ts';
+import { resolveInvokeAuthorization } from '../../auth/client.ts';
 import { keyValue, usage } from '../flags.ts';
 import type { Ctx } from '../io.ts';
 
@@ -18,19 +19,6 @@ async function routerUrl(c: Ctx): Promise<string> {
   return (await c.client().info()).routerUrl.replace(/\/+$/, '');
 }
 
-/** Credentials for the call: an explicit Authorization header wins, then FLINT_AUTH_TOKEN. */
-export async function authorizationFor(c: Ctx, headers: Record<string, string>, router: string): Promise<string | undefined> {
-  if (Object.keys(headers).some((h) => h.toLowerCase() === 'authorization')) return undefined;
-  if (c.io.env.FLINT_AUTH_TOKEN) return `Bearer ${c.io.env.FLINT_AUTH_TOKEN}`;
-  const { FLINT_USERNAME: user, FLINT_PASSWORD: pass } = c.io.env;
-  if (user && pass) {
-    const { fetchToken } = await import('./token.ts');
-    const authUri = c.io.env.FLINT_AUTH_URI ?? (await c.client().info()).authentication.authUriPath;
-    return `Bearer ${await fetchToken(router, authUri, user, pass)}`;
-  }
-  return undefined;
-}
-
 export async function invokeFunction(c: Ctx, f: InvokeFlags): Promise<void> {
   const headers: Record<string, string> = {};
   for (const h of f.header ?? []) {
@@ -44,8 +32,11 @@ export async function invokeFunction(c: Ctx, f: InvokeFlags): Promise<void> {
     qs.append(k, v);
   }
   const router = await routerUrl(c);
-  const auth = await authorizationFor(c, headers, router);
-  if (auth) headers.authorization = auth;
+  const auth = await resolveInvokeAuthorization(c.io.env, headers, {
+    routerUrl: router,
+    authUriPath: async () => (await c.client().info()).authentication.authUriPath,
+  });
+  if (auth.authorization) headers.authorization = auth.authorization;
   const ns = c.namespace === 'default' ? '' : `${c.namespace}/`;
   const sub = f.subpath ? (f.subpath.startsWith('/') ? f.subpath : `/${f.subpath}`) : '';
   const url = `${router}/flint-function/${ns}${f.name}${sub}${qs.size ? `?${qs}` : ''}`;
