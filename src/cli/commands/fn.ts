@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import fs from 'node:fs';
+import path from 'node:path';
 import type { Command } from 'commander';
 import type { ExecutionStrategy, FunctionResource, HTTPTrigger, Package } from '../../api/kinds.ts';
 import { checkName, collect, httpMethod, intFlag, kvMap, usage } from '../flags.ts';
@@ -36,18 +37,18 @@ function addSpecFlags(cmd: Command): Command {
   return cmd
     .option('--env <name>', 'environment the function runs in')
     .option('--code <file>', 'a single source file (a package <fn>-<uuid> is made from it)')
-    .option('--pkg, --pkgname <name>', 'an existing package')
-    .option('--entrypoint, --entry <name>', "entrypoint in the package, e.g. 'handler' or 'file.func'")
+    .option('--pkgname, --pkg <name>', 'an existing package')
+    .option('--entry, --entrypoint <name>', "entrypoint in the package, e.g. 'handler' or 'file.func'")
     .option('--executortype <type>', 'poolmgr (warm pool, default) or newdeploy (dedicated instances)')
     .option('--minscale <n>', 'newdeploy: fewest instances', intFlag('--minscale', 0, 1000))
     .option('--maxscale <n>', 'newdeploy: most instances', intFlag('--maxscale', 1, 1000))
     .option('--targetcpu <percent>', 'newdeploy: CPU target for scaling', intFlag('--targetcpu', 1, 99))
     .option('--specializationtimeout <seconds>', 'how long loading the code may take', intFlag('--specializationtimeout', 1, 3600))
-    .option('--fntimeout, --ft <seconds>', 'a call running longer gets 504', intFlag('--fntimeout', 1, 86400))
+    .option('--ft, --fntimeout <seconds>', 'a call running longer gets 504', intFlag('--fntimeout', 1, 86400))
     .option('--idletimeout <seconds>', 'idle instances are stopped after this', intFlag('--idletimeout', 1, 86400))
-    .option('--concurrency, --con <n>', 'most instances at once', intFlag('--concurrency', 1, 100000))
-    .option('--requestsperpod, --rpp <n>', 'concurrent requests one instance takes', intFlag('--requestsperpod', 1, 10000))
-    .option('--onceonly, --yolo', 'an instance serves one request, then stops')
+    .option('--con, --concurrency <n>', 'most instances at once', intFlag('--concurrency', 1, 100000))
+    .option('--rpp, --requestsperpod <n>', 'concurrent requests one instance takes', intFlag('--requestsperpod', 1, 10000))
+    .option('--yolo, --onceonly', 'an instance serves one request, then stops')
     .option('--secret <name>', 'a secret the function reads (repeatable)', collect)
     .option('--configmap <name>', 'a configmap the function reads (repeatable)', collect)
     .option('-e, --env-var <KEY=VALUE>', 'an environment variable (repeatable)', collect)
@@ -59,9 +60,9 @@ export function codePackageName(fnName: string): string {
   return `${fnName}-${randomUUID()}`.slice(0, 62).replace(/-+$/, '');
 }
 
-function readCode(file: string): string {
+function readCode(cwd: string, file: string): string {
   try {
-    return fs.readFileSync(file).toString('base64');
+    return fs.readFileSync(path.resolve(cwd, file)).toString('base64');
   } catch (err) {
     throw usage(`--code: cannot read '${file}': ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`);
   }
@@ -99,8 +100,7 @@ function applySpec(spec: FunctionResource['spec'], f: FnFlags): void {
   if (f.entrypoint !== undefined) spec.package.functionName = f.entrypoint;
 }
 
-async function createCodePackage(c: Ctx, fnName: string, envName: string, code: string): Promise<string> {
-  const literal = readCode(code);
+async function createCodePackage(c: Ctx, fnName: string, envName: string, literal: string): Promise<string> {
   const pkgName = codePackageName(fnName);
   await c.client().create<Package>({
     kind: 'Package',
@@ -123,6 +123,7 @@ export function registerFn(program: Command, ctx: () => Ctx): void {
       checkName('--name', f.name);
       if (f.code && f.pkg) throw usage('use either --code or --pkg, not both');
       if (!f.code && !f.pkg) throw usage('need --code <file> or --pkg <package>');
+      const literal = f.code ? readCode(c.io.cwd, f.code) : undefined;
       let envName = f.env;
       if (f.pkg) {
         checkName('--pkg', f.pkg);
@@ -134,11 +135,11 @@ export function registerFn(program: Command, ctx: () => Ctx): void {
       }
       if (!envName) throw usage('need --env argument');
       checkName('--env', envName);
-      if (await c.client().tryGet('Function', c.namespace, f.name)) throw usage(`a function with the same name already exists: '${f.name}'`);
       const spec: FunctionResource['spec'] = { environment: { name: envName, namespace: c.namespace }, package: { packageref: { name: f.pkg ?? '', namespace: c.namespace } } };
       applySpec(spec, f);
       const methods = (f.method ?? []).map(httpMethod);
-      if (f.code) spec.package.packageref.name = await createCodePackage(c, f.name, envName, f.code);
+      if (await c.client().tryGet('Function', c.namespace, f.name)) throw usage(`a function with the same name already exists: '${f.name}'`);
+      if (literal) spec.package.packageref.name = await createCodePackage(c, f.name, envName, literal);
       await c.client().create<FunctionResource>({ kind: 'Function', metadata: { name: f.name, namespace: c.namespace, labels: kvMap('--labels', f.labels) }, spec });
       c.io.out(`function '${f.name}' created\n`);
       if (f.url || f.prefix) {
@@ -158,19 +159,19 @@ export function registerFn(program: Command, ctx: () => Ctx): void {
       const c = ctx();
       checkName('--name', f.name);
       if (f.code && f.pkg) throw usage('use either --code or --pkg, not both');
+      const literal = f.code ? readCode(c.io.cwd, f.code) : undefined;
       const cur = await c.client().get('Function', c.namespace, f.name);
       if (f.env) cur.spec.environment = { name: checkName('--env', f.env), namespace: c.namespace };
       applySpec(cur.spec, f);
       if (f.pkg) cur.spec.package.packageref = { name: checkName('--pkg', f.pkg), namespace: c.namespace };
-      if (f.code) {
+      if (literal) {
         const ref = cur.spec.package.packageref;
         const pkg = await c.client().tryGet('Package', ref.namespace ?? c.namespace, ref.name);
-        const literal = readCode(f.code);
         if (pkg && pkg.spec.deployment?.type === 'literal' && !pkg.spec.source) {
           pkg.spec.deployment = { type: 'literal', literal };
           await c.client().update(pkg);
         } else {
-          cur.spec.package.packageref = { name: await createCodePackage(c, f.name, cur.spec.environment.name, f.code), namespace: c.namespace };
+          cur.spec.package.packageref = { name: await createCodePackage(c, f.name, cur.spec.environment.name, literal), namespace: c.namespace };
         }
       }
       const labels = kvMap('--labels', f.labels);

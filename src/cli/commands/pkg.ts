@@ -17,14 +17,15 @@ interface PkgFlags {
   force?: boolean;
 }
 
-function literalOf(flag: string, file: string): Archive {
+function literalOf(cwd: string, flag: string, given: string): Archive {
+  const file = path.resolve(cwd, given);
   let bytes: Buffer;
   try {
-    if (fs.statSync(file).isDirectory()) throw usage(`${flag} '${file}' is a directory: directory and zip archives need the build support, not available yet`);
+    if (fs.statSync(file).isDirectory()) throw usage(`${flag} '${given}' is a directory: directory and zip archives need the build support, not available yet`);
     bytes = fs.readFileSync(file);
   } catch (err) {
     if ((err as { code?: string }).code === 'FLINT_ERR_USAGE') throw err;
-    throw usage(`${flag}: cannot read '${file}': ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`);
+    throw usage(`${flag}: cannot read '${given}': ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`);
   }
   return { type: 'literal', literal: bytes.toString('base64') };
 }
@@ -48,8 +49,8 @@ export function registerPkg(program: Command, ctx: () => Ctx): void {
     .option('--name <name>', 'package name (default: <file>-<4 random characters>)')
     .requiredOption('--env <name>', 'environment the package is for')
     .option('--code <file>', 'a single source file, kept as is')
-    .option('--deploy, --deployarchive <file>', 'a ready-to-run file')
-    .option('--src, --sourcearchive <file>', 'source to be built by the environment builder')
+    .option('--deployarchive, --deploy <file>', 'a ready-to-run file')
+    .option('--sourcearchive, --src <file>', 'source to be built by the environment builder')
     .option('--buildcmd <command>', 'build command (default: the environment builder\'s)')
     .action(async (f: PkgFlags) => {
       const c = ctx();
@@ -58,9 +59,9 @@ export function registerPkg(program: Command, ctx: () => Ctx): void {
       if (given === 0) throw usage('need one of --code, --deploy or --src');
       if (f.code && f.deploy) throw usage('use either --code or --deploy, not both');
       const spec: Package['spec'] = { environment: { name: f.env as string, namespace: c.namespace } };
-      if (f.src) spec.source = literalOf('--src', f.src);
-      if (f.deploy) spec.deployment = literalOf('--deploy', f.deploy);
-      if (f.code) spec.deployment = literalOf('--code', f.code);
+      if (f.src) spec.source = literalOf(c.io.cwd, '--src', f.src);
+      if (f.deploy) spec.deployment = literalOf(c.io.cwd, '--deploy', f.deploy);
+      if (f.code) spec.deployment = literalOf(c.io.cwd, '--code', f.code);
       if (f.buildcmd) spec.buildcmd = f.buildcmd;
       const name = f.name ? checkName('--name', f.name) : packageNameFor((f.src ?? f.deploy ?? f.code) as string);
       await c.client().create<Package>({ kind: 'Package', metadata: { name, namespace: c.namespace }, spec });
@@ -73,16 +74,16 @@ export function registerPkg(program: Command, ctx: () => Ctx): void {
     .requiredOption('--name <name>', 'package name')
     .option('--env <name>', 'environment')
     .option('--code <file>', 'a single source file')
-    .option('--deploy, --deployarchive <file>', 'a ready-to-run file')
-    .option('--src, --sourcearchive <file>', 'source to be built')
+    .option('--deployarchive, --deploy <file>', 'a ready-to-run file')
+    .option('--sourcearchive, --src <file>', 'source to be built')
     .option('--buildcmd <command>', 'build command')
     .action(async (f: PkgFlags) => {
       const c = ctx();
       const cur = await c.client().get('Package', c.namespace, checkName('--name', f.name as string));
       if (f.env) cur.spec.environment = { name: checkName('--env', f.env), namespace: c.namespace };
-      if (f.src) cur.spec.source = literalOf('--src', f.src);
-      if (f.deploy) cur.spec.deployment = literalOf('--deploy', f.deploy);
-      if (f.code) cur.spec.deployment = literalOf('--code', f.code);
+      if (f.src) cur.spec.source = literalOf(c.io.cwd, '--src', f.src);
+      if (f.deploy) cur.spec.deployment = literalOf(c.io.cwd, '--deploy', f.deploy);
+      if (f.code) cur.spec.deployment = literalOf(c.io.cwd, '--code', f.code);
       if (f.buildcmd) cur.spec.buildcmd = f.buildcmd;
       await c.client().update(cur);
       c.io.out(`Package '${f.name}' updated\n`);
