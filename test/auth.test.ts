@@ -107,7 +107,10 @@ describe('router token authentication', { timeout: 180_000 }, () => {
     assert.notEqual(none.code, 0);
     assert.equal(none.stderr.trim(), `Error: Error calling function hello: 401; Please try again or fix the error: ${MALFORMED}`);
     assert.equal(ok(['fn', 'test', '--name', 'hello'], { FLINT_USERNAME: 'admin', FLINT_PASSWORD: password }), 'hello, world\n');
-    const token = ok(['token', 'create', '--username', 'admin', '--password', password]).trim();
+    // This server's tokens live 2 s; one signed with its key lives long enough for the checks.
+    const key = ok(['secret', 'get', '--name', 'router', '--namespace', 'flint', '--key', 'jwtSigninKey']).trim();
+    const now = Math.floor(Date.now() / 1000);
+    const token = forge(key, { iss: 'flint', sub: 'admin', nbf: now - 1, exp: now + 600 });
     assert.equal(ok(['fn', 'test', '--name', 'hello'], { FLINT_AUTH_TOKEN: token }), 'hello, world\n');
     assert.equal(ok(['fn', 'test', '--name', 'hello', '--header', `Authorization: Bearer ${token}`]), 'hello, world\n');
     const explicitWins = flint(server, ['fn', 'test', '--name', 'hello', '--header', 'Authorization: Bearer junk'], { cwd: work, env: { FLINT_AUTH_TOKEN: token } });
