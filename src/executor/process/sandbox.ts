@@ -1,86 +1,137 @@
-// The bubblewrap command line for one worker: no network unless allowed,
-// the system read-only, the function's code, secrets and configs read-only,
-// a private /tmp, and only the socket directory writable.
+// The bubblewrap command line for one worker. Inside: the system's /usr
+// read-only, the runtime and its interpreter read-only, the function's code,
+// secrets and configmaps read-only, a size-capped private /tmp, a writable
+// directory for the socket and nothing else writable; its own user, pid, ipc,
+// uts, cgroup and (unless allowed) network namespaces; uid 65534 with no
+// capabilities and no way to create further user namespaces.
 import { execFile } from 'node:child_process';
 import fs from 'node:fs';
+import path from 'node:path';
 
-export const BWRAP = '/usr/bin/bwrap';
+function findBwrap(): string {
+  for (const dir of (process.env.PATH ?? '').split(':').concat(['/usr/bin', '/bin'])) {
+    if (!dir) continue;
+    const p = path.join(dir, 'bwrap');
+    try {
+      fs.accessSync(p, fs.constants.X_OK);
+      return p;
+    } catch {}
+  }
+  return '/usr/bin/bwrap';
+}
 
-/** Paths the worker sees inside the sandbox. */
+export const BWRAP = findBwrap();
+
+/** Paths as the worker sees them inside the sandbox. */
 export const SANDBOX_PATHS = {
   runtime: '/flint/runtime',
-  node: '/flint/node',
+  sock: '/flint/sock',
   userfunc: '/userfunc',
   secrets: '/secrets',
   configs: '/configs',
-  sock: '/sock',
+  tmp: '/tmp',
 } as const;
 
+/** The uid and gid the function runs as inside the sandbox (nobody). */
+export const SANDBOX_UID = 65534;
+
 export interface SandboxSpec {
-  nodeBinary: string;
+  /** Host directory of the runtime server, read-only at SANDBOX_PATHS.runtime. */
   runtimeDir: string;
+  /** Host files (the interpreter) needed outside /usr, read-only at the same path. */
+  binaries: string[];
   userfunc: string;
   secrets: string;
   configs: string;
+  /** Host directory, writable, at SANDBOX_PATHS.sock. */
   sockDir: string;
+  /** Host files with passwd and group entries for the sandbox user (os.userInfo() needs them). */
+  passwd?: { passwd: string; group: string };
   allowNetwork: boolean;
-  env: Record<string, string>;
+  tmpSizeBytes: number;
+  hostname: string;
 }
 
-function roBindIfExists(args: string[], p: string): void {
-  if (fs.existsSync(p)) args.push('--ro-bind', p, p);
+function exists(p: string): boolean {
+  try {
+    fs.lstatSync(p);
+    return true;
+  } catch {
+    return false;
+  }
 }
 
+/**
+ * bwrap arguments for `command`. The environment is not on this command line
+ * (other users can read a process's argv): bwrap passes its own environment
+ * through, so the caller spawns it with exactly the worker's env.
+ */
 export function bwrapArgs(spec: SandboxSpec, command: string[]): string[] {
-  const args = [
+  const a: string[] = [
     '--unshare-all',
+    '--unshare-user',
+    '--disable-userns',
+    '--uid', String(SANDBOX_UID),
+    '--gid', String(SANDBOX_UID),
+    '--cap-drop', 'ALL',
     '--die-with-parent',
     '--new-session',
-    '--clearenv',
+    '--hostname', spec.hostname,
     '--ro-bind', '/usr', '/usr',
-    '--proc', '/proc',
-    '--dev', '/dev',
-    '--tmpfs', '/tmp',
-    '--ro-bind', spec.nodeBinary, SANDBOX_PATHS.node,
+  ];
+  if (spec.allowNetwork) a.push('--share-net');
+  // Merged-/usr systems keep /bin, /lib... as links into /usr; older ones as directories.
+  for (const top of ['/bin', '/sbin', '/lib', '/lib32', '/lib64', '/libx32']) {
+    if (!exists(top)) continue;
+    if (fs.lstatSync(top).isSymbolicLink()) a.push('--symlink', fs.readlinkSync(top), top);
+    else a.push('--ro-bind', top, top);
+  }
+  const etc = ['/etc/hosts', '/etc/localtime'];
+  if (spec.allowNetwork) etc.push('/etc/resolv.conf', '/etc/nsswitch.conf', '/etc/gai.conf', '/etc/host.conf', '/etc/ssl', '/etc/ca-certificates', '/etc/pki');
+  for (const p of etc) a.push('--ro-bind-try', p, p);
+  if (spec.passwd) a.push('--ro-bind', spec.passwd.passwd, '/etc/passwd', '--ro-bind', spec.passwd.group, '/etc/group');
+  for (const bin of spec.binaries) {
+    if (!bin.startsWith('/usr/')) a.push('--ro-bind', bin, bin);
+  }
+  a.push(
     '--ro-bind', spec.runtimeDir, SANDBOX_PATHS.runtime,
     '--ro-bind', spec.userfunc, SANDBOX_PATHS.userfunc,
     '--ro-bind', spec.secrets, SANDBOX_PATHS.secrets,
     '--ro-bind', spec.configs, SANDBOX_PATHS.configs,
     '--bind', spec.sockDir, SANDBOX_PATHS.sock,
-    '--chdir', '/tmp',
-  ];
-  // Debian keeps /lib, /lib64 and /bin as links into /usr.
-  for (const link of ['/lib', '/lib64', '/bin', '/sbin']) {
-    if (!fs.existsSync(link)) continue;
-    const st = fs.lstatSync(link);
-    if (st.isSymbolicLink()) args.push('--symlink', fs.readlinkSync(link), link);
-    else args.push('--ro-bind', link, link);
-  }
-  if (spec.allowNetwork) {
-    args.push('--share-net');
-    for (const p of ['/etc/resolv.conf', '/etc/hosts', '/etc/nsswitch.conf', '/etc/ssl', '/etc/ca-certificates']) roBindIfExists(args, p);
-  }
-  for (const [k, v] of Object.entries(spec.env)) args.push('--setenv', k, v);
-  return [...args, '--', ...command];
+    '--proc', '/proc',
+    '--dev', '/dev',
+    '--size', String(spec.tmpSizeBytes),
+    '--tmpfs', SANDBOX_PATHS.tmp,
+    // The root bwrap builds is a writable tmpfs until told otherwise.
+    '--remount-ro', '/',
+    '--chdir', SANDBOX_PATHS.tmp,
+    '--',
+    ...command,
+  );
+  return a;
 }
 
 let available: Promise<boolean> | undefined;
 
-/** Whether bubblewrap can start a sandbox on this machine (checked once). */
+/** Whether bubblewrap can build the sandbox workers use on this machine (checked once). */
 export function sandboxAvailable(): Promise<boolean> {
   available ??= new Promise((resolve) => {
-    if (!fs.existsSync(BWRAP)) return resolve(false);
-    execFile(BWRAP, bwrapProbeArgs(), (err) => resolve(!err));
+    let dir: string;
+    try {
+      dir = fs.mkdtempSync(path.join(fs.realpathSync(process.env.TMPDIR || '/tmp'), 'flint-bwrap-check-'));
+    } catch {
+      resolve(false);
+      return;
+    }
+    const args = bwrapArgs(
+      { runtimeDir: dir, binaries: [], userfunc: dir, secrets: dir, configs: dir, sockDir: dir, allowNetwork: false, tmpSizeBytes: 1 << 20, hostname: 'flint' },
+      ['/bin/sh', '-c', 'exit 0'],
+    );
+    execFile(BWRAP, args, { timeout: 10_000 }, (err) => {
+      fs.rmSync(dir, { recursive: true, force: true });
+      resolve(!err);
+    });
   });
   return available;
-}
-
-function bwrapProbeArgs(): string[] {
-  const args = ['--unshare-all', '--ro-bind', '/usr', '/usr'];
-  for (const link of ['/lib', '/lib64', '/bin']) {
-    if (!fs.existsSync(link)) continue;
-    if (fs.lstatSync(link).isSymbolicLink()) args.push('--symlink', fs.readlinkSync(link), link);
-    else args.push('--ro-bind', link, link);
-  }
-  return [...args, '--', '/usr/bin/true'];
 }

@@ -1,29 +1,52 @@
-// One worker process: started generic, probed until it answers /healthz,
-// specialized once, killed when the executor is done with it.
+// One worker process: a runtime server started generic in its sandbox,
+// probed until it answers /healthz on its Unix socket, specialized once,
+// killed when the executor is done with it.
+//
+//   const w = await startWorker({ id, runtime: 'node', instanceDir, sandbox: 'bubblewrap',
+//                                 allowNetwork: false, memoryMB: 256, onOutput });
+//   // fill w.hostDirs.userfunc / secrets / configs, then:
+//   await w.specialize({ filepath: `${w.sandboxDirs.userfunc}/deployarchive`, functionName }, 30_000);
+//   // proxy requests to w.socketPath ... then:
+//   await w.kill();
+//
+// The worker owns `instanceDir` (userfunc/, secrets/, configs/, tmp/, usually
+// sock/, and etc/ or package.json); the caller removes it after `exited`.
 import { type ChildProcess, spawn } from 'node:child_process';
 import fs from 'node:fs';
-import http from 'node:http';
 import os from 'node:os';
 import path from 'node:path';
-import readline from 'node:readline';
 import { FlintError } from '../../api/errors.ts';
 import type { RuntimeName } from '../../api/images.ts';
-import { BWRAP, bwrapArgs, SANDBOX_PATHS } from './sandbox.ts';
+import { createWorkerCgroups, type WorkerCgroups } from './cgroup.ts';
+import { LineSplitter, Tail } from './lines.ts';
+import { BWRAP, bwrapArgs, SANDBOX_PATHS, SANDBOX_UID, sandboxAvailable } from './sandbox.ts';
+import { TimeoutError, unixRequest } from './unix-http.ts';
 
-const RUNTIME_DIRS: Partial<Record<RuntimeName, { dir: string; entry: string }>> = {
-  node: { dir: path.resolve(import.meta.dirname, '../../runtimes/node'), entry: 'server.ts' },
-};
+export { sandboxAvailable };
 
 export interface WorkerOptions {
+  /** Instance id: [a-z0-9-], at most 63 characters; names the cgroups and the sandbox's hostname. */
   id: string;
   runtime: RuntimeName;
+  /** Host directory owned by this worker (created if missing). */
   instanceDir: string;
   sandbox: 'bubblewrap' | 'none';
+  /** false: the worker gets its own network namespace with only a loopback device. */
   allowNetwork: boolean;
+  /** Memory limit of the whole worker (cgroup, where available) and basis of the heap cap. */
   memoryMB: number;
+  /** CPU seconds the worker may use over its whole life (RLIMIT_CPU); unset: no cap. */
+  cpuSeconds?: number;
+  /** Extra environment for the runtime (the environment's runtime env). */
   env?: Record<string, string>;
+  /** Every output line of the worker, stdout and stderr: the function's log. */
   onOutput(line: string, stream: 'stdout' | 'stderr'): void;
+  /** How long the worker may take to answer its health probe (default 15 s). */
   startTimeoutMs?: number;
+  /** Between SIGTERM and SIGKILL in kill() (default 3 s). */
+  killGraceMs?: number;
+  /** Use cgroups for memory and pid caps when this machine allows (default true). */
+  cgroups?: boolean;
 }
 
 export interface WorkerDirs {
@@ -33,126 +56,324 @@ export interface WorkerDirs {
 }
 
 export interface SpecializeRequest {
+  /** Path of the code as the worker sees it (under sandboxDirs.userfunc). */
   filepath: string;
   functionName?: string;
+  /** Merged into the worker's process.env before the code loads. */
   env?: Record<string, string>;
+}
+
+export interface WorkerExit {
+  code: number | null;
+  signal: string | null;
+}
+
+/** Which caps are actually enforced on this worker. */
+export interface WorkerLimits {
+  memoryCgroup: boolean;
+  pidsCgroup: boolean;
+  heapMB: number;
+  cpuSeconds?: number;
 }
 
 export interface WorkerHandle {
   readonly id: string;
   readonly pid: number;
+  /** Host path of the Unix socket the worker serves HTTP on. */
   readonly socketPath: string;
+  /** Where the executor writes code, secrets and configmaps before specializing. */
   readonly hostDirs: WorkerDirs;
+  /** The same directories as the worker sees them (/userfunc, /secrets, /configs in the sandbox). */
   readonly sandboxDirs: WorkerDirs;
-  readonly exited: Promise<{ code: number | null; signal: string | null }>;
+  readonly limits: WorkerLimits;
+  /** Resolves when the worker has exited and its output has been delivered. Never rejects. */
+  readonly exited: Promise<WorkerExit>;
   isAlive(): boolean;
+  /** Rejects with FLINT_ERR_SPECIALIZE_FAILED carrying the runtime's message, on failure or timeout. */
   specialize(req: SpecializeRequest, timeoutMs: number): Promise<void>;
+  /** SIGTERM, SIGKILL after the grace period; resolves once exited. */
   kill(): Promise<void>;
 }
 
-/** One request over the worker's socket; resolves with status and body text. */
-function socketRequest(socketPath: string, method: string, urlPath: string, body: string | undefined, timeoutMs: number): Promise<{ status: number; body: string }> {
-  return new Promise((resolve, reject) => {
-    const req = http.request(
-      { socketPath, method, path: urlPath, headers: body ? { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) } : {}, agent: false },
-      (res) => {
-        let text = '';
-        res.setEncoding('utf8');
-        res.on('data', (c) => (text += c));
-        res.on('end', () => resolve({ status: res.statusCode ?? 0, body: text }));
-        res.on('error', reject);
-      },
-    );
-    req.setTimeout(timeoutMs, () => req.destroy(new Error(`no answer within ${timeoutMs} ms`)));
-    req.on('error', reject);
-    req.end(body);
-  });
+interface RuntimeSpec {
+  /** Host directory of the runtime server; self-contained, as it is all the sandbox gets. */
+  dir: string;
+  /** Host files the command needs besides /usr. */
+  binaries(): string[];
+  /** The server's command line, given where the runtime directory is as the worker sees it. */
+  command(runtimeDir: string, heapMB: number): string[];
+}
+
+let nodeBinary: string | undefined;
+function node(): string {
+  nodeBinary ??= fs.realpathSync(process.execPath);
+  return nodeBinary;
+}
+
+/** One entry per runtime local mode can run; python and go add theirs here. */
+export const RUNTIMES: Partial<Record<RuntimeName, RuntimeSpec>> = {
+  node: {
+    dir: path.resolve(import.meta.dirname, '../../runtimes/node'),
+    binaries: () => [node()],
+    command: (dir, heapMB) => [node(), `--max-old-space-size=${heapMB}`, path.posix.join(dir, 'server.ts')],
+  },
+};
+
+const SOCKET_NAME = 'w.sock';
+// sun_path holds 108 bytes with its NUL; keep a margin.
+const MAX_SOCKET_PATH = 100;
+const MIB = 1024 * 1024;
+// Node itself needs about this much to start; a smaller cgroup would only OOM-kill it at boot.
+const MIN_CGROUP_MB = 64;
+const PIDS_MAX = 512;
+
+// Launch wrapper: joins the worker's cgroups and sets rlimits, then execs the
+// real command, so every process of the worker starts inside its limits.
+const WRAPPER = 'set -e; while [ "$1" != "--" ]; do case "$1" in cg) echo $$ > "$2";; cpu) ulimit -t "$2";; esac; shift 2; done; shift; exec "$@"';
+
+function wrap(command: string[], cg: WorkerCgroups | undefined, cpuSeconds: number | undefined): string[] {
+  if (!cg && cpuSeconds === undefined) return command;
+  const pre = (cg?.procsFiles ?? []).flatMap((f) => ['cg', f]);
+  if (cpuSeconds !== undefined) pre.push('cpu', String(cpuSeconds));
+  return ['/bin/sh', '-c', WRAPPER, 'flint-worker', ...pre, '--', ...command];
+}
+
+function socketDir(instanceDir: string): { dir: string; temporary: boolean } {
+  const preferred = path.join(instanceDir, 'sock');
+  if (Buffer.byteLength(path.join(preferred, SOCKET_NAME)) <= MAX_SOCKET_PATH) {
+    fs.mkdirSync(preferred, { recursive: true });
+    return { dir: preferred, temporary: false };
+  }
+  // A deep data directory would make the socket path too long to bind.
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'flint-s-'));
+  if (Buffer.byteLength(path.join(dir, SOCKET_NAME)) > MAX_SOCKET_PATH) {
+    fs.rmSync(dir, { recursive: true, force: true });
+    throw new FlintError('FLINT_ERR_CONFIG', `the temporary directory ${os.tmpdir()} is too deep for a Unix socket path; set TMPDIR to a shorter one`);
+  }
+  return { dir, temporary: true };
+}
+
+// Workers of this process that have not exited yet. Should this process exit
+// first (a worker still starting when the server stopped, say), they would
+// die anyway with their parent, but their cgroups would be left behind.
+const running = new Set<{ killNow(): void; cg: WorkerCgroups | undefined }>();
+let exitHook = false;
+function track(w: { killNow(): void; cg: WorkerCgroups | undefined }): () => void {
+  if (!exitHook) {
+    exitHook = true;
+    process.once('exit', () => {
+      for (const r of running) r.killNow();
+      for (const r of running) r.cg?.removeSync(500);
+    });
+  }
+  running.add(w);
+  return () => running.delete(w);
+}
+
+function describeExit(e: WorkerExit): string {
+  return e.signal ? `killed by ${e.signal}` : `exit code ${e.code}`;
+}
+
+const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
+
+function validate(opts: WorkerOptions): RuntimeSpec {
+  if (!/^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$/.test(opts.id)) {
+    throw new FlintError('FLINT_ERR_VALIDATION', `worker id '${opts.id}' must be 1-63 characters of [a-z0-9-]`);
+  }
+  if (!Number.isInteger(opts.memoryMB) || opts.memoryMB < 1) {
+    throw new FlintError('FLINT_ERR_VALIDATION', `memoryMB must be a positive integer, got ${opts.memoryMB}`);
+  }
+  if (opts.cpuSeconds !== undefined && (!Number.isInteger(opts.cpuSeconds) || opts.cpuSeconds < 1)) {
+    throw new FlintError('FLINT_ERR_VALIDATION', `cpuSeconds must be a positive integer, got ${opts.cpuSeconds}`);
+  }
+  const rt = RUNTIMES[opts.runtime];
+  if (!rt) throw new FlintError('FLINT_ERR_UNAVAILABLE', `the ${opts.runtime} runtime is not available in local mode yet`);
+  return rt;
 }
 
 export async function startWorker(opts: WorkerOptions): Promise<WorkerHandle> {
-  const rt = RUNTIME_DIRS[opts.runtime];
-  if (!rt) throw new FlintError('FLINT_ERR_UNAVAILABLE', `the ${opts.runtime} runtime is not available in local mode yet`);
-  const hostDirs: WorkerDirs = {
-    userfunc: path.join(opts.instanceDir, 'userfunc'),
-    secrets: path.join(opts.instanceDir, 'secrets'),
-    configs: path.join(opts.instanceDir, 'configs'),
-  };
-  for (const d of Object.values(hostDirs)) fs.mkdirSync(d, { recursive: true });
-  // Unix socket paths are limited to ~107 bytes, so the socket lives in a
-  // short private directory rather than under a possibly deep data dir.
-  const sockDir = fs.mkdtempSync(path.join(os.tmpdir(), 'flint-w-'));
-  const socketPath = path.join(sockDir, 'w.sock');
+  const rt = validate(opts);
   const sandboxed = opts.sandbox === 'bubblewrap';
+  const instanceDir = path.resolve(opts.instanceDir);
+  const hostDirs: WorkerDirs = {
+    userfunc: path.join(instanceDir, 'userfunc'),
+    secrets: path.join(instanceDir, 'secrets'),
+    configs: path.join(instanceDir, 'configs'),
+  };
+  const hostTmp = path.join(instanceDir, 'tmp');
+  for (const d of [...Object.values(hostDirs), hostTmp]) fs.mkdirSync(d, { recursive: true });
+  const sock = socketDir(instanceDir);
+  const socketPath = path.join(sock.dir, SOCKET_NAME);
+  fs.rmSync(socketPath, { force: true });
   const sandboxDirs: WorkerDirs = sandboxed
     ? { userfunc: SANDBOX_PATHS.userfunc, secrets: SANDBOX_PATHS.secrets, configs: SANDBOX_PATHS.configs }
-    : hostDirs;
+    : { ...hostDirs };
+
+  const etc = path.join(instanceDir, 'etc');
+  if (sandboxed) {
+    fs.mkdirSync(etc, { recursive: true });
+    fs.writeFileSync(path.join(etc, 'passwd'), `nobody:x:${SANDBOX_UID}:${SANDBOX_UID}:nobody:/tmp:/usr/sbin/nologin\n`);
+    fs.writeFileSync(path.join(etc, 'group'), `nogroup:x:${SANDBOX_UID}:\n`);
+  } else {
+    // Module format is decided by the nearest package.json above the code; a
+    // data directory inside some "type": "module" project would turn the
+    // function's CommonJS into ESM. A neutral one here stops that search.
+    fs.writeFileSync(path.join(instanceDir, 'package.json'), '{}\n');
+  }
+
+  const cg = opts.cgroups === false ? undefined : createWorkerCgroups(opts.id, { memoryBytes: Math.max(opts.memoryMB, MIN_CGROUP_MB) * MIB, pidsMax: PIDS_MAX });
+  // With the cgroup holding the total, the heap gets three quarters so that a
+  // heap-hungry function fails with V8's own message in its log rather than a
+  // silent kernel kill; without a cgroup the heap cap is all there is.
+  const heapMB = cg?.memory ? Math.max(16, Math.floor((opts.memoryMB * 3) / 4)) : opts.memoryMB;
+  const limits: WorkerLimits = { memoryCgroup: cg?.memory ?? false, pidsCgroup: cg?.pids ?? false, heapMB, cpuSeconds: opts.cpuSeconds };
+
+  const tmp = sandboxed ? SANDBOX_PATHS.tmp : hostTmp;
   const env: Record<string, string> = {
-    HOME: '/tmp',
     PATH: '/usr/local/bin:/usr/bin:/bin',
-    NODE_ENV: 'production',
     LANG: 'C.UTF-8',
-    FLINT_SOCKET: sandboxed ? `${SANDBOX_PATHS.sock}/w.sock` : socketPath,
+    NODE_ENV: 'production',
+    HOME: tmp,
+    TMPDIR: tmp,
+    ...opts.env,
+    FLINT_INSTANCE_ID: opts.id,
+    FLINT_SOCKET: sandboxed ? path.posix.join(SANDBOX_PATHS.sock, SOCKET_NAME) : socketPath,
     FLINT_USERFUNC_DIR: sandboxDirs.userfunc,
     FLINT_SECRETS_DIR: sandboxDirs.secrets,
     FLINT_CONFIGS_DIR: sandboxDirs.configs,
-    ...opts.env,
+    // The worker exits when its stdin closes, i.e. when this process dies.
+    FLINT_EXIT_ON_STDIN_EOF: '1',
   };
-  const nodeArgs = [`--max-old-space-size=${opts.memoryMB}`, '--disable-warning=ExperimentalWarning'];
-  let child: ChildProcess;
+
+  let argv: string[];
   if (sandboxed) {
-    const argv = bwrapArgs(
-      { nodeBinary: process.execPath, runtimeDir: rt.dir, ...hostDirs, sockDir, allowNetwork: opts.allowNetwork, env },
-      [SANDBOX_PATHS.node, ...nodeArgs, `${SANDBOX_PATHS.runtime}/${rt.entry}`],
-    );
-    child = spawn(BWRAP, argv, { stdio: ['ignore', 'pipe', 'pipe'] });
+    const command = rt.command(SANDBOX_PATHS.runtime, heapMB);
+    argv = [
+      BWRAP,
+      ...bwrapArgs(
+        {
+          runtimeDir: rt.dir,
+          binaries: rt.binaries(),
+          ...hostDirs,
+          sockDir: sock.dir,
+          passwd: { passwd: path.join(etc, 'passwd'), group: path.join(etc, 'group') },
+          allowNetwork: opts.allowNetwork,
+          tmpSizeBytes: Math.max(opts.memoryMB, MIN_CGROUP_MB) * MIB,
+          hostname: opts.id,
+        },
+        command,
+      ),
+    ];
   } else {
-    child = spawn(process.execPath, [...nodeArgs, path.join(rt.dir, rt.entry)], { stdio: ['ignore', 'pipe', 'pipe'], env, cwd: os.tmpdir() });
+    argv = rt.command(rt.dir, heapMB);
   }
-  const tail: string[] = [];
-  for (const stream of ['stdout', 'stderr'] as const) {
-    readline.createInterface({ input: child[stream]! }).on('line', (line) => {
-      if (tail.length >= 20) tail.shift();
-      tail.push(line);
+  argv = wrap(argv, cg, opts.cpuSeconds);
+
+  let child: ChildProcess;
+  try {
+    // Its own process group, so kill() reaches whatever the function started too.
+    child = spawn(argv[0], argv.slice(1), { env, cwd: sandboxed ? '/' : hostTmp, stdio: ['pipe', 'pipe', 'pipe'], detached: true });
+  } catch (err) {
+    // e.g. an env value with a NUL byte: nothing started, so nothing may be left behind.
+    await cg?.remove();
+    if (sock.temporary) fs.rmSync(sock.dir, { recursive: true, force: true });
+    throw new FlintError('FLINT_ERR_UNAVAILABLE', `worker ${opts.id} could not be started: ${(err as Error).message}`);
+  }
+  // Nobody writes to the worker's stdin; it only tells the worker we are alive.
+  child.stdin!.on('error', () => {});
+
+  const tail = new Tail();
+  const emit = (line: string, stream: 'stdout' | 'stderr') => {
+    if (stream === 'stderr') tail.push(line);
+    try {
       opts.onOutput(line, stream);
-    });
+    } catch {
+      // a failing log sink must not take the executor down
+    }
+  };
+  for (const stream of ['stdout', 'stderr'] as const) {
+    const splitter = new LineSplitter((line) => emit(line, stream));
+    child[stream]!.on('data', (c: Buffer) => splitter.write(c));
+    child[stream]!.on('end', () => splitter.end());
   }
+
   let alive = true;
-  const exited = new Promise<{ code: number | null; signal: string | null }>((resolve) => {
+  let spawnError: Error | undefined;
+  const signalGroup = (sig: NodeJS.Signals) => {
+    if (child.pid === undefined) return;
+    try {
+      process.kill(-child.pid, sig);
+    } catch {
+      try {
+        child.kill(sig);
+      } catch {}
+    }
+  };
+  const untrack = track({ killNow: () => signalGroup('SIGKILL'), cg });
+  const exited = new Promise<WorkerExit>((resolve) => {
+    let result: WorkerExit | undefined;
+    let finished = false;
+    const finish = () => {
+      if (finished) return;
+      finished = true;
+      alive = false;
+      if (sock.temporary) fs.rmSync(sock.dir, { recursive: true, force: true });
+      else fs.rmSync(socketPath, { force: true });
+      const done = () => {
+        untrack();
+        resolve(result ?? { code: null, signal: null });
+      };
+      if (cg) void cg.remove().then(done, done);
+      else done();
+    };
     child.once('exit', (code, signal) => {
       alive = false;
-      fs.rmSync(sockDir, { recursive: true, force: true });
-      resolve({ code, signal });
+      result = { code, signal };
+      // Leftovers of the function (unsandboxed) would hold the output pipes open.
+      signalGroup('SIGKILL');
+      setTimeout(finish, 2000).unref();
     });
-    child.once('error', () => {
-      alive = false;
-      resolve({ code: null, signal: null });
+    child.once('close', finish);
+    child.once('error', (err) => {
+      spawnError = err;
+      if (child.pid === undefined) finish();
     });
   });
 
-  const kill = async () => {
-    if (!alive) return;
-    child.kill('SIGTERM');
-    const t = setTimeout(() => child.kill('SIGKILL'), 2000);
-    await exited;
-    clearTimeout(t);
+  let killing: Promise<void> | undefined;
+  const kill = (): Promise<void> => {
+    killing ??= (async () => {
+      if (alive) {
+        signalGroup('SIGTERM');
+        const t = setTimeout(() => signalGroup('SIGKILL'), opts.killGraceMs ?? 3000);
+        await exited;
+        clearTimeout(t);
+      } else await exited;
+    })();
+    return killing;
   };
 
-  const deadline = Date.now() + (opts.startTimeoutMs ?? 15_000);
-  for (;;) {
-    if (!alive) {
-      throw new FlintError('FLINT_ERR_UNAVAILABLE', `worker ${opts.id} exited while starting: ${tail.join('\n') || 'no output'}`);
+  const startTimeout = opts.startTimeoutMs ?? 15_000;
+  const deadline = Date.now() + startTimeout;
+  let exit: WorkerExit | undefined;
+  void exited.then((e) => (exit = e));
+  for (let delay = 5; ; delay = Math.min(delay * 2, 100)) {
+    if (!alive || exit) {
+      const e = await exited;
+      const why = spawnError ? `could not be started: ${spawnError.message}` : `exited before it was ready (${describeExit(e)})`;
+      throw new FlintError('FLINT_ERR_UNAVAILABLE', `worker ${opts.id} ${why}: ${tail.text() || 'no output'}`);
     }
     try {
-      const r = await socketRequest(socketPath, 'GET', '/healthz', undefined, 1000);
+      const r = await unixRequest(socketPath, 'GET', '/healthz', { timeoutMs: 2000 });
       if (r.status === 200) break;
     } catch {
       // not listening yet
     }
     if (Date.now() > deadline) {
       await kill();
-      throw new FlintError('FLINT_ERR_UNAVAILABLE', `worker ${opts.id} did not become healthy in time: ${tail.join('\n')}`);
+      throw new FlintError('FLINT_ERR_UNAVAILABLE', `worker ${opts.id} did not answer its health probe within ${startTimeout} ms: ${tail.text() || 'no output'}`);
     }
-    await new Promise((r) => setTimeout(r, 15));
+    await Promise.race([sleep(delay), exited]);
   }
 
   return {
@@ -161,21 +382,32 @@ export async function startWorker(opts: WorkerOptions): Promise<WorkerHandle> {
     socketPath,
     hostDirs,
     sandboxDirs,
+    limits,
     exited,
     isAlive: () => alive,
     async specialize(req, timeoutMs) {
-      let r: { status: number; body: string };
+      if (!alive) throw new FlintError('FLINT_ERR_SPECIALIZE_FAILED', `worker ${opts.id} is not running`);
+      let r: { status: number; text: string };
       try {
-        r = await socketRequest(socketPath, 'POST', '/v2/specialize', JSON.stringify(req), timeoutMs);
+        r = await unixRequest(socketPath, 'POST', '/v2/specialize', { body: req, timeoutMs });
       } catch (err) {
-        throw new FlintError('FLINT_ERR_SPECIALIZE_FAILED', `specialization failed: ${(err as Error).message}`);
+        if (err instanceof TimeoutError) {
+          throw new FlintError('FLINT_ERR_SPECIALIZE_FAILED', `specialization did not finish within ${timeoutMs} ms`);
+        }
+        // A connection cut by a dying worker: say so, with what it printed.
+        const e = await Promise.race([exited, sleep(500).then(() => undefined)]);
+        throw new FlintError(
+          'FLINT_ERR_SPECIALIZE_FAILED',
+          e ? `worker exited during specialization (${describeExit(e)}): ${tail.text() || 'no output'}` : `specialization failed: ${(err as Error).message}`,
+        );
       }
-      if (r.status !== 200) {
-        let message = r.body;
+      if (r.status < 200 || r.status >= 300) {
+        let message = r.text.trim();
         try {
-          message = JSON.parse(r.body).error ?? r.body;
+          const body = JSON.parse(r.text) as { error?: unknown };
+          if (typeof body.error === 'string') message = body.error;
         } catch {}
-        throw new FlintError('FLINT_ERR_SPECIALIZE_FAILED', message);
+        throw new FlintError('FLINT_ERR_SPECIALIZE_FAILED', message || `the runtime answered ${r.status}`);
       }
     },
     kill,

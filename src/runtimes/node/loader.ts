@@ -1,82 +1,168 @@
-// Loads the user's handler once, at specialization. Accepts a file (also an
-// extensionless one, as Fission's single-file functions are) or a directory,
-// CommonJS or ESM, and the entrypoint forms "", "func" and "file.func".
-import fs from 'node:fs';
-import { createRequire } from 'node:module';
-import os from 'node:os';
+// Loading the user's handler at specialization. The code is a file (a
+// single-file function, often extensionless like /userfunc/deployarchive) or
+// a directory (an unpacked package); CommonJS or ESM. Everything is loaded
+// with import(), so ESM with top-level await works, and CommonJS arrives as
+// the `default` export. Node 24 detects ESM syntax in extensionless and
+// typeless .js files by itself, so no file is renamed or copied.
+import fs from 'node:fs/promises';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 
-export type Handler = (context: unknown, callback?: (...args: any[]) => void) => unknown;
+export type Handler = (...args: any[]) => unknown;
 
-const requireFrom = createRequire(import.meta.url);
-
-function looksLikeEsm(source: string): boolean {
-  return /^\s*(import\s[^(]|export\s)/m.test(source);
+/** The user's code could not be loaded: `status` is the specialize answer. */
+export class LoadError extends Error {
+  readonly status: number;
+  constructor(status: number, message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this.name = 'LoadError';
+    this.status = status;
+  }
 }
 
-async function loadModule(file: string): Promise<any> {
-  const ext = path.extname(file);
-  if (ext === '.mjs') return import(pathToFileURL(file).href);
-  if (ext === '' || ext === '.js') {
-    const source = fs.readFileSync(file, 'utf8');
-    if (looksLikeEsm(source)) {
-      // An extensionless ESM file cannot be imported as is: give it a
-      // name Node loads as a module, in a private temporary directory.
-      const copy = path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'flint-fn-')), `${path.basename(file, ext) || 'index'}.mjs`);
-      fs.writeFileSync(copy, source);
-      return import(pathToFileURL(copy).href);
+const MODULE_EXTS = ['.js', '.mjs', '.cjs'];
+
+async function kind(p: string): Promise<'file' | 'dir' | undefined> {
+  try {
+    const st = await fs.stat(p);
+    return st.isFile() ? 'file' : st.isDirectory() ? 'dir' : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/** `base` as a module file: itself, with an extension added, or a directory's entry. */
+async function resolveModule(base: string, depth = 0): Promise<string | undefined> {
+  const k = await kind(base);
+  if (k === 'file') return base;
+  for (const ext of MODULE_EXTS) {
+    if ((await kind(base + ext)) === 'file') return base + ext;
+  }
+  return k === 'dir' && depth < 4 ? entryOfDir(base, depth + 1) : undefined;
+}
+
+/** package.json `main`, else the only module file, else index.* or main.js. */
+async function entryOfDir(dir: string, depth = 0): Promise<string | undefined> {
+  try {
+    const pkg = JSON.parse(await fs.readFile(path.join(dir, 'package.json'), 'utf8')) as { main?: unknown };
+    if (typeof pkg.main === 'string' && pkg.main !== '') {
+      const main = path.resolve(dir, pkg.main);
+      if (main !== dir) {
+        const found = await resolveModule(main, depth);
+        if (found) return found;
+      }
     }
+  } catch {
+    // no or unreadable package.json: fall through to the conventions
   }
-  return requireFrom(file);
+  const modules = (await fs.readdir(dir, { withFileTypes: true })).filter((e) => e.isFile() && MODULE_EXTS.includes(path.extname(e.name)));
+  if (modules.length === 1) return path.join(dir, modules[0].name);
+  for (const name of ['index.js', 'index.mjs', 'index.cjs', 'main.js']) {
+    if ((await kind(path.join(dir, name))) === 'file') return path.join(dir, name);
+  }
+  return undefined;
 }
 
-function resolveInDir(dir: string, name: string): string {
-  for (const candidate of [name, `${name}.js`, `${name}.mjs`, `${name}.cjs`, path.join(name, 'index.js')]) {
-    const p = path.join(dir, candidate);
-    if (fs.existsSync(p) && fs.statSync(p).isFile()) return p;
-  }
-  throw new Error(`module '${name}' not found in ${dir}`);
+function inside(dir: string, file: string): boolean {
+  const rel = path.relative(dir, file);
+  return rel !== '' && !rel.startsWith('..') && !path.isAbsolute(rel);
 }
 
-function mainOfDir(dir: string): string {
-  const pkgFile = path.join(dir, 'package.json');
-  if (fs.existsSync(pkgFile)) {
-    const main = JSON.parse(fs.readFileSync(pkgFile, 'utf8')).main;
-    if (typeof main === 'string') return resolveInDir(dir, main.replace(/^\.\//, ''));
+async function importModule(file: string): Promise<Record<string, unknown>> {
+  try {
+    return (await import(pathToFileURL(file).href)) as Record<string, unknown>;
+  } catch (err) {
+    const e = err as Error;
+    // CommonJS syntax errors carry "file:line" as the stack's first line; keep it.
+    const first = typeof e?.stack === 'string' ? e.stack.slice(0, e.stack.indexOf('\n')) : '';
+    const where = first.startsWith(`${file}:`) ? first : file;
+    throw new LoadError(500, `cannot load ${where}: ${e?.name ?? 'Error'}: ${e?.message ?? String(err)}`, { cause: err });
   }
-  return resolveInDir(dir, 'index');
 }
 
-function pick(mod: any, exportName: string | undefined, where: string): Handler {
+function own(obj: unknown, key: string): unknown {
+  return (typeof obj === 'object' || typeof obj === 'function') && obj !== null && Object.hasOwn(obj, key)
+    ? (obj as Record<string, unknown>)[key]
+    : undefined;
+}
+
+/**
+ * The export `name` of a module namespace, also found on a CommonJS
+ * module.exports object (the `default`). No name: the default export, or a
+ * transpiled module's `exports.default`.
+ */
+function pickExport(ns: Record<string, unknown>, name: string | undefined, file: string): Handler | undefined {
   let fn: unknown;
-  if (!exportName) {
-    fn = typeof mod === 'function' ? mod : (mod?.default ?? mod?.['module.exports']);
-    if (fn && typeof fn === 'object' && typeof (fn as any).default === 'function') fn = (fn as any).default;
+  if (name === undefined) {
+    fn = ns.default;
+    if (typeof fn !== 'function') fn = own(fn, 'default') ?? fn;
   } else {
-    fn = mod?.[exportName] ?? mod?.default?.[exportName];
+    fn = own(ns, name) ?? own(ns.default, name);
   }
+  if (fn === undefined) return undefined;
   if (typeof fn !== 'function') {
-    const what = exportName ? `export '${exportName}'` : 'a default export or module.exports function';
-    throw new Error(`${where} has no ${what} that is a function`);
+    throw new LoadError(500, `${name === undefined ? 'the default export' : `export '${name}'`} of ${file} is not a function (it is ${fn === null ? 'null' : typeof fn})`);
   }
   return fn as Handler;
 }
 
-export async function loadHandler(filepath: string, functionName?: string): Promise<Handler> {
-  if (!fs.existsSync(filepath)) throw new Error(`code not found at ${filepath}`);
-  const entry = (functionName ?? '').trim();
-  if (fs.statSync(filepath).isDirectory()) {
-    const dot = entry.lastIndexOf('.');
-    if (dot > 0) {
-      const file = resolveInDir(filepath, entry.slice(0, dot));
-      return pick(await loadModule(file), entry.slice(dot + 1), file);
-    }
-    const main = mainOfDir(filepath);
-    return pick(await loadModule(main), entry || undefined, main);
+async function exportOf(file: string, name: string | undefined): Promise<Handler> {
+  const fn = pickExport(await importModule(file), name, file);
+  if (fn) return fn;
+  throw new LoadError(500, name === undefined ? `${file} has no default export (or module.exports)` : `${file} has no export '${name}'`);
+}
+
+/**
+ * Resolves and loads the handler.
+ * - file, no name: its default export / module.exports;
+ * - file, "func": export func (for "file.func", export func too: the file is the module);
+ * - directory, no name: the entry module's default export;
+ * - directory, "file": module `file`'s default export, when such a module exists;
+ * - directory, "file.func": module `file`, export func;
+ * - directory, "func": export func of the entry module.
+ */
+export async function loadHandler(filepath: string, functionName: string | undefined): Promise<Handler> {
+  const name = functionName?.trim() || undefined;
+  const k = await kind(filepath);
+  if (k === undefined) {
+    // v1 code paths may name the file without its extension.
+    const withExt = await resolveModule(filepath);
+    if (withExt === undefined) throw new LoadError(404, `${filepath}: not found`);
+    return loadFromFile(withExt, name);
   }
-  // A single file: "file.func" names the file itself, so only the export counts.
-  const dot = entry.lastIndexOf('.');
-  const exportName = dot >= 0 ? entry.slice(dot + 1) : entry;
-  return pick(await loadModule(filepath), exportName || undefined, path.basename(filepath));
+  if (k === 'file') return loadFromFile(filepath, name);
+  return loadFromDir(filepath, name);
+}
+
+async function loadFromFile(file: string, name: string | undefined): Promise<Handler> {
+  if (name === undefined) return exportOf(file, undefined);
+  const ns = await importModule(file);
+  const fn = pickExport(ns, name, file);
+  if (fn) return fn;
+  const dot = name.lastIndexOf('.');
+  const tail = dot >= 0 ? pickExport(ns, name.slice(dot + 1), file) : undefined;
+  if (tail) return tail;
+  throw new LoadError(500, `${file} has no export '${dot >= 0 ? name.slice(dot + 1) : name}'`);
+}
+
+async function loadFromDir(dir: string, name: string | undefined): Promise<Handler> {
+  if (name !== undefined) {
+    const whole = path.resolve(dir, name);
+    const asModule = inside(dir, whole) ? await resolveModule(whole) : undefined;
+    if (asModule) return exportOf(asModule, undefined);
+    const dot = name.lastIndexOf('.');
+    if (dot > 0) {
+      const modulePath = path.resolve(dir, name.slice(0, dot));
+      const module = inside(dir, modulePath) ? await resolveModule(modulePath) : undefined;
+      if (module) return exportOf(module, name.slice(dot + 1));
+    }
+  }
+  const entry = await entryOfDir(dir);
+  if (entry === undefined) {
+    throw new LoadError(
+      500,
+      `no entry module in ${dir}${name ? ` for '${name}'` : ''}: expected package.json "main", index.js, or a single .js/.mjs/.cjs file`,
+    );
+  }
+  return exportOf(entry, name);
 }

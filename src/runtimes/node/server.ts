@@ -1,118 +1,46 @@
-// The generic Node.js worker. It starts unspecialized (GET /healthz only),
-// is specialized once with POST /v2/specialize {filepath, functionName, env}
-// (or v1 POST /specialize, which loads <userfunc>/user), and from then on
-// sends every request to the user's handler.
+// Entry point of the Node.js runtime: `node server.ts [--socket <path> | --port <n>]`.
+// Serves on a Unix socket (FLINT_SOCKET or --socket: local mode, where the
+// executor starts it in a sandbox) or on a TCP port (--port, default 8888:
+// kubernetes mode, as Fission's environment containers do).
 import fs from 'node:fs';
-import http from 'node:http';
-import path from 'node:path';
-import { invoke } from './invoke.ts';
-import { type Handler, loadHandler } from './loader.ts';
+import { createRuntimeServer } from './app.ts';
+import { parseOptions } from './options.ts';
 
-const MAX_SPECIALIZE_BODY = 1024 * 1024;
+const opts = parseOptions(process.argv.slice(2), process.env);
+const server = createRuntimeServer(opts);
 
-function arg(name: string): string | undefined {
-  const i = process.argv.indexOf(`--${name}`);
-  return i >= 0 ? process.argv[i + 1] : undefined;
+let stopping = false;
+function shutdown(code: number): void {
+  if (stopping) return;
+  stopping = true;
+  // In-flight requests finish; idle keep-alive connections close now.
+  server.close(() => process.exit(code));
+  server.closeIdleConnections();
+  setTimeout(() => process.exit(code), Number(process.env.FLINT_SHUTDOWN_GRACE_MS) || 5000).unref();
 }
 
-function json(res: http.ServerResponse, status: number, body: unknown): void {
-  const text = JSON.stringify(body);
-  res.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) });
-  res.end(text);
-}
-
-let handler: Handler | undefined;
-let specializing = false;
-
-async function readJson(req: http.IncomingMessage): Promise<any> {
-  const chunks: Buffer[] = [];
-  let size = 0;
-  for await (const c of req) {
-    size += (c as Buffer).length;
-    if (size > MAX_SPECIALIZE_BODY) throw new Error('specialize request too large');
-    chunks.push(c as Buffer);
-  }
-  const text = Buffer.concat(chunks).toString('utf8');
-  return text ? JSON.parse(text) : {};
-}
-
-async function specialize(req: http.IncomingMessage, res: http.ServerResponse, v2: boolean): Promise<void> {
-  if (handler || specializing) {
-    json(res, 400, { error: 'this worker is already specialized' });
-    return;
-  }
-  specializing = true;
-  try {
-    let body: { filepath?: unknown; functionName?: unknown; env?: unknown };
-    try {
-      body = await readJson(req);
-    } catch (err) {
-      json(res, 400, { error: `bad specialize request: ${(err as Error).message}` });
-      return;
-    }
-    const userfunc = process.env.FLINT_USERFUNC_DIR ?? '/userfunc';
-    const filepath = v2 ? body.filepath : path.join(userfunc, 'user');
-    if (typeof filepath !== 'string' || !filepath) {
-      json(res, 400, { error: 'filepath is required' });
-      return;
-    }
-    if (body.env && typeof body.env === 'object') {
-      for (const [k, v] of Object.entries(body.env as Record<string, unknown>)) {
-        if (typeof v === 'string') process.env[k] = v;
-      }
-    }
-    try {
-      handler = await loadHandler(filepath, typeof body.functionName === 'string' ? body.functionName : undefined);
-    } catch (err) {
-      const e = err as Error;
-      console.error(`failed to load function: ${e?.stack ?? String(err)}`);
-      json(res, 500, { error: `failed to load function: ${e?.name ?? 'Error'}: ${e?.message ?? String(err)}` });
-      return;
-    }
-    json(res, 200, { specialized: true });
-  } finally {
-    specializing = false;
-  }
-}
-
-const server = http.createServer((req, res) => {
-  const url = req.url ?? '/';
-  if (!handler) {
-    if (url === '/healthz') return json(res, 200, { status: 'ok' });
-    if (req.method === 'POST' && url === '/v2/specialize') return void specialize(req, res, true);
-    if (req.method === 'POST' && url === '/specialize') return void specialize(req, res, false);
-    return json(res, 503, { error: 'this worker is not specialized yet' });
-  }
-  // Once specialized every path is the function's, except the probe.
-  if (url === '/healthz' && req.method === 'GET' && req.headers['x-flint-function-name'] === undefined) {
-    return json(res, 200, { status: 'ok' });
-  }
-  if ((url === '/v2/specialize' || url === '/specialize') && req.method === 'POST' && req.headers['x-flint-function-name'] === undefined) {
-    return json(res, 400, { error: 'this worker is already specialized' });
-  }
-  void invoke(handler, req, res);
+// A promise the function forgot to await must not take down the requests in
+// flight on this worker; the error still lands in the function's log.
+process.on('unhandledRejection', (reason) => {
+  process.stderr.write(`unhandled rejection in function: ${(reason as Error)?.stack ?? String(reason)}\n`);
 });
-server.keepAliveTimeout = 120_000;
-server.headersTimeout = 130_000;
-server.requestTimeout = 0;
+process.on('SIGTERM', () => shutdown(0));
+process.on('SIGINT', () => shutdown(0));
+if (opts.exitOnStdinEof) {
+  process.stdin.on('end', () => shutdown(0));
+  process.stdin.on('error', () => shutdown(0));
+  process.stdin.resume();
+}
 
-process.on('uncaughtException', (err) => {
-  console.error(`uncaught exception in function: ${err?.stack ?? String(err)}`);
+server.on('error', (err) => {
+  process.stderr.write(`flint-runtime: cannot listen: ${err.message}\n`);
   process.exit(1);
 });
-process.on('unhandledRejection', (err) => {
-  console.error(`unhandled rejection in function: ${(err as Error)?.stack ?? String(err)}`);
-});
 
-const socket = arg('socket') ?? process.env.FLINT_SOCKET;
-const port = arg('port');
-if (socket) {
-  fs.rmSync(socket, { force: true });
-  server.listen(socket);
+if (opts.socket) {
+  // A socket file left by an earlier worker would make listen fail with EADDRINUSE.
+  fs.rmSync(opts.socket, { force: true });
+  server.listen(opts.socket);
 } else {
-  server.listen(Number(port ?? 8888), process.env.FLINT_HOST ?? '0.0.0.0');
+  server.listen(opts.port, opts.host);
 }
-process.on('SIGTERM', () => {
-  server.close(() => process.exit(0));
-  setTimeout(() => process.exit(0), 5000).unref();
-});

@@ -1,0 +1,207 @@
+// Per-worker resource caps through cgroups, when this machine lets us create
+// them (root with a writable cgroup v1 hierarchy, or a delegated cgroup v2
+// subtree). Anything less and the worker runs without them: the heap cap and
+// the sandbox still apply. A worker joins its cgroups through the launch
+// wrapper (see launch.ts) before it execs, so every process it starts is
+// inside from its first instruction.
+import fs from 'node:fs';
+import path from 'node:path';
+
+const ROOT = '/sys/fs/cgroup';
+
+export interface CgroupLimits {
+  memoryBytes: number;
+  pidsMax: number;
+}
+
+export interface WorkerCgroups {
+  /** cgroup.procs files the worker writes its pid into. */
+  readonly procsFiles: string[];
+  readonly memory: boolean;
+  readonly pids: boolean;
+  /** Removes the cgroups; call once the worker's processes are gone. */
+  remove(): Promise<void>;
+  /** The same, blocking for at most `waitMs`: for a process that is exiting. */
+  removeSync(waitMs: number): void;
+}
+
+/** Our own cgroup path per v1 controller ('' key: the v2 unified path). */
+function ownCgroups(): Map<string, string> {
+  const out = new Map<string, string>();
+  let text: string;
+  try {
+    text = fs.readFileSync('/proc/self/cgroup', 'utf8');
+  } catch {
+    return out;
+  }
+  for (const line of text.split('\n')) {
+    const m = /^\d+:([^:]*):(.*)$/.exec(line);
+    if (!m) continue;
+    for (const controller of m[1].split(',')) out.set(controller, m[2]);
+  }
+  return out;
+}
+
+function tryWrite(file: string, value: string): boolean {
+  try {
+    fs.writeFileSync(file, value);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** A child of our own cgroup under `mount`, or of the mount root when our path is not visible there. */
+function makeChild(mount: string, own: string | undefined, name: string): string | undefined {
+  const parents = [own ? path.join(mount, own) : undefined, mount].filter((p): p is string => p !== undefined);
+  for (const parent of parents) {
+    const dir = path.join(parent, name);
+    sweep(parent, name);
+    try {
+      fs.mkdirSync(dir);
+      return dir;
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code === 'EEXIST') {
+        // Left by a worker of a server that was killed: reuse it.
+        return dir;
+      }
+    }
+  }
+  return undefined;
+}
+
+// A worker cgroup with no process left that is older than this is a leftover
+// of a server that exited before it could remove it (killed, or exiting while
+// a worker was still starting). Young ones may be one another server is
+// just setting up.
+const STALE_MS = 60_000;
+const lastSweep = new Map<string, number>();
+
+/** Removes leftover, empty `flint-*` cgroups under `parent`, at most once a minute. */
+function sweep(parent: string, keep: string): void {
+  const now = Date.now();
+  if (now - (lastSweep.get(parent) ?? 0) < STALE_MS) return;
+  lastSweep.set(parent, now);
+  let names: string[];
+  try {
+    names = fs.readdirSync(parent).filter((n) => n.startsWith('flint-') && n !== keep);
+  } catch {
+    return;
+  }
+  for (const name of names) {
+    const dir = path.join(parent, name);
+    try {
+      if (now - fs.statSync(dir).mtimeMs < STALE_MS) continue;
+      if (fs.readFileSync(path.join(dir, 'cgroup.procs'), 'utf8').trim() !== '') continue;
+      fs.rmdirSync(dir);
+    } catch {
+      // in use, or gone already
+    }
+  }
+}
+
+function rmdirQuiet(dir: string): void {
+  try {
+    fs.rmdirSync(dir);
+  } catch {}
+}
+
+async function removeDirs(dirs: string[]): Promise<void> {
+  // The kernel frees a cgroup only after its last task is reaped, which can
+  // trail the worker's exit by a moment.
+  for (let attempt = 0; attempt < 40 && dirs.length > 0; attempt++) {
+    dirs = dirs.filter((d) => {
+      try {
+        fs.rmdirSync(d);
+        return false;
+      } catch (err) {
+        return (err as NodeJS.ErrnoException).code === 'EBUSY';
+      }
+    });
+    if (dirs.length > 0) await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+function removeDirsSync(dirs: string[], waitMs: number): void {
+  const pause = new Int32Array(new SharedArrayBuffer(4));
+  const deadline = Date.now() + waitMs;
+  for (;;) {
+    dirs = dirs.filter((d) => {
+      try {
+        fs.rmdirSync(d);
+        return false;
+      } catch (err) {
+        return (err as NodeJS.ErrnoException).code === 'EBUSY';
+      }
+    });
+    if (dirs.length === 0 || Date.now() >= deadline) return;
+    Atomics.wait(pause, 0, 0, 10);
+  }
+}
+
+function handle(dirs: string[], procsFiles: string[], memory: boolean, pids: boolean): WorkerCgroups {
+  return {
+    procsFiles,
+    memory,
+    pids,
+    remove: () => removeDirs(dirs),
+    removeSync: (waitMs) => removeDirsSync(dirs, waitMs),
+  };
+}
+
+function v1(name: string, limits: CgroupLimits, own: Map<string, string>): WorkerCgroups | undefined {
+  const dirs: string[] = [];
+  let memory = false;
+  let pids = false;
+  const memMount = path.join(ROOT, 'memory');
+  if (fs.existsSync(path.join(memMount, 'memory.limit_in_bytes'))) {
+    const dir = makeChild(memMount, own.get('memory'), name);
+    if (dir && tryWrite(path.join(dir, 'memory.limit_in_bytes'), String(limits.memoryBytes))) {
+      // With swap accounting, also cap memory+swap, or the limit only moves pages to swap.
+      tryWrite(path.join(dir, 'memory.memsw.limit_in_bytes'), String(limits.memoryBytes));
+      dirs.push(dir);
+      memory = true;
+    } else if (dir) rmdirQuiet(dir);
+  }
+  const pidsMount = path.join(ROOT, 'pids');
+  if (fs.existsSync(path.join(pidsMount, 'cgroup.procs'))) {
+    const dir = makeChild(pidsMount, own.get('pids'), name);
+    if (dir && tryWrite(path.join(dir, 'pids.max'), String(limits.pidsMax))) {
+      dirs.push(dir);
+      pids = true;
+    } else if (dir) rmdirQuiet(dir);
+  }
+  if (dirs.length === 0) return undefined;
+  return handle(dirs, dirs.map((d) => path.join(d, 'cgroup.procs')), memory, pids);
+}
+
+function v2(name: string, limits: CgroupLimits, own: Map<string, string>): WorkerCgroups | undefined {
+  const controllers = (() => {
+    try {
+      return fs.readFileSync(path.join(ROOT, 'cgroup.controllers'), 'utf8');
+    } catch {
+      return '';
+    }
+  })();
+  if (!controllers.includes('memory')) return undefined;
+  const dir = makeChild(ROOT, own.get(''), name);
+  if (!dir) return undefined;
+  // Works only where the parent delegates the controllers to its children.
+  const memory = tryWrite(path.join(dir, 'memory.max'), String(limits.memoryBytes));
+  if (memory) tryWrite(path.join(dir, 'memory.swap.max'), '0');
+  const pids = tryWrite(path.join(dir, 'pids.max'), String(limits.pidsMax));
+  if (!memory && !pids) {
+    rmdirQuiet(dir);
+    return undefined;
+  }
+  return handle([dir], [path.join(dir, 'cgroup.procs')], memory, pids);
+}
+
+/** Cgroups named `flint-<name>` with the given caps, or undefined where none can be made. */
+export function createWorkerCgroups(name: string, limits: CgroupLimits): WorkerCgroups | undefined {
+  if (process.platform !== 'linux') return undefined;
+  const own = ownCgroups();
+  const cgName = `flint-${name}`;
+  const pureV2 = fs.existsSync(path.join(ROOT, 'cgroup.controllers'));
+  return pureV2 ? v2(cgName, limits, own) : v1(cgName, limits, own);
+}

@@ -1,0 +1,336 @@
+// Real worker processes: unsandboxed always, bubblewrap where it works here.
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import net from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+import { spawn } from 'node:child_process';
+import { after, afterEach, before, describe, it } from 'node:test';
+import { pathToFileURL } from 'node:url';
+import { isFlintError } from '../../api/errors.ts';
+import { sandboxAvailable } from './sandbox.ts';
+import { unixRequest } from './unix-http.ts';
+import { startWorker, type WorkerHandle, type WorkerOptions } from './worker-process.ts';
+
+let root: string;
+const workers: WorkerHandle[] = [];
+let seq = 0;
+
+before(() => {
+  root = fs.mkdtempSync(path.join(os.tmpdir(), 'flint-wp-'));
+});
+afterEach(async () => {
+  await Promise.all(workers.splice(0).map((w) => w.kill()));
+});
+after(() => fs.rmSync(root, { recursive: true, force: true }));
+
+interface Started {
+  w: WorkerHandle;
+  lines: Array<{ line: string; stream: string }>;
+}
+
+async function start(opts: Partial<WorkerOptions> = {}): Promise<Started> {
+  const lines: Array<{ line: string; stream: string }> = [];
+  const id = `w${++seq}-${process.pid}`;
+  const w = await startWorker({
+    id,
+    runtime: 'node',
+    instanceDir: path.join(root, id),
+    sandbox: 'none',
+    allowNetwork: false,
+    memoryMB: 128,
+    onOutput: (line, stream) => lines.push({ line, stream }),
+    ...opts,
+  });
+  workers.push(w);
+  return { w, lines };
+}
+
+async function deploy(w: WorkerHandle, code: string, extra: { functionName?: string; env?: Record<string, string> } = {}): Promise<void> {
+  fs.writeFileSync(path.join(w.hostDirs.userfunc, 'deployarchive'), code, { mode: 0o444 });
+  await w.specialize({ filepath: path.posix.join(w.sandboxDirs.userfunc, 'deployarchive'), ...extra }, 10_000);
+}
+
+const call = (w: WorkerHandle, urlPath = '/') => unixRequest(w.socketPath, 'GET', urlPath, { timeoutMs: 20_000 });
+
+async function waitFor(check: () => boolean, what: string): Promise<void> {
+  for (let i = 0; !check(); i++) {
+    if (i > 1000) throw new Error(`gave up waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 10));
+  }
+}
+
+/** Directories named `name` in the cgroup hierarchies (a few levels deep). */
+function findCgroups(name: string): string[] {
+  const found: string[] = [];
+  const walk = (dir: string, depth: number) => {
+    let entries: fs.Dirent[];
+    try {
+      entries = fs.readdirSync(dir, { withFileTypes: true });
+    } catch {
+      return;
+    }
+    for (const e of entries) {
+      if (!e.isDirectory()) continue;
+      if (e.name === name) found.push(path.join(dir, e.name));
+      else if (depth < 4) walk(path.join(dir, e.name), depth + 1);
+    }
+  };
+  walk('/sys/fs/cgroup', 0);
+  return found;
+}
+
+/**
+ * Starts a worker from a separate process, ends that process (SIGKILL, or an
+ * exit with the worker still running), and waits for the worker to go.
+ */
+async function outlivesNoParent(sandbox: 'none' | 'bubblewrap', how: 'SIGKILL' | 'exit' = 'SIGKILL'): Promise<void> {
+  const id = `orphan-${sandbox}-${how.toLowerCase()}-${process.pid}`;
+  const script = path.join(root, `${id}.mts`);
+  fs.writeFileSync(
+    script,
+    `import { startWorker } from ${JSON.stringify(pathToFileURL(path.join(import.meta.dirname, 'worker-process.ts')).href)};
+const w = await startWorker({ id: '${id}', runtime: 'node', instanceDir: ${JSON.stringify(path.join(root, id))},
+  sandbox: '${sandbox}', allowNetwork: false, memoryMB: 128, cgroups: ${how === 'exit'}, onOutput() {} });
+console.log(w.pid);
+${how === 'exit' ? 'setTimeout(() => process.exit(0), 10);' : 'setInterval(() => {}, 1000);'}
+`,
+  );
+  const parent = spawn(process.execPath, [script], { stdio: ['ignore', 'pipe', 'inherit'] });
+  const pid = await new Promise<number>((resolve, reject) => {
+    let out = '';
+    parent.stdout!.on('data', (c) => {
+      out += c;
+      if (out.includes('\n')) resolve(Number(out.trim()));
+    });
+    parent.once('exit', (code) => reject(new Error(`parent exited with ${code} before starting the worker`)));
+  });
+  assert.ok(pid > 0);
+  if (how === 'SIGKILL') parent.kill('SIGKILL');
+  else await new Promise((r) => parent.once('exit', r));
+  // Gone, or a zombie waiting for init to reap it.
+  await waitFor(() => {
+    try {
+      return fs.readFileSync(`/proc/${pid}/stat`, 'utf8').replace(/^.*\) /s, '').startsWith('Z');
+    } catch {
+      return true;
+    }
+  }, 'the orphaned worker to exit');
+  if (how === 'exit') assert.deepEqual(findCgroups(`flint-${id}`), [], 'an exiting parent removes its workers\' cgroups');
+}
+
+async function rejectsWith(p: Promise<unknown>, code: string, message: RegExp): Promise<void> {
+  await assert.rejects(p, (err: unknown) => {
+    assert.ok(isFlintError(err), `expected a FlintError, got ${String(err)}`);
+    assert.equal(err.code, code);
+    assert.match(err.message, message);
+    return true;
+  });
+}
+
+const CRASHER = 'module.exports = async (c) => { if (c.request.path === "/crash") { setImmediate(() => process.exit(9)); return new Promise(() => {}); } return { body: "up" }; };';
+
+describe('worker process (unsandboxed)', () => {
+  it('starts generic, specializes, serves on its socket and is killed', async () => {
+    const { w, lines } = await start({ env: { FROM_ENV: 'runtime-env' } });
+    assert.equal(w.isAlive(), true);
+    assert.deepEqual(w.sandboxDirs, w.hostDirs);
+    assert.equal((await call(w)).status, 503, 'generic until specialized');
+    await deploy(w, 'module.exports = async () => { console.log("hello-log"); console.error("oops-log"); return { body: { a: process.env.FROM_ENV, b: process.env.FROM_SPEC } }; };', {
+      env: { FROM_SPEC: 'spec-env' },
+    });
+    const r = await call(w, '/x');
+    assert.equal(r.status, 200);
+    assert.deepEqual(JSON.parse(r.text), { a: 'runtime-env', b: 'spec-env' });
+    await waitFor(() => lines.some((l) => l.stream === 'stdout' && l.line === 'hello-log'), 'stdout line');
+    await waitFor(() => lines.some((l) => l.stream === 'stderr' && l.line === 'oops-log'), 'stderr line');
+    await w.kill();
+    const exit = await w.exited;
+    assert.ok(exit.code !== null || exit.signal !== null);
+    assert.equal(w.isAlive(), false);
+    assert.equal(fs.existsSync(w.socketPath), false, 'the socket is removed');
+  });
+
+  it('reports a load failure and a specialization timeout as FLINT_ERR_SPECIALIZE_FAILED', async () => {
+    const { w } = await start();
+    await rejectsWith(deploy(w, 'module.exports = async (context => {\n'), 'FLINT_ERR_SPECIALIZE_FAILED', /SyntaxError/);
+    const slow = (await start()).w;
+    fs.writeFileSync(path.join(slow.hostDirs.userfunc, 'deployarchive'), 'await new Promise(() => {}); export default async () => ({});');
+    await rejectsWith(slow.specialize({ filepath: path.join(slow.sandboxDirs.userfunc, 'deployarchive') }, 300), 'FLINT_ERR_SPECIALIZE_FAILED', /did not finish/);
+  });
+
+  it('rejects with the stderr tail when the worker dies before it is ready', async () => {
+    await rejectsWith(start({ env: { NODE_OPTIONS: '--require /nonexistent/preload.cjs' } }), 'FLINT_ERR_UNAVAILABLE', /exited before it was ready[\s\S]*nonexistent/);
+  });
+
+  it('refuses bad options', async () => {
+    await rejectsWith(start({ id: 'Bad_Id' } as Partial<WorkerOptions>), 'FLINT_ERR_VALIDATION', /worker id/);
+    await rejectsWith(start({ runtime: 'python' }), 'FLINT_ERR_UNAVAILABLE', /python runtime/);
+    await rejectsWith(start({ env: { BAD: 'nul\0byte' } }), 'FLINT_ERR_UNAVAILABLE', /could not be started/);
+  });
+
+  it('works from an instance directory too deep for a socket path', async () => {
+    const deep = path.join(root, 'd'.repeat(60), 'e'.repeat(60));
+    const { w } = await start({ instanceDir: deep });
+    assert.ok(Buffer.byteLength(w.socketPath) <= 100, w.socketPath);
+    await deploy(w, 'module.exports = async () => ({ body: "deep" });');
+    assert.equal((await call(w)).text, 'deep');
+    await w.kill();
+    await w.exited;
+    assert.equal(fs.existsSync(path.dirname(w.socketPath)), false, 'the temporary socket directory is removed');
+  });
+
+  it('a worker that crashes mid-request fails the request and resolves exited', async () => {
+    const { w } = await start();
+    await deploy(w, CRASHER);
+    assert.equal((await call(w)).text, 'up');
+    await assert.rejects(call(w, '/crash'));
+    assert.deepEqual(await w.exited, { code: 9, signal: null });
+    assert.equal(w.isAlive(), false);
+  });
+
+  it('exits when the process that started it dies', async () => {
+    await outlivesNoParent('none');
+  });
+
+  it('is killed, and its cgroups removed, when the process that started it exits', async () => {
+    await outlivesNoParent('none', 'exit');
+  });
+
+  it('enforces a CPU-seconds cap', async () => {
+    const { w } = await start({ cpuSeconds: 1 });
+    assert.equal(w.limits.cpuSeconds, 1);
+    await deploy(w, 'module.exports = async () => { for (;;) {} };');
+    await assert.rejects(call(w));
+    const exit = await w.exited;
+    assert.ok(exit.signal === 'SIGXCPU' || exit.signal === 'SIGKILL', `exit ${JSON.stringify(exit)}`);
+  });
+});
+
+const PROBE = `
+const fs = require('node:fs');
+const net = require('node:net');
+const attempt = (f) => { try { const v = f(); return v === undefined ? 'ok' : v; } catch (e) { return e.code || e.message; } };
+module.exports = async (context) => {
+  const q = context.request.query;
+  const r = {};
+  if (q.port) {
+    r.connect = await new Promise((resolve) => {
+      const s = net.connect(Number(q.port), '127.0.0.1');
+      s.on('connect', () => { s.destroy(); resolve('connected'); });
+      s.on('error', (e) => resolve(e.code));
+    });
+  }
+  r.writeUserfunc = attempt(() => fs.writeFileSync('/userfunc/new-file', 'x'));
+  r.writeSecrets = attempt(() => fs.writeFileSync('/secrets/new-file', 'x'));
+  r.writeRoot = attempt(() => fs.writeFileSync('/new-file', 'x'));
+  r.writeUsr = attempt(() => fs.writeFileSync('/usr/new-file', 'x'));
+  r.writeTmp = attempt(() => fs.writeFileSync('/tmp/own-file', 'x'));
+  r.tmp = fs.readdirSync('/tmp');
+  r.secret = attempt(() => fs.readFileSync('/secrets/default/creds/token', 'utf8'));
+  r.config = attempt(() => fs.readFileSync('/configs/default/settings/color', 'utf8'));
+  r.hostFile = attempt(() => fs.readFileSync(q.hostFile, 'utf8'));
+  r.uid = process.getuid();
+  r.user = attempt(() => require('node:os').userInfo().username);
+  r.processes = fs.readdirSync('/proc').filter((d) => /^[0-9]+$/.test(d)).length;
+  r.spawnUserns = attempt(() => require('node:child_process').execFileSync('/usr/bin/unshare', ['-U', 'true'], { stdio: 'pipe' }).toString());
+  return { body: r };
+};`;
+
+describe('worker process (bubblewrap)', async () => {
+  const usable = await sandboxAvailable();
+  const skip = usable ? false : 'bubblewrap cannot build a sandbox on this machine (missing, or user namespaces are disabled)';
+  let server: net.Server;
+  let port = 0;
+  let hostDir = '';
+
+  before(async () => {
+    // A loopback TCP service on the host: reachable only with allowNetwork.
+    server = net.createServer((s) => {
+      s.on('error', () => {});
+      s.end('hi');
+    });
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    port = (server.address() as net.AddressInfo).port;
+    hostDir = fs.mkdtempSync(path.join(os.tmpdir(), 'flint-host-only-'));
+    fs.writeFileSync(path.join(hostDir, 'visible'), 'host data');
+  });
+  after(async () => {
+    server.close();
+    fs.rmSync(hostDir, { recursive: true, force: true });
+  });
+
+  const probe = async (w: WorkerHandle) => {
+    const r = await call(w, `/?port=${port}&hostFile=${encodeURIComponent(path.join(hostDir, 'visible'))}`);
+    assert.equal(r.status, 200, r.text);
+    return JSON.parse(r.text);
+  };
+
+  it('isolates the function: no network, read-only code and system, private /tmp, secrets and configs visible', { skip }, async () => {
+    const { w } = await start({ sandbox: 'bubblewrap' });
+    assert.deepEqual(w.sandboxDirs, { userfunc: '/userfunc', secrets: '/secrets', configs: '/configs' });
+    for (const [dir, name, key, value, mode] of [
+      [w.hostDirs.secrets, 'creds', 'token', 's3cret', 0o400],
+      [w.hostDirs.configs, 'settings', 'color', 'blue', 0o444],
+    ] as const) {
+      fs.mkdirSync(path.join(dir, 'default', name), { recursive: true });
+      fs.writeFileSync(path.join(dir, 'default', name, key), value, { mode });
+    }
+    await deploy(w, PROBE);
+    const r = await probe(w);
+    assert.equal(r.connect, 'ECONNREFUSED', 'the host loopback is not reachable');
+    assert.equal(r.writeUserfunc, 'EROFS');
+    assert.equal(r.writeSecrets, 'EROFS');
+    assert.equal(r.writeRoot, 'EROFS');
+    assert.equal(r.writeUsr, 'EROFS');
+    assert.equal(r.writeTmp, 'ok');
+    assert.deepEqual(r.tmp, ['own-file'], '/tmp starts empty and private');
+    assert.equal(r.secret, 's3cret');
+    assert.equal(r.config, 'blue');
+    assert.equal(r.hostFile, 'ENOENT', 'the host file system is not visible');
+    assert.equal(r.uid, 65534);
+    assert.equal(r.user, 'nobody');
+    assert.ok(r.processes <= 3, `sees only its own processes (${r.processes})`);
+    assert.notEqual(r.spawnUserns, 'ok', 'cannot create user namespaces');
+    assert.equal(fs.existsSync(path.join(w.hostDirs.userfunc, 'new-file')), false);
+  });
+
+  it('reaches the network when allowed', { skip }, async () => {
+    const { w } = await start({ sandbox: 'bubblewrap', allowNetwork: true });
+    await deploy(w, PROBE);
+    assert.equal((await probe(w)).connect, 'connected');
+  });
+
+  it('kill stops the sandbox; a crash mid-request fails the request and resolves exited', { skip }, async () => {
+    const { w } = await start({ sandbox: 'bubblewrap' });
+    await deploy(w, CRASHER);
+    assert.equal((await call(w)).text, 'up');
+    await assert.rejects(call(w, '/crash'));
+    const exit = await w.exited;
+    assert.equal(exit.code, 9, 'bubblewrap passes the exit code on');
+    assert.equal(w.isAlive(), false);
+
+    const other = (await start({ sandbox: 'bubblewrap' })).w;
+    await other.kill();
+    await other.exited;
+    assert.equal(other.isAlive(), false);
+    assert.throws(() => process.kill(other.pid, 0), /ESRCH/);
+  });
+
+  it('dies with the process that started it', { skip }, async () => {
+    await outlivesNoParent('bubblewrap');
+    await outlivesNoParent('bubblewrap', 'exit');
+  });
+
+  it('caps memory with a cgroup where one can be made', { skip }, async (t) => {
+    const { w, lines } = await start({ sandbox: 'bubblewrap', memoryMB: 96 });
+    if (!w.limits.memoryCgroup) {
+      t.skip('no writable memory cgroup on this machine');
+      return;
+    }
+    await deploy(w, 'const keep = []; module.exports = async () => { for (let i = 0; i < 64; i++) keep.push(Buffer.alloc(16 * 1024 * 1024, 1)); return { body: "survived" }; };');
+    await assert.rejects(call(w), 'allocating 1 GiB in a 96 MB worker does not answer');
+    const exit = await w.exited;
+    assert.ok(exit.code !== 0, `exit ${JSON.stringify(exit)} ${lines.map((l) => l.line).join('\n')}`);
+  });
+});

@@ -1,0 +1,64 @@
+// The worker's HTTP server: control routes (health, specialize) and, once
+// specialized, everything else to the handler.
+import http from 'node:http';
+import { invoke } from './invoke.ts';
+import type { RuntimeOptions } from './options.ts';
+import { sendFunctionError, sendJson } from './respond.ts';
+import { Specializer } from './specialize.ts';
+
+type ControlRoute = 'healthz' | 'v1' | 'v2' | undefined;
+
+function controlRoute(req: http.IncomingMessage): ControlRoute {
+  const url = req.url;
+  if (req.method === 'GET') return url === '/healthz' ? 'healthz' : undefined;
+  if (req.method === 'POST') return url === '/v2/specialize' ? 'v2' : url === '/specialize' ? 'v1' : undefined;
+  return undefined;
+}
+
+export function createRuntimeServer(opts: Pick<RuntimeOptions, 'codepath' | 'maxBodyBytes' | 'debug'>): http.Server {
+  const specializer = new Specializer(opts.codepath);
+  const { maxBodyBytes } = opts;
+
+  const onRequest = (req: http.IncomingMessage, res: http.ServerResponse): void => {
+    const handler = specializer.handler;
+    // Requests the router forwards always name their function, so a function
+    // may serve /healthz or /specialize itself; only the executor's own calls
+    // (which carry no such header) reach the control routes.
+    const route = handler !== undefined && req.headers['x-flint-function-name'] !== undefined ? undefined : controlRoute(req);
+    if (route === undefined) {
+      if (handler === undefined) {
+        req.resume();
+        sendJson(res, 503, { error: 'Generic container: no requests supported until specialized' });
+        return;
+      }
+      invoke(handler, req, res, maxBodyBytes).catch((err) => sendFunctionError(res, err));
+      return;
+    }
+    if (route === 'healthz') {
+      res.statusCode = 200;
+      res.setHeader('content-type', 'text/plain; charset=utf-8');
+      res.setHeader('content-length', 3);
+      res.end('ok\n');
+      return;
+    }
+    specializer.handle(req, res, route === 'v2' ? 2 : 1).catch((err) => sendFunctionError(res, err));
+  };
+
+  const listener = opts.debug
+    ? (req: http.IncomingMessage, res: http.ServerResponse) => {
+        const start = process.hrtime.bigint();
+        res.once('close', () => {
+          const ms = Number(process.hrtime.bigint() - start) / 1e6;
+          process.stderr.write(`flint-runtime: ${req.method} ${req.url} -> ${res.statusCode}${res.writableFinished ? '' : ' (aborted)'} ${ms.toFixed(1)}ms\n`);
+        });
+        onRequest(req, res);
+      }
+    : onRequest;
+
+  const server = http.createServer({ requestTimeout: 0 }, listener);
+  // Longer than any client pool's idle timeout, so the worker never closes a
+  // connection the router is about to reuse. Function timeouts are the router's job.
+  server.keepAliveTimeout = 120_000;
+  server.headersTimeout = 125_000;
+  return server;
+}

@@ -1,0 +1,123 @@
+// Test helpers: run the real worker as a child process on a Unix socket in a
+// temp dir, and talk HTTP to it. Not a test file itself.
+import { type ChildProcess, spawn } from 'node:child_process';
+import fs from 'node:fs';
+import http from 'node:http';
+import os from 'node:os';
+import path from 'node:path';
+
+export const SERVER_ENTRY = path.join(import.meta.dirname, 'server.ts');
+
+export interface Reply {
+  status: number;
+  headers: http.IncomingHttpHeaders;
+  body: Buffer;
+  text: string;
+  json: any;
+}
+
+export interface RequestOptions {
+  method?: string;
+  headers?: http.OutgoingHttpHeaders;
+  body?: string | Buffer;
+  agent?: http.Agent;
+}
+
+export function request(socketPath: string, urlPath: string, opts: RequestOptions = {}): Promise<Reply> {
+  return new Promise((resolve, reject) => {
+    const req = http.request({ socketPath, path: urlPath, method: opts.method ?? 'GET', headers: opts.headers, agent: opts.agent ?? false }, (res) => {
+      const chunks: Buffer[] = [];
+      res.on('data', (c: Buffer) => chunks.push(c));
+      res.on('error', reject);
+      res.on('end', () => {
+        const body = Buffer.concat(chunks);
+        const text = body.toString('utf8');
+        let json: any;
+        try {
+          json = JSON.parse(text);
+        } catch {}
+        resolve({ status: res.statusCode ?? 0, headers: res.headers, body, text, json });
+      });
+    });
+    req.on('error', reject);
+    req.end(opts.body);
+  });
+}
+
+export interface RunningRuntime {
+  dir: string;
+  socket: string;
+  child: ChildProcess;
+  stdout(): string;
+  stderr(): string;
+  /** Writes files (relative path -> content) under the temp dir; returns the dir. */
+  write(files: Record<string, string>, sub?: string): string;
+  request(urlPath: string, opts?: RequestOptions): Promise<Reply>;
+  specialize(body: unknown): Promise<Reply>;
+  exited: Promise<number | null>;
+  stop(): Promise<void>;
+}
+
+export async function startRuntime(env: Record<string, string> = {}): Promise<RunningRuntime> {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'flint-rt-'));
+  const socket = path.join(dir, 'rt.sock');
+  const userfunc = path.join(dir, 'userfunc');
+  fs.mkdirSync(userfunc);
+  const child = spawn(process.execPath, [SERVER_ENTRY], {
+    env: { PATH: process.env.PATH ?? '/usr/bin:/bin', FLINT_SOCKET: socket, FLINT_USERFUNC_DIR: userfunc, ...env },
+    cwd: dir,
+    stdio: ['pipe', 'pipe', 'pipe'],
+  });
+  let out = '';
+  let err = '';
+  child.stdout!.on('data', (c) => (out += c));
+  child.stderr!.on('data', (c) => (err += c));
+  const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+  const rt: RunningRuntime = {
+    dir,
+    socket,
+    child,
+    stdout: () => out,
+    stderr: () => err,
+    write(files, sub = 'userfunc') {
+      const base = path.join(dir, sub);
+      for (const [rel, content] of Object.entries(files)) {
+        fs.mkdirSync(path.dirname(path.join(base, rel)), { recursive: true });
+        fs.writeFileSync(path.join(base, rel), content);
+      }
+      return base;
+    },
+    request: (urlPath, opts) => request(socket, urlPath, opts),
+    specialize: (body) =>
+      request(socket, '/v2/specialize', { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) }),
+    exited,
+    async stop() {
+      if (child.exitCode === null && child.signalCode === null) {
+        child.kill('SIGKILL');
+        await exited;
+      }
+      fs.rmSync(dir, { recursive: true, force: true });
+    },
+  };
+  // Ready once the health probe answers; a runtime that dies first fails the test with its stderr.
+  for (let i = 0; ; i++) {
+    if (child.exitCode !== null) throw new Error(`runtime exited with ${child.exitCode}: ${err}`);
+    try {
+      if ((await rt.request('/healthz')).status === 200) return rt;
+    } catch {}
+    if (i > 500) {
+      await rt.stop();
+      throw new Error(`runtime did not answer /healthz: ${err}`);
+    }
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
+
+/** Waits until `check` holds: output pipes deliver independently of the HTTP answer. */
+export async function waitFor(check: () => boolean, what: string, limitMs = 10_000): Promise<void> {
+  const deadline = Date.now() + limitMs;
+  while (!check()) {
+    if (Date.now() > deadline) throw new Error(`gave up waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 10));
+  }
+}
