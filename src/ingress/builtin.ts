@@ -1,0 +1,447 @@
+// The builtin gateway: local mode's stand-in for an ingress controller. It
+// serves only ingress-enabled routes and forwards them to the router; the
+// router still does everything else (auth, method checks, the function call),
+// so the gateway passes every end-to-end header, Authorization included,
+// through untouched.
+import http from 'node:http';
+import https from 'node:https';
+import type { AddressInfo } from 'node:net';
+import { Readable } from 'node:stream';
+import { pipeline } from 'node:stream/promises';
+import tls from 'node:tls';
+import { pino, type Logger } from 'pino';
+import { Pool } from 'undici';
+import { type LocalIngressOptions, localOptions } from './annotations.ts';
+import { compareRules, matchPath, type PathRule, parsePathRule, rewriteFor } from './paths.ts';
+import { type ApplyResult, DEFAULT_BACKEND_BODY, type IngressProvider, type IngressSpec, type TlsMaterial } from './provider.ts';
+
+export interface BuiltinGatewayOptions {
+  /** Where the router serves routes: `http://127.0.0.1:8080`. */
+  routerUrl: string;
+  /** Listen address; default 127.0.0.1. */
+  host?: string;
+  /** HTTP port; 0 picks a free one. */
+  port: number;
+  /** HTTPS port (0 picks a free one); omit for no HTTPS listener. */
+  httpsPort?: number;
+  logger?: Logger;
+  /** Most connections kept open to the router. */
+  connections?: number;
+}
+
+export interface BuiltinGateway extends IngressProvider {
+  readonly kind: 'builtin';
+  /** `http://host:port`, once started. */
+  readonly url: string;
+  /** `https://host:port`, once started, when HTTPS is on. */
+  readonly httpsUrl: string | undefined;
+}
+
+interface Entry {
+  spec: IngressSpec;
+  rule: PathRule;
+  rewrite?: (path: string, matchedLength: number) => string;
+  options: LocalIngressOptions;
+}
+
+interface HostGroup {
+  exact: Map<string, Entry>;
+  /** Everything that is not a plain exact path, in match order. */
+  ordered: Entry[];
+}
+
+interface Table {
+  hosts: Map<string, HostGroup>;
+  /** `*.example.com` groups by suffix (`.example.com`), longest first. */
+  wildcards: Array<[string, HostGroup]>;
+  any: HostGroup;
+  contexts: Map<string, tls.SecureContext>;
+  wildcardContexts: Array<[string, tls.SecureContext]>;
+  /** For clients that send no SNI, and hosts with no certificate of their own. */
+  defaultMaterial?: TlsMaterial;
+}
+
+const HOP_BY_HOP = new Set([
+  'connection',
+  'keep-alive',
+  'proxy-connection',
+  'transfer-encoding',
+  'te',
+  'trailer',
+  'upgrade',
+  'proxy-authorization',
+  'proxy-authenticate',
+  'expect',
+  'http2-settings',
+]);
+
+function emptyGroup(): HostGroup {
+  return { exact: new Map(), ordered: [] };
+}
+
+function emptyTable(): Table {
+  return { hosts: new Map(), wildcards: [], any: emptyGroup(), contexts: new Map(), wildcardContexts: [] };
+}
+
+/** Lower-case host without port or trailing dot; IPv6 literals keep their brackets. */
+export function normalizeHost(header: string | undefined): string {
+  if (!header) return '';
+  let h = header.trim().toLowerCase();
+  if (h.startsWith('[')) {
+    const end = h.indexOf(']');
+    return end > 0 ? h.slice(0, end + 1) : h;
+  }
+  const colon = h.lastIndexOf(':');
+  if (colon >= 0) h = h.slice(0, colon);
+  return h.endsWith('.') ? h.slice(0, -1) : h;
+}
+
+function safeDecode(path: string): string {
+  if (!path.includes('%')) return path;
+  try {
+    return decodeURIComponent(path);
+  } catch {
+    return path;
+  }
+}
+
+function lookupGroup(group: HostGroup, path: string): { entry: Entry; matchedLength: number } | undefined {
+  const exact = group.exact.get(path);
+  if (exact) return { entry: exact, matchedLength: path.length };
+  for (const entry of group.ordered) {
+    const m = matchPath(entry.rule, path);
+    if (m) return { entry, matchedLength: m.matchedLength };
+  }
+  return undefined;
+}
+
+function lookup(table: Table, host: string, path: string): { entry: Entry; matchedLength: number } | undefined {
+  // A host's own rules first, then wildcard hosts, then any-host rules, as an
+  // ingress controller merges them.
+  const own = table.hosts.get(host);
+  if (own) {
+    const hit = lookupGroup(own, path);
+    if (hit) return hit;
+  }
+  for (const [suffix, group] of table.wildcards) {
+    if (host.endsWith(suffix) && host.length > suffix.length) {
+      const hit = lookupGroup(group, path);
+      if (hit) return hit;
+    }
+  }
+  return lookupGroup(table.any, path);
+}
+
+function forwardHeaders(req: http.IncomingMessage, secure: boolean): Record<string, string | string[]> {
+  const out: Record<string, string | string[]> = {};
+  const listed = new Set(
+    String(req.headers.connection ?? '')
+      .split(',')
+      .map((s) => s.trim().toLowerCase())
+      .filter(Boolean),
+  );
+  const raw = req.rawHeaders;
+  for (let i = 0; i < raw.length; i += 2) {
+    const name = raw[i].toLowerCase();
+    if (HOP_BY_HOP.has(name) || listed.has(name)) continue;
+    const value = raw[i + 1];
+    const prev = out[name];
+    if (prev === undefined) out[name] = value;
+    else if (Array.isArray(prev)) prev.push(value);
+    else out[name] = [prev, value];
+  }
+  // The gateway is the only one that knows these: never trust a client's copy.
+  if (req.headers.host) out['x-forwarded-host'] = req.headers.host;
+  else delete out['x-forwarded-host'];
+  out['x-forwarded-proto'] = secure ? 'https' : 'http';
+  const client = req.socket.remoteAddress ?? '';
+  const prior = req.headers['x-forwarded-for'];
+  out['x-forwarded-for'] = prior ? `${prior}, ${client}` : client;
+  return out;
+}
+
+function responseHeaders(headers: Record<string, string | string[] | undefined>): Record<string, string | string[]> {
+  const listed = new Set(
+    String(headers.connection ?? '')
+      .split(',')
+      .map((s) => s.trim().toLowerCase())
+      .filter(Boolean),
+  );
+  const out: Record<string, string | string[]> = {};
+  for (const [k, v] of Object.entries(headers)) {
+    if (v === undefined || HOP_BY_HOP.has(k) || listed.has(k)) continue;
+    out[k] = v;
+  }
+  return out;
+}
+
+function defaultBackend(res: http.ServerResponse): void {
+  res.writeHead(404, { 'content-type': 'text/plain; charset=utf-8', 'content-length': Buffer.byteLength(DEFAULT_BACKEND_BODY) });
+  res.end(DEFAULT_BACKEND_BODY);
+}
+
+function plain(res: http.ServerResponse, status: number, text: string, extra: Record<string, string> = {}): void {
+  if (res.headersSent) {
+    res.destroy();
+    return;
+  }
+  res.writeHead(status, { 'content-type': 'text/plain; charset=utf-8', 'content-length': Buffer.byteLength(text), ...extra });
+  res.end(text);
+}
+
+function urlOf(scheme: string, addr: AddressInfo): string {
+  const host = addr.family === 'IPv6' ? `[${addr.address}]` : addr.address;
+  return `${scheme}://${host}:${addr.port}`;
+}
+
+function listen(server: http.Server, port: number, host: string): Promise<AddressInfo> {
+  return new Promise((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(port, host, () => {
+      server.off('error', reject);
+      resolve(server.address() as AddressInfo);
+    });
+  });
+}
+
+async function close(server: http.Server): Promise<void> {
+  if (!server.listening) return;
+  const closed = new Promise<void>((r) => server.close(() => r()));
+  server.closeIdleConnections();
+  // Requests in flight get a moment to finish; then the listener goes anyway.
+  const t = setTimeout(() => server.closeAllConnections(), 2000);
+  await closed;
+  clearTimeout(t);
+}
+
+export function createBuiltinGateway(opts: BuiltinGatewayOptions): BuiltinGateway {
+  const logger = opts.logger ?? pino({ level: 'silent' });
+  const listenHost = opts.host ?? '127.0.0.1';
+  const router = new URL(opts.routerUrl);
+  const routerBase = router.pathname.replace(/\/$/, '');
+  let pool: Pool | undefined;
+  let table = emptyTable();
+  let httpServer: http.Server | undefined;
+  let httpsServer: https.Server | undefined;
+  let url = '';
+  let httpsUrl: string | undefined;
+  let httpsPort = 0;
+  let defaultMaterial: TlsMaterial | undefined;
+
+  async function handle(req: http.IncomingMessage, res: http.ServerResponse, secure: boolean): Promise<void> {
+    // One snapshot per request: a table swap never changes a request midway.
+    const t = table;
+    const rawUrl = req.url ?? '/';
+    const q = rawUrl.indexOf('?');
+    const rawPath = q < 0 ? rawUrl : rawUrl.slice(0, q);
+    const query = q < 0 ? '' : rawUrl.slice(q);
+    const path = safeDecode(rawPath);
+    const hit = rawPath.startsWith('/') ? lookup(t, normalizeHost(req.headers.host), path) : undefined;
+    if (!hit) {
+      req.resume();
+      defaultBackend(res);
+      return;
+    }
+    const { entry } = hit;
+    if (!secure && entry.options.sslRedirect && httpsServer) {
+      req.resume();
+      const host = normalizeHost(req.headers.host) || listenHost;
+      plain(res, 308, 'redirecting to https', { location: `https://${host}:${httpsPort}${rawUrl}` });
+      return;
+    }
+    const max = entry.options.maxBodyBytes;
+    if (max !== undefined && Number(req.headers['content-length'] ?? 0) > max) {
+      req.resume();
+      plain(res, 413, 'request entity too large');
+      return;
+    }
+    let target = rawPath;
+    if (entry.rewrite) {
+      const onRaw = matchPath(entry.rule, rawPath);
+      target = onRaw
+        ? entry.rewrite(rawPath, onRaw.matchedLength)
+        : encodeURI(entry.rewrite(path, hit.matchedLength));
+    }
+    const hasBody = req.headers['transfer-encoding'] !== undefined || Number(req.headers['content-length'] ?? 0) > 0;
+    const ac = new AbortController();
+    res.once('close', () => {
+      if (!res.writableFinished) ac.abort();
+    });
+    let body: Readable | null = null;
+    if (hasBody) body = max === undefined ? req : Readable.from(limited(req, max, ac));
+    try {
+      const up = await pool!.request({
+        method: req.method as any,
+        path: routerBase + target + query,
+        headers: forwardHeaders(req, secure),
+        body,
+        signal: ac.signal,
+        // The router enforces each function's own timeout (up to a day).
+        headersTimeout: 0,
+        bodyTimeout: 0,
+      });
+      res.writeHead(up.statusCode, responseHeaders(up.headers));
+      await pipeline(up.body, res);
+    } catch (err) {
+      if (ac.signal.aborted && (ac.signal.reason as Error)?.message === 'body too large') {
+        plain(res, 413, 'request entity too large');
+        return;
+      }
+      if (ac.signal.aborted || res.destroyed) return;
+      logger.warn({ err, route: entry.spec.name }, 'forwarding to the router failed');
+      plain(res, 502, 'bad gateway: the router did not answer');
+    }
+  }
+
+  async function* limited(req: http.IncomingMessage, max: number, ac: AbortController): AsyncIterable<Buffer> {
+    let seen = 0;
+    for await (const chunk of req) {
+      seen += chunk.length;
+      if (seen > max) {
+        ac.abort(new Error('body too large'));
+        return;
+      }
+      yield chunk;
+    }
+  }
+
+  function onRequest(secure: boolean) {
+    return (req: http.IncomingMessage, res: http.ServerResponse) => {
+      handle(req, res, secure).catch((err) => {
+        logger.error({ err }, 'ingress gateway request failed');
+        plain(res, 500, 'internal gateway error');
+      });
+    };
+  }
+
+  function build(desired: readonly IngressSpec[], result: ApplyResult): Table {
+    const next = emptyTable();
+    const wild = new Map<string, HostGroup>();
+    const contexts = new Map<string, tls.SecureContext>();
+    const wildContexts = new Map<string, tls.SecureContext>();
+    const contextCache = new Map<string, tls.SecureContext | Error>();
+    let firstAny: TlsMaterial | undefined;
+    let firstAll: TlsMaterial | undefined;
+    for (const spec of desired) {
+      let rule: PathRule;
+      try {
+        rule = parsePathRule(spec.path, { routePrefix: spec.routePrefix });
+      } catch (err) {
+        result.skipped.push({ name: spec.name, reason: (err as Error).message });
+        continue;
+      }
+      const options = localOptions(spec.annotations, spec.tls !== undefined);
+      for (const p of options.problems) result.warnings.push({ name: spec.name, reason: p });
+      const entry: Entry = { spec, rule, rewrite: rewriteFor(rule, spec.target), options };
+      let group: HostGroup;
+      if (spec.host === '') group = next.any;
+      else if (spec.host.startsWith('*.')) {
+        const suffix = spec.host.slice(1);
+        group = wild.get(suffix) ?? emptyGroup();
+        wild.set(suffix, group);
+      } else {
+        group = next.hosts.get(spec.host) ?? emptyGroup();
+        next.hosts.set(spec.host, group);
+      }
+      const plainExact = rule.kind === 'exact' && !rule.template;
+      if (plainExact && group.exact.has(rule.base)) {
+        result.skipped.push({ name: spec.name, reason: `path '${spec.path}' on host '${spec.host || '*'}' is already served by '${group.exact.get(rule.base)!.spec.name}'` });
+        continue;
+      }
+      if (plainExact) group.exact.set(rule.base, entry);
+      else group.ordered.push(entry);
+
+      if (spec.tls) {
+        const m = spec.tls.material;
+        if (!m) {
+          result.warnings.push({ name: spec.name, reason: `TLS secret '${spec.tls.secretName}': ${spec.tls.problem ?? 'no certificate'}; served over HTTP only` });
+          continue;
+        }
+        const cacheKey = m.cert + m.key;
+        let ctx = contextCache.get(cacheKey);
+        if (!ctx) {
+          try {
+            ctx = tls.createSecureContext({ cert: m.cert, key: m.key });
+          } catch (err) {
+            ctx = err as Error;
+          }
+          contextCache.set(cacheKey, ctx);
+        }
+        if (ctx instanceof Error) {
+          result.warnings.push({ name: spec.name, reason: `TLS secret '${spec.tls.secretName}' is not a usable certificate and key: ${ctx.message}` });
+          continue;
+        }
+        if (spec.host === '') firstAny ??= m;
+        else if (spec.host.startsWith('*.')) {
+          if (!wildContexts.has(spec.host.slice(1))) wildContexts.set(spec.host.slice(1), ctx);
+        } else if (!contexts.has(spec.host)) contexts.set(spec.host, ctx);
+        firstAll ??= m;
+      }
+    }
+    const byOrder = (g: HostGroup) => g.ordered.sort((a, b) => compareRules(a.rule, b.rule));
+    byOrder(next.any);
+    for (const g of next.hosts.values()) byOrder(g);
+    for (const g of wild.values()) byOrder(g);
+    next.wildcards = [...wild.entries()].sort((a, b) => b[0].length - a[0].length);
+    next.contexts = contexts;
+    next.wildcardContexts = [...wildContexts.entries()].sort((a, b) => b[0].length - a[0].length);
+    // Clients without SNI (or with an unknown name) get the any-host
+    // certificate, else some certificate, rather than a failed handshake.
+    next.defaultMaterial = firstAny ?? firstAll;
+    return next;
+  }
+
+  function sni(servername: string, cb: (err: Error | null, ctx?: tls.SecureContext) => void): void {
+    const t = table;
+    const name = servername.toLowerCase();
+    let ctx = t.contexts.get(name);
+    if (!ctx) ctx = t.wildcardContexts.find(([suffix]) => name.endsWith(suffix) && name.length > suffix.length)?.[1];
+    // undefined: the server's default context (see setSecureContext in apply).
+    cb(null, ctx);
+  }
+
+  return {
+    kind: 'builtin',
+    get url() {
+      return url;
+    },
+    get httpsUrl() {
+      return httpsUrl;
+    },
+
+    async start() {
+      pool = new Pool(router.origin, { connections: opts.connections ?? 128, keepAliveTimeout: 30_000, pipelining: 1 });
+      httpServer = http.createServer({ keepAliveTimeout: 30_000 }, onRequest(false));
+      const addr = await listen(httpServer, opts.port, listenHost);
+      url = urlOf('http', addr);
+      if (opts.httpsPort !== undefined) {
+        httpsServer = https.createServer({ SNICallback: sni, keepAliveTimeout: 30_000 }, onRequest(true));
+        const saddr = await listen(httpsServer, opts.httpsPort, listenHost);
+        httpsPort = saddr.port;
+        httpsUrl = urlOf('https', saddr);
+      }
+      logger.info({ url, httpsUrl }, 'ingress gateway listening');
+    },
+
+    async apply(desired) {
+      const result: ApplyResult = { skipped: [], warnings: [] };
+      const next = build(desired, result);
+      const m = next.defaultMaterial;
+      if (httpsServer && (m?.cert !== defaultMaterial?.cert || m?.key !== defaultMaterial?.key)) {
+        // No certificate left: handshakes without a known name fail again.
+        httpsServer.setSecureContext(m ? { cert: m.cert, key: m.key } : {});
+        defaultMaterial = m;
+      }
+      table = next;
+      return result;
+    },
+
+    async stop() {
+      const servers = [httpServer, httpsServer].filter((s): s is http.Server => s !== undefined);
+      await Promise.all(servers.map(close));
+      httpServer = httpsServer = undefined;
+      await pool?.close();
+      pool = undefined;
+    },
+  };
+}

@@ -1,0 +1,245 @@
+// A small fake of the Kubernetes API server, for tests: no real one can run
+// here. It serves namespaced resources by group/version/resource the way the
+// real one answers the calls Flint makes: list (with labelSelector), get,
+// create, replace, delete, with resourceVersions, Status bodies and the real
+// status codes (404 NotFound, 409 AlreadyExists/Conflict, 422 Invalid, 401).
+// New kinds are one entry in `resources`.
+import { randomUUID } from 'node:crypto';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { parseLabelSelector } from '../../src/store/store.ts';
+
+export interface FakeResource {
+  /** '' for the core group. */
+  group: string;
+  version: string;
+  /** Plural: `ingresses`. */
+  resource: string;
+  kind: string;
+  /** Returns the reasons an object is invalid (422), as the API server's validation would. */
+  validate?: (obj: any) => string[];
+}
+
+export const INGRESS_RESOURCE: FakeResource = { group: 'networking.k8s.io', version: 'v1', resource: 'ingresses', kind: 'Ingress' };
+
+export interface FakeKubeOptions {
+  /** Required bearer token; omit to accept anonymous calls. */
+  token?: string;
+  resources?: FakeResource[];
+}
+
+export interface RecordedRequest {
+  method: string;
+  path: string;
+  body?: any;
+}
+
+export interface FakeKube {
+  url: string;
+  token: string | undefined;
+  requests: RecordedRequest[];
+  /** Objects of one resource, optionally in one namespace, sorted by namespace and name. */
+  objects(resource: string, namespace?: string): any[];
+  /** Writes an object directly (as another client would), bumping its resourceVersion. */
+  put(resource: string, obj: any): any;
+  /** The next `count` requests matching method (and path substring) fail with `status`. */
+  failNext(match: { method: string; path?: string }, status: number, count?: number): void;
+  close(): Promise<void>;
+}
+
+function status(code: number, reason: string, message: string, details?: Record<string, unknown>) {
+  return { kind: 'Status', apiVersion: 'v1', metadata: {}, status: 'Failure', message, reason, ...(details ? { details } : {}), code };
+}
+
+function send(res: http.ServerResponse, code: number, body: unknown): void {
+  const text = JSON.stringify(body);
+  res.writeHead(code, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) });
+  res.end(text);
+}
+
+const ROUTE = /^\/(?:api\/(?<coreVersion>[^/]+)|apis\/(?<group>[^/]+)\/(?<version>[^/]+))\/namespaces\/(?<ns>[^/]+)\/(?<resource>[^/]+)(?:\/(?<name>[^/]+))?$/;
+
+export async function startFakeKube(opts: FakeKubeOptions = {}): Promise<FakeKube> {
+  const resources = opts.resources ?? [INGRESS_RESOURCE];
+  // key: resource|namespace|name
+  const store = new Map<string, any>();
+  const requests: RecordedRequest[] = [];
+  const failures: Array<{ method: string; path?: string; status: number; count: number }> = [];
+  let rv = 1000;
+
+  const keyOf = (r: FakeResource, ns: string, name: string) => `${r.resource}.${r.group}|${ns}|${name}`;
+  const qualified = (r: FakeResource) => (r.group ? `${r.resource}.${r.group}` : r.resource);
+  const apiVersion = (r: FakeResource) => (r.group ? `${r.group}/${r.version}` : r.version);
+  const now = () => new Date().toISOString().replace(/\.\d{3}Z$/, 'Z');
+  const byName = (resource: string) => {
+    const r = resources.find((x) => x.resource === resource || `${x.resource}.${x.group}` === resource);
+    if (!r) throw new Error(`fake kube serves no resource '${resource}'`);
+    return r;
+  };
+
+  async function readBody(req: http.IncomingMessage): Promise<string> {
+    let text = '';
+    req.setEncoding('utf8');
+    for await (const c of req) text += c;
+    return text;
+  }
+
+  async function handle(req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
+    const url = new URL(req.url ?? '/', 'http://fake');
+    const method = req.method ?? 'GET';
+    const text = method === 'POST' || method === 'PUT' ? await readBody(req) : '';
+    let body: any;
+    if (text) {
+      try {
+        body = JSON.parse(text);
+      } catch {
+        return send(res, 400, status(400, 'BadRequest', 'the body of the request was in an unknown format'));
+      }
+    }
+    requests.push({ method, path: url.pathname + url.search, body });
+    if (opts.token !== undefined && req.headers.authorization !== `Bearer ${opts.token}`) {
+      return send(res, 401, status(401, 'Unauthorized', 'Unauthorized'));
+    }
+    const f = failures.find((x) => x.method === method && (!x.path || url.pathname.includes(x.path)));
+    if (f) {
+      if (--f.count <= 0) failures.splice(failures.indexOf(f), 1);
+      const reason = f.status === 409 ? 'Conflict' : f.status === 500 ? 'InternalError' : 'Failure';
+      return send(res, f.status, status(f.status, reason, `injected failure ${f.status}`));
+    }
+    const m = ROUTE.exec(url.pathname);
+    const g = m?.groups;
+    const group = g?.group ?? '';
+    const version = g?.coreVersion ?? g?.version;
+    const r = g && resources.find((x) => x.group === group && x.version === version && x.resource === g.resource);
+    if (!g || !r) return send(res, 404, status(404, 'NotFound', 'the server could not find the requested resource'));
+    const ns = decodeURIComponent(g.ns);
+    const name = g.name === undefined ? undefined : decodeURIComponent(g.name);
+    const notFound = (n: string) => send(res, 404, status(404, 'NotFound', `${qualified(r)} "${n}" not found`, { name: n, group: r.group, kind: r.resource }));
+
+    if (method === 'GET' && name === undefined) {
+      let match: (l: Record<string, string> | undefined) => boolean = () => true;
+      const sel = url.searchParams.get('labelSelector');
+      if (sel) {
+        try {
+          match = parseLabelSelector(sel);
+        } catch (err) {
+          return send(res, 400, status(400, 'BadRequest', `unable to parse requirement: ${(err as Error).message}`));
+        }
+      }
+      const prefix = `${r.resource}.${r.group}|${ns}|`;
+      const items = [...store.entries()]
+        .filter(([k, o]) => k.startsWith(prefix) && match(o.metadata.labels))
+        .sort(([a], [b]) => a.localeCompare(b))
+        .map(([, o]) => o);
+      return send(res, 200, { apiVersion: apiVersion(r), kind: `${r.kind}List`, metadata: { resourceVersion: String(rv) }, items });
+    }
+    if (method === 'GET') {
+      const o = store.get(keyOf(r, ns, name!));
+      return o ? send(res, 200, o) : notFound(name!);
+    }
+    if (method === 'DELETE' && name !== undefined) {
+      const k = keyOf(r, ns, name);
+      const o = store.get(k);
+      if (!o) return notFound(name);
+      store.delete(k);
+      rv++;
+      return send(res, 200, o);
+    }
+    if ((method === 'POST' && name === undefined) || (method === 'PUT' && name !== undefined)) {
+      if (!body || typeof body !== 'object' || Array.isArray(body)) return send(res, 400, status(400, 'BadRequest', 'the body must be an object'));
+      if (body.kind !== r.kind || body.apiVersion !== apiVersion(r)) {
+        return send(res, 400, status(400, 'BadRequest', `the body is ${body.apiVersion}/${body.kind}, expected ${apiVersion(r)}/${r.kind}`));
+      }
+      const meta = body.metadata ?? {};
+      if (meta.namespace !== undefined && meta.namespace !== ns) {
+        return send(res, 400, status(400, 'BadRequest', 'the namespace of the provided object does not match the namespace sent on the request'));
+      }
+      const objName = meta.name ?? (method === 'POST' && meta.generateName ? `${meta.generateName}${randomUUID().slice(0, 5)}` : undefined);
+      if (!objName) return send(res, 422, status(422, 'Invalid', `${r.kind}.${r.group} "" is invalid: metadata.name: Required value: name or generateName is required`));
+      if (method === 'PUT' && objName !== name) {
+        return send(res, 400, status(400, 'BadRequest', `the name of the object (${objName}) does not match the name on the URL (${name})`));
+      }
+      const k = keyOf(r, ns, objName);
+      const current = store.get(k);
+      if (method === 'POST' && current) {
+        return send(res, 409, status(409, 'AlreadyExists', `${qualified(r)} "${objName}" already exists`, { name: objName, group: r.group, kind: r.resource }));
+      }
+      if (method === 'PUT' && !current) return notFound(objName);
+      if (method === 'PUT' && meta.resourceVersion !== undefined && meta.resourceVersion !== current.metadata.resourceVersion) {
+        return send(
+          res,
+          409,
+          status(409, 'Conflict', `Operation cannot be fulfilled on ${qualified(r)} "${objName}": the object has been modified; please apply your changes to the latest version and try again`, {
+            name: objName,
+            group: r.group,
+            kind: r.resource,
+          }),
+        );
+      }
+      const stored = structuredClone(body);
+      // The server owns these; whatever the client sent is replaced.
+      delete stored.status;
+      stored.metadata = { ...meta, name: objName, namespace: ns };
+      delete stored.metadata.generateName;
+      const problems = r.validate?.(stored) ?? [];
+      if (problems.length > 0) {
+        return send(res, 422, status(422, 'Invalid', `${r.kind}.${r.group} "${objName}" is invalid: ${problems.join(', ')}`, { name: objName, group: r.group, kind: r.kind }));
+      }
+      rv++;
+      stored.metadata.resourceVersion = String(rv);
+      stored.metadata.uid = current?.metadata.uid ?? randomUUID();
+      stored.metadata.creationTimestamp = current?.metadata.creationTimestamp ?? now();
+      const specChanged = !current || JSON.stringify(current.spec) !== JSON.stringify(stored.spec);
+      stored.metadata.generation = (current?.metadata.generation ?? 0) + (specChanged ? 1 : 0);
+      if (current?.status) stored.status = current.status;
+      store.set(k, stored);
+      return send(res, method === 'POST' ? 201 : 200, stored);
+    }
+    send(res, 405, status(405, 'MethodNotAllowed', `the server does not allow this method on the requested resource`));
+  }
+
+  const server = http.createServer((req, res) => {
+    handle(req, res).catch((err) => send(res, 500, status(500, 'InternalError', String(err))));
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', () => r()));
+  const addr = server.address() as AddressInfo;
+
+  return {
+    url: `http://127.0.0.1:${addr.port}`,
+    token: opts.token,
+    requests,
+    objects(resource, namespace) {
+      const r = byName(resource);
+      const prefix = `${r.resource}.${r.group}|${namespace === undefined ? '' : `${namespace}|`}`;
+      return [...store.entries()]
+        .filter(([k]) => k.startsWith(prefix))
+        .sort(([a], [b]) => a.localeCompare(b))
+        .map(([, o]) => structuredClone(o));
+    },
+    put(resource, obj) {
+      const r = byName(resource);
+      const ns = obj.metadata.namespace ?? 'default';
+      const k = keyOf(r, ns, obj.metadata.name);
+      const current = store.get(k);
+      rv++;
+      const stored = structuredClone(obj);
+      stored.metadata = {
+        ...stored.metadata,
+        namespace: ns,
+        resourceVersion: String(rv),
+        uid: current?.metadata.uid ?? randomUUID(),
+        creationTimestamp: current?.metadata.creationTimestamp ?? now(),
+        generation: (current?.metadata.generation ?? 0) + 1,
+      };
+      store.set(k, stored);
+      return structuredClone(stored);
+    },
+    failNext(match, code, count = 1) {
+      failures.push({ ...match, status: code, count });
+    },
+    async close() {
+      server.closeAllConnections();
+      await new Promise<void>((r) => server.close(() => r()));
+    },
+  };
+}
