@@ -56,6 +56,9 @@ export class KafkaConnector implements Connector {
   }
 
   async subscribe(opts: SubscribeOptions): Promise<Subscription> {
+    // A group that joins before its topic exists gets no partitions and is
+    // not told when the topic appears: create it first.
+    await this.ensureTopic(opts.topic);
     const consumer = new Consumer({ ...this.#base(`consumer-${opts.group}`), groupId: opts.group, autocommit: false, sessionTimeout: 10_000, heartbeatInterval: 1000, autocreateTopics: true });
     const stream = await consumer.consume({
       topics: [opts.topic],

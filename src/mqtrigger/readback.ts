@@ -40,6 +40,10 @@ export class TopicReadback {
     const c = this.#connector();
     if (!c) throw new Error('no Kafka broker is configured (kafka.enabled=false)');
     const key = `${topic}\u0000${group}`;
+    // One Kafka group per (group, topic): members of one group that subscribe
+    // to different topics make the group rebalance between them, and a
+    // reader would then wait on partitions handed to another.
+    const kafkaGroup = `${group}.${topic}`;
     let r = this.#readers.get(key);
     if (!r) {
       r = { ready: [], waiting: [], lastUsed: Date.now() };
@@ -48,7 +52,7 @@ export class TopicReadback {
       reader.opening = c
         .subscribe({
           topic,
-          group,
+          group: kafkaGroup,
           onMessage: (msg) =>
             new Promise<void>((take) => {
               const w = reader.waiting.shift();
@@ -60,9 +64,10 @@ export class TopicReadback {
         })
         .then((sub) => {
           reader.sub = sub;
-          void sub.done.finally(() => {
+          const forget = () => {
             if (this.#readers.get(key) === reader) this.#readers.delete(key);
-          });
+          };
+          sub.done.then(forget, forget);
         }, () => {
           this.#readers.delete(key);
         });

@@ -15,6 +15,7 @@ import { ensureRouterSecret } from '../auth/router-secret.ts';
 import { createTokenService } from '../auth/tokens.ts';
 import { sandboxAvailable } from '../executor/process/sandbox.ts';
 import { createProcessExecutor } from '../executor/process-executor.ts';
+import { createIngressController, createIngressProvider, ingressUrls } from '../ingress/index.ts';
 import { KafkaConnector } from '../mqtrigger/kafka.ts';
 import { createTriggerManager } from '../mqtrigger/manager.ts';
 import { TopicReadback } from '../mqtrigger/readback.ts';
@@ -91,6 +92,17 @@ export async function startServer(src: ValuesSources, out: (line: string) => voi
     const routerUrl = (await router.start()).url;
     stops.push(() => router.stop());
     out(`router listening on ${routerUrl}`);
+    let ingressUrl: string | undefined;
+    const ingressProvider = createIngressProvider({ values, routerUrl, logger: logger.child({ component: 'ingress' }) });
+    if (ingressProvider) {
+      const ingress = createIngressController({ store, provider: ingressProvider, logger: logger.child({ component: 'ingress' }) });
+      await ingress.start();
+      stops.push(() => ingress.stop());
+      const urls = ingressUrls(ingressProvider);
+      ingressUrl = urls.url;
+      if (urls.url) out(`ingress listening on ${urls.url}`);
+      if (urls.httpsUrl) out(`ingress-https listening on ${urls.httpsUrl}`);
+    }
     // Message queues: one connector per configured broker kind.
     const kafka = values.kafka.enabled
       ? new KafkaConnector({ brokers: values.kafka.brokers.split(',').map((b) => b.trim()).filter(Boolean), clientId: 'flint' })
@@ -111,6 +123,7 @@ export async function startServer(src: ValuesSources, out: (line: string) => voi
       version: VERSION,
       mode: values.mode,
       routerUrl,
+      ingressUrl,
       authentication: { enabled: values.authentication.enabled, authUriPath: values.authentication.authUriPath },
     });
     const controller = await createController({
@@ -138,6 +151,10 @@ export async function startServer(src: ValuesSources, out: (line: string) => voi
 /** Entry for the CLI: runs until SIGINT/SIGTERM. */
 export async function runServer(src: ValuesSources): Promise<void> {
   const server = await startServer(src);
+  // One component's stray rejection must not take the whole platform down.
+  process.on('unhandledRejection', (err) => {
+    console.error(`unhandled rejection: ${(err as Error)?.stack ?? String(err)}`);
+  });
   let stopping = false;
   const shutdown = async (signal: string) => {
     if (stopping) return;

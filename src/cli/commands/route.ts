@@ -1,7 +1,8 @@
 import { randomUUID } from 'node:crypto';
 import type { Command } from 'commander';
 import type { HTTPTrigger } from '../../api/kinds.ts';
-import { checkName, collect, httpMethod, keyValue, usage } from '../flags.ts';
+import { applyIngressFlags, routeListHost } from '../../ingress/flags.ts';
+import { checkName, collect, httpMethod, usage } from '../flags.ts';
 import type { Ctx } from '../io.ts';
 import { printObject, table } from '../output.ts';
 
@@ -46,40 +47,15 @@ function functionRef(f: RouteFlags): HTTPTrigger['spec']['functionref'] | undefi
   return { type: 'function-weights', functionweights: { [fns[0]]: f.weight[0], [fns[1]]: f.weight[1] } };
 }
 
-function applyIngress(spec: HTTPTrigger['spec'], f: RouteFlags): void {
-  if (f.createingress !== undefined) {
-    if (f.createingress === true || f.createingress === 'true') spec.createingress = true;
-    else if (f.createingress === 'false') spec.createingress = false;
-    else throw usage(`--createingress must be true or false, got '${f.createingress}'`);
-  }
-  const ic = { ...spec.ingressconfig };
-  if (f.ingressrule !== undefined) {
-    if (f.ingressrule === '-') {
-      delete ic.host;
-      delete ic.path;
-    } else {
-      const [host, path] = keyValue('--ingressrule', f.ingressrule);
-      if (!host) throw usage('--ingressrule needs a host before "=" (use * for any host)');
-      if (!path) throw usage('--ingressrule needs a path after "="');
-      if (!path.startsWith('/')) throw usage(`--ingressrule path must start with '/', got '${path}'`);
-      ic.host = host;
-      ic.path = path;
-    }
-  }
-  for (const a of f.ingressannotation ?? []) {
-    if (a === '-') {
-      delete ic.annotations;
-      continue;
-    }
-    const [k, v] = keyValue('--ingressannotation', a);
-    if (!v) throw usage(`--ingressannotation needs key=value, got '${a}'`);
-    ic.annotations = { ...ic.annotations, [k]: v };
-  }
-  if (f.ingresstls !== undefined) {
-    if (f.ingresstls === '-') delete ic.tls;
-    else ic.tls = f.ingresstls;
-  }
-  if (Object.keys(ic).length > 0 || spec.ingressconfig) spec.ingressconfig = ic;
+function applyIngress(c: Ctx, spec: HTTPTrigger['spec'], f: RouteFlags): HTTPTrigger['spec'] {
+  const { spec: next, warnings } = applyIngressFlags(spec, {
+    createingress: f.createingress,
+    ingressrule: f.ingressrule,
+    ingressannotation: f.ingressannotation,
+    ingresstls: f.ingresstls,
+  });
+  for (const w of warnings) c.warn(w);
+  return next;
 }
 
 export function registerRoute(program: Command, ctx: () => Ctx): void {
@@ -101,8 +77,7 @@ export function registerRoute(program: Command, ctx: () => Ctx): void {
     const prefix = f.prefix ? (f.prefix.startsWith('/') ? f.prefix : `/${f.prefix}`) : undefined;
     if (url === '/' && !prefix) throw usage('url with only root path is not allowed');
     const methods = (f.method?.length ? f.method : ['GET']).map(httpMethod) as HTTPTrigger['spec']['methods'];
-    const spec: HTTPTrigger['spec'] = { relativeurl: url, prefix, keepPrefix: f.keepprefix === true, methods, functionref: ref, host: f.host };
-    applyIngress(spec, f);
+    const spec = applyIngress(c, { relativeurl: url, prefix, keepPrefix: f.keepprefix === true, methods, functionref: ref, host: f.host }, f);
     await c.client().create<HTTPTrigger>({ kind: 'HTTPTrigger', metadata: { name, namespace: c.namespace }, spec });
     c.io.out(`trigger '${name}' created\n`);
   });
@@ -120,7 +95,7 @@ export function registerRoute(program: Command, ctx: () => Ctx): void {
       delete cur.spec.method;
     }
     if (f.host !== undefined) cur.spec.host = f.host === '-' ? undefined : f.host;
-    applyIngress(cur.spec, f);
+    cur.spec = applyIngress(c, cur.spec, f);
     await c.client().update(cur);
     c.io.out(`trigger '${f.name}' updated\n`);
   });
@@ -151,7 +126,7 @@ export function registerRoute(program: Command, ctx: () => Ctx): void {
           const methods = [...new Set([...(t.spec.methods ?? []), ...(t.spec.method ? [t.spec.method] : [])])];
           const ref = t.spec.functionref;
           const fnName = (ref.type ?? 'name') === 'name' ? ref.name : Object.entries(ref.functionweights ?? {}).map(([n, w]) => `${n}:${w}`).join(' ');
-          return [t.metadata.name, `[${(methods.length ? methods : ['GET']).join(' ')}]`, t.spec.ingressconfig?.host || t.spec.host || '', t.spec.prefix || t.spec.relativeurl, t.spec.createingress === true, fnName];
+          return [t.metadata.name, `[${(methods.length ? methods : ['GET']).join(' ')}]`, routeListHost(t.spec), t.spec.prefix || t.spec.relativeurl, t.spec.createingress === true, fnName];
         }),
       );
     });
