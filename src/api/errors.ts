@@ -15,6 +15,7 @@ export const ErrorCodes = {
   FLINT_ERR_FORBIDDEN: { status: 403, exit: 3 },
   FLINT_ERR_NOT_FOUND: { status: 404, exit: 4 },
   FLINT_ERR_METHOD_NOT_ALLOWED: { status: 405, exit: 2 },
+  FLINT_ERR_LONG_POLL_TIMEOUT: { status: 408, exit: 7 },
   FLINT_ERR_ALREADY_EXISTS: { status: 409, exit: 5 },
   FLINT_ERR_CONFLICT: { status: 409, exit: 5 },
   FLINT_ERR_IN_USE: { status: 409, exit: 5 },

@@ -8,6 +8,7 @@ import { registerMqt } from './commands/mqt.ts';
 import { registerPkg } from './commands/pkg.ts';
 import { registerRoute } from './commands/route.ts';
 import { registerToken } from './commands/token.ts';
+import { registerTopic } from './commands/topic.ts';
 import { collect } from './flags.ts';
 import { type Ctx, type Io, makeCtx } from './io.ts';
 
@@ -35,6 +36,7 @@ export function buildProgram(io: Io): Command {
   registerRoute(program, ctx);
   registerMqt(program, ctx);
   registerData(program, ctx);
+  registerTopic(program, ctx);
   program
     .command('version')
     .description('Print the client and server versions')
