@@ -1,22 +1,48 @@
-// The router: the public data plane. Plain node:http on the hot path: match
-// a route (or the internal function path), lease an instance from the
-// executor, stream the request to it over a keep-alive Unix-socket pool and
-// stream the answer back.
-import { randomBytes } from 'node:crypto';
+// The router: Flint's public data plane. Plain node:http on the hot path:
+// router-owned endpoints, then the auth seam, then the internal function path
+// or the route table, then the proxy.
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { pipeline } from 'node:stream/promises';
 import type { Logger } from 'pino';
-import { type ErrorCode, ErrorCodes, isFlintError } from '../api/errors.ts';
-import type { FunctionResource, HTTPTrigger } from '../api/kinds.ts';
-import type { Executor, Lease } from '../executor/types.ts';
-import type { Store, Watch } from '../store/store.ts';
-import { createRouterMetrics, type RouterMetrics } from './metrics.ts';
-import { RouteTable } from './route-table.ts';
+import type { Registry } from 'prom-client';
+import type { Executor } from '../executor/types.ts';
+import type { Store } from '../store/store.ts';
+import { forwardedHost, type ScannedRequest, scanRequest } from './forward-headers.ts';
+import { INTERNAL_PREFIX, resolveInternal } from './internal-path.ts';
+import { RouterMetrics } from './metrics.ts';
+import { ProxyCall, type ProxyDeps } from './proxy.ts';
+import { REQUEST_ID_HEADER, sendEmpty, sendError } from './reply.ts';
+import { requestIdFrom } from './request-id.ts';
+import { RouteSource } from './route-source.ts';
+import { FORWARD_BELOW, FORWARD_ROOT, type RouteHit } from './route-table.ts';
+import { type FnTarget, pickTarget } from './targets.ts';
 import { Upstreams } from './upstreams.ts';
 
-/** Runs before routing; returns false when it has answered the request itself. */
-export type RouterHook = (req: http.IncomingMessage, res: http.ServerResponse) => boolean;
+export { INTERNAL_PREFIX } from './internal-path.ts';
+
+/** What the router already knows about a request when a hook sees it. */
+export interface RequestInfo {
+  readonly requestId: string;
+  readonly method: string;
+  /** The path without the query. */
+  readonly path: string;
+}
+
+/**
+ * Runs before route matching (the auth seam). Return true to go on; return
+ * false once the hook has answered the request itself. The response already
+ * carries `X-Flint-Request-Id`.
+ */
+export type BeforeRoute = (req: http.IncomingMessage, res: http.ServerResponse, info: RequestInfo) => boolean | Promise<boolean>;
+
+/** A path the router answers itself; never shadowed by a route. */
+export interface RouterEndpoint {
+  /** Exact path, no query. */
+  path: string;
+  /** Public endpoints skip `beforeRoute` (health checks, the login path). */
+  public?: boolean;
+  handle(req: http.IncomingMessage, res: http.ServerResponse, info: RequestInfo): void | Promise<void>;
+}
 
 export interface RouterOptions {
   store: Store;
@@ -24,95 +50,104 @@ export interface RouterOptions {
   logger: Logger;
   host: string;
   port: number;
-  hooks?: RouterHook[];
+  /** Where the router's metrics go; by default a registry of its own. */
+  registry?: Registry;
+  beforeRoute?: BeforeRoute;
+  /** More router-owned endpoints (e.g. the login path when auth is on). */
+  endpoints?: RouterEndpoint[];
+  /** How long stop() lets in-flight requests finish. Default 5 s. */
+  drainMs?: number;
 }
 
-export const INTERNAL_PREFIX = '/flint-function/';
+export const HEALTH_PATH = '/router-healthz';
+export const METRICS_PATH = '/metrics';
+const FULL_URL_HEADER = 'X-Flint-Full-Url';
 
-const HOP_BY_HOP = new Set(['connection', 'keep-alive', 'proxy-connection', 'transfer-encoding', 'te', 'trailer', 'upgrade', 'host', 'expect', 'proxy-authorization']);
-const RESPONSE_DROP = new Set(['connection', 'keep-alive', 'transfer-encoding', 'proxy-connection', 'trailer', 'upgrade']);
-
-const idPrefix = randomBytes(4).toString('hex');
-let idCounter = 0;
-function requestId(given: string | string[] | undefined): string {
-  if (typeof given === 'string' && given.length > 0 && given.length <= 128 && /^[\w.:-]+$/.test(given)) return given;
-  idCounter = (idCounter + 1) % Number.MAX_SAFE_INTEGER;
-  return `${idPrefix}-${idCounter.toString(36)}`;
-}
-
-function sendError(res: http.ServerResponse, code: ErrorCode, message: string, reqId: string, extra?: Record<string, string>): void {
-  if (res.headersSent) {
-    res.destroy();
-    return;
+/** Splits a request target into path and query (`?...` or ''), accepting the absolute form. */
+function splitTarget(url: string): [string, string] {
+  const q = url.indexOf('?');
+  let path = q < 0 ? url : url.slice(0, q);
+  const query = q < 0 ? '' : url.slice(q);
+  if (path.charCodeAt(0) !== 47 /* / */) {
+    const scheme = path.indexOf('://');
+    if (scheme > 0) {
+      const slash = path.indexOf('/', scheme + 3);
+      path = slash < 0 ? '/' : path.slice(slash);
+    }
   }
-  const body = JSON.stringify({ code, message, requestId: reqId });
-  res.writeHead(ErrorCodes[code].status, {
-    'content-type': 'application/json',
-    'content-length': Buffer.byteLength(body),
-    'x-flint-request-id': reqId,
-    ...extra,
-  });
-  res.end(body);
+  return [path, query];
 }
 
-interface Target {
-  fn: FunctionResource;
-  forwardPath: string;
-  params: Record<string, string>;
+/** Percent-decoded when that gives printable ASCII; otherwise as sent (a header must stay valid). */
+function paramValue(raw: string): string {
+  if (!raw.includes('%')) return raw;
+  try {
+    const v = decodeURIComponent(raw);
+    return /^[\x20-\x7e]*$/.test(v) ? v : raw;
+  } catch {
+    return raw;
+  }
+}
+
+function forwardPath(hit: RouteHit, path: string, query: string): string {
+  switch (hit.entry.forward) {
+    case FORWARD_ROOT:
+      return `/${query}`;
+    case FORWARD_BELOW: {
+      const rest = path.slice(hit.matched);
+      return rest.charCodeAt(0) === 47 ? rest + query : `/${rest}${query}`;
+    }
+    default:
+      return path + query;
+  }
 }
 
 export class Router {
   readonly #o: RouterOptions;
   readonly #server: http.Server;
+  readonly #source: RouteSource;
   readonly #upstreams = new Upstreams();
-  readonly metrics: RouterMetrics = createRouterMetrics();
-  #table = new RouteTable([], new Map());
-  readonly #functions = new Map<string, FunctionResource>();
-  readonly #triggers = new Map<string, HTTPTrigger>();
-  readonly #watches: Watch[] = [];
-  #rebuildScheduled = false;
+  readonly #deps: ProxyDeps;
+  readonly #endpoints = new Map<string, RouterEndpoint>();
+  readonly metrics: RouterMetrics;
   #url = '';
 
   constructor(opts: RouterOptions) {
     this.#o = opts;
-    this.#server = http.createServer({ keepAliveTimeout: 65_000 }, (req, res) => this.#handle(req, res));
-    this.#server.headersTimeout = 66_000;
-    this.#server.requestTimeout = 0;
+    this.metrics = new RouterMetrics(opts.registry);
+    this.#source = new RouteSource(opts.store, opts.logger);
+    this.#deps = { executor: opts.executor, upstreams: this.#upstreams, metrics: this.metrics, logger: opts.logger };
+    const own: RouterEndpoint[] = [
+      { path: HEALTH_PATH, public: true, handle: (req, res, info) => this.#health(req, res, info) },
+      // Public so Prometheus can scrape without a short-lived token.
+      { path: METRICS_PATH, public: true, handle: (req, res, info) => this.#serveMetrics(req, res, info) },
+      ...(opts.endpoints ?? []),
+    ];
+    for (const e of own) this.#endpoints.set(e.path, e);
+    // A load balancer in front usually keeps idle connections for 60 s; ours
+    // must outlive them or it would close one just as a request is sent on it.
+    this.#server = http.createServer({ keepAliveTimeout: 65_000, headersTimeout: 66_000, requestTimeout: 0 }, (req, res) =>
+      this.#handle(req, res),
+    );
   }
 
   get url(): string {
     return this.#url;
   }
 
-  /** How many routes are live (tests wait on this). */
+  /** Routes (entries) in the current table. */
   get routeCount(): number {
-    return this.#table.size;
+    return this.#source.table.size;
   }
 
   async start(): Promise<{ url: string }> {
-    const { store } = this.#o;
-    const fns = await store.list('Function');
-    for (const f of fns.items) this.#functions.set(`${f.metadata.namespace}/${f.metadata.name}`, f);
-    const trs = await store.list('HTTPTrigger');
-    for (const t of trs.items) this.#triggers.set(`${t.metadata.namespace}/${t.metadata.name}`, t);
-    this.#rebuild();
-    this.#watches.push(
-      store.watch({ kind: 'Function', sinceResourceVersion: fns.resourceVersion }, (ev) => {
-        const key = `${ev.object.metadata.namespace}/${ev.object.metadata.name}`;
-        if (ev.type === 'DELETED') this.#functions.delete(key);
-        else this.#functions.set(key, ev.object as FunctionResource);
-        this.#scheduleRebuild();
-      }),
-      store.watch({ kind: 'HTTPTrigger', sinceResourceVersion: trs.resourceVersion }, (ev) => {
-        const key = `${ev.object.metadata.namespace}/${ev.object.metadata.name}`;
-        if (ev.type === 'DELETED') this.#triggers.delete(key);
-        else this.#triggers.set(key, ev.object as HTTPTrigger);
-        this.#scheduleRebuild();
-      }),
-    );
+    await this.#source.start();
     await new Promise<void>((resolve, reject) => {
       this.#server.once('error', reject);
-      this.#server.listen(this.#o.port, this.#o.host, () => resolve());
+      this.#server.listen(this.#o.port, this.#o.host, () => {
+        this.#server.off('error', reject);
+        resolve();
+      });
     });
     const a = this.#server.address() as AddressInfo;
     this.#url = `http://${a.address.includes(':') ? `[${a.address}]` : a.address}:${a.port}`;
@@ -120,179 +155,153 @@ export class Router {
   }
 
   async stop(): Promise<void> {
-    for (const w of this.#watches.splice(0)) w.close();
-    await new Promise<void>((resolve) => {
-      this.#server.close(() => resolve());
-      this.#server.closeAllConnections();
-    });
+    this.#source.stop();
+    if (this.#server.listening) {
+      const closed = new Promise<void>((resolve) => this.#server.close(() => resolve()));
+      this.#server.closeIdleConnections();
+      const force = setTimeout(() => this.#server.closeAllConnections(), this.#o.drainMs ?? 5000);
+      await closed;
+      clearTimeout(force);
+    }
     await this.#upstreams.close();
   }
 
-  #scheduleRebuild(): void {
-    if (this.#rebuildScheduled) return;
-    this.#rebuildScheduled = true;
-    setImmediate(() => {
-      this.#rebuildScheduled = false;
-      this.#rebuild();
-    });
-  }
-
-  #rebuild(): void {
-    this.#table = new RouteTable([...this.#triggers.values()], this.#functions, (t, why) =>
-      this.#o.logger.debug({ trigger: t.metadata.name, why }, 'route skipped'),
-    );
-  }
-
-  #internalTarget(path: string): Target | undefined {
-    const rest = path.slice(INTERNAL_PREFIX.length);
-    const s1 = rest.indexOf('/');
-    const first = s1 < 0 ? rest : rest.slice(0, s1);
-    if (!first) return undefined;
-    if (s1 >= 0) {
-      const after = rest.slice(s1 + 1);
-      const s2 = after.indexOf('/');
-      const second = s2 < 0 ? after : after.slice(0, s2);
-      const namespaced = second ? this.#functions.get(`${first}/${second}`) : undefined;
-      if (namespaced) return { fn: namespaced, forwardPath: s2 < 0 ? '/' : after.slice(s2), params: {} };
-    }
-    const fn = this.#functions.get(`default/${first}`);
-    if (!fn) return undefined;
-    return { fn, forwardPath: s1 < 0 ? '/' : rest.slice(s1), params: {} };
-  }
+  // ---- per request ----------------------------------------------------------------
 
   #handle(req: http.IncomingMessage, res: http.ServerResponse): void {
-    const url = req.url ?? '/';
-    const q = url.indexOf('?');
-    const path = q < 0 ? url : url.slice(0, q);
-    if (path === '/router-healthz') {
-      res.writeHead(200, { 'content-type': 'text/plain' });
-      res.end('ok');
+    const startedMs = performance.now();
+    const scan = scanRequest(req.rawHeaders);
+    const requestId = requestIdFrom(scan.requestId);
+    const [path, query] = splitTarget(req.url ?? '/');
+    const own = this.#endpoints.get(path);
+    if (own?.public) {
+      this.#serveOwn(own, req, res, { requestId, method: req.method as string, path });
       return;
     }
-    const hooks = this.#o.hooks;
-    if (hooks) for (const h of hooks) if (!h(req, res)) return;
-    const reqId = requestId(req.headers['x-flint-request-id']);
-    if (path === '/metrics' && req.method === 'GET') {
-      void this.metrics.registry.metrics().then((text) => {
-        res.writeHead(200, { 'content-type': this.metrics.registry.contentType });
-        res.end(text);
-      });
-      return;
+    const hook = this.#o.beforeRoute;
+    if (hook !== undefined) {
+      const info: RequestInfo = { requestId, method: req.method as string, path };
+      res.setHeader(REQUEST_ID_HEADER, requestId);
+      let go: boolean | Promise<boolean>;
+      try {
+        go = hook(req, res, info);
+      } catch (err) {
+        this.#hookFailed(res, requestId, err);
+        return;
+      }
+      if (go === false) return;
+      if (go !== true) {
+        go.then(
+          (ok) => {
+            if (ok) this.#afterHook(own, req, res, scan, requestId, path, query, startedMs);
+          },
+          (err) => this.#hookFailed(res, requestId, err),
+        );
+        return;
+      }
     }
-    const method = req.method ?? 'GET';
-    let target: Target | undefined;
+    this.#afterHook(own, req, res, scan, requestId, path, query, startedMs);
+  }
+
+  #afterHook(
+    own: RouterEndpoint | undefined,
+    req: http.IncomingMessage,
+    res: http.ServerResponse,
+    scan: ScannedRequest,
+    requestId: string,
+    path: string,
+    query: string,
+    startedMs: number,
+  ): void {
+    if (own !== undefined) this.#serveOwn(own, req, res, { requestId, method: req.method as string, path });
+    else this.#route(req, res, scan, requestId, path, query, startedMs);
+  }
+
+  #route(req: http.IncomingMessage, res: http.ServerResponse, scan: ScannedRequest, requestId: string, path: string, query: string, startedMs: number): void {
+    const method = req.method as string;
+    const table = this.#source.table;
+    const headers = scan.headers;
+    let target: FnTarget;
+    let fwd: string;
     if (path.startsWith(INTERNAL_PREFIX)) {
-      target = this.#internalTarget(path);
-      if (!target) return this.#miss(res, method, 404, 'FLINT_ERR_NOT_FOUND', `no function at ${path}`, reqId);
+      const hit = resolveInternal(path, table.functions);
+      if (hit === undefined) {
+        this.#countMiss(method, sendError(res, 'FLINT_ERR_NOT_FOUND', `no function at ${path.slice(0, 256)}`, requestId));
+        return;
+      }
+      target = hit.target;
+      fwd = hit.forwardPath + query;
     } else {
-      const host = req.headers.host;
-      const m = this.#table.match(method, host, path);
-      if (m.kind === 'none') return this.#miss(res, method, 404, 'FLINT_ERR_NOT_FOUND', `no route for ${method} ${path}`, reqId);
-      if (m.kind === 'method') {
-        return this.#miss(res, method, 405, 'FLINT_ERR_METHOD_NOT_ALLOWED', `method ${method} is not allowed on ${path}`, reqId, { allow: m.allow });
+      const m = table.match(scan.host, path, method);
+      if (m === undefined) {
+        this.#countMiss(method, sendError(res, 'FLINT_ERR_NOT_FOUND', `no route for ${method} ${path.slice(0, 256)}`, requestId));
+        return;
       }
-      target = m.match;
+      if ('allow' in m) {
+        const msg = `method ${method} is not allowed on ${path.slice(0, 256)}`;
+        this.#countMiss(method, sendError(res, 'FLINT_ERR_METHOD_NOT_ALLOWED', msg, requestId, m.allow));
+        return;
+      }
+      target = pickTarget(m.entry.backend);
+      fwd = forwardPath(m, path, query);
+      if (m.params !== undefined) {
+        const names = m.entry.template.params;
+        const headerNames = m.entry.paramHeaders;
+        for (let i = 0; i < names.length; i++) headers.push(headerNames[i], paramValue(m.params[names[i]]));
+      }
     }
-    const forwardUrl = q < 0 ? target.forwardPath : target.forwardPath + url.slice(q);
-    void this.#proxy(req, res, target, forwardUrl, url, reqId);
+    const th = target.headers;
+    for (let i = 0; i < th.length; i++) headers.push(th[i]);
+    headers.push(REQUEST_ID_HEADER, requestId, FULL_URL_HEADER, path + query);
+    const remote = req.socket.remoteAddress;
+    if (remote !== undefined) headers.push('X-Forwarded-For', scan.forwardedFor === undefined ? remote : `${scan.forwardedFor}, ${remote}`);
+    else if (scan.forwardedFor !== undefined) headers.push('X-Forwarded-For', scan.forwardedFor);
+    if (!scan.forwarded && scan.host !== '') headers.push('X-Forwarded-Host', scan.host, 'Forwarded', forwardedHost(scan.host));
+    new ProxyCall(this.#deps, req, res, target, requestId, fwd, headers, scan.hasBody, startedMs).start();
   }
 
-  #miss(res: http.ServerResponse, method: string, status: number, code: ErrorCode, message: string, reqId: string, extra?: Record<string, string>): void {
-    this.metrics.requests.inc({ code: String(status), method, function: '' });
-    sendError(res, code, message, reqId, extra);
+  #countMiss(method: string, status: number): void {
+    this.metrics.count(this.metrics.none, method, status);
   }
 
-  async #proxy(req: http.IncomingMessage, res: http.ServerResponse, target: Target, forwardUrl: string, fullUrl: string, reqId: string): Promise<void> {
-    const { fn } = target;
-    const fnName = fn.metadata.name;
-    const method = req.method ?? 'GET';
-    const started = process.hrtime.bigint();
-    const abort = new AbortController();
-    let timedOut = false;
-    let lease: Lease | undefined;
-    const timeoutMs = (fn.spec.functionTimeout ?? 60) * 1000;
-    const timer = setTimeout(() => {
-      timedOut = true;
-      abort.abort();
-    }, timeoutMs);
-    const onClientClose = () => {
-      if (!res.writableFinished) abort.abort();
-    };
-    res.once('close', onClientClose);
-    this.metrics.inFlight.inc();
-    let status = 502;
+  #hookFailed(res: http.ServerResponse, requestId: string, err: unknown): void {
+    this.#o.logger.error({ err, requestId }, 'beforeRoute hook failed');
+    sendError(res, 'FLINT_ERR_INTERNAL', 'the request could not be checked', requestId);
+  }
+
+  #serveOwn(e: RouterEndpoint, req: http.IncomingMessage, res: http.ServerResponse, info: RequestInfo): void {
     try {
-      lease = await this.#o.executor.acquire(fn, abort.signal);
-      if (lease.coldStart) this.metrics.coldStarts.inc({ function: fnName });
-      const headers: Record<string, string | string[]> = {};
-      const raw = req.headers;
-      for (const k in raw) {
-        if (!HOP_BY_HOP.has(k)) headers[k] = raw[k] as string | string[];
-      }
-      headers['x-flint-function-name'] = fnName;
-      headers['x-flint-function-namespace'] = fn.metadata.namespace;
-      headers['x-flint-function-uid'] = fn.metadata.uid;
-      headers['x-flint-function-resourceversion'] = fn.metadata.resourceVersion;
-      headers['x-flint-full-url'] = fullUrl;
-      headers['x-flint-request-id'] = reqId;
-      for (const p in target.params) headers[`x-flint-params-${p.toLowerCase()}`] = target.params[p];
-      const origHost = raw.host;
-      if (origHost && raw['x-forwarded-host'] === undefined && raw.forwarded === undefined) {
-        headers['x-forwarded-host'] = origHost;
-        headers.forwarded = `host=${origHost.includes(':') && origHost.startsWith('[') ? `"${origHost}"` : origHost};`;
-      }
-      const remote = req.socket.remoteAddress;
-      if (remote) headers['x-forwarded-for'] = raw['x-forwarded-for'] ? `${raw['x-forwarded-for']}, ${remote}` : remote;
-      const hasBody = raw['content-length'] !== undefined ? raw['content-length'] !== '0' : raw['transfer-encoding'] !== undefined;
-      const upstream = await this.#upstreams.get(lease.socketPath as string).request({
-        method: method as any,
-        path: forwardUrl,
-        headers,
-        body: hasBody ? req : null,
-        signal: abort.signal,
-      });
-      status = upstream.statusCode;
-      const out: Record<string, string | string[]> = {};
-      for (const k in upstream.headers) {
-        if (!RESPONSE_DROP.has(k) && k !== 'x-flint-route-miss') out[k] = upstream.headers[k] as string | string[];
-      }
-      out['x-flint-request-id'] = reqId;
-      res.writeHead(status, out);
-      await pipeline(upstream.body, res);
-      lease.release('ok');
-      lease = undefined;
+      const done = e.handle(req, res, info);
+      if (done !== undefined) done.catch((err) => this.#ownFailed(e, res, info, err));
     } catch (err) {
-      if (timedOut) {
-        status = 504;
-        lease?.release('timeout');
-        lease = undefined;
-        sendError(res, 'FLINT_ERR_FUNCTION_TIMEOUT', `function '${fnName}' did not answer within ${fn.spec.functionTimeout ?? 60} s`, reqId);
-      } else if (isFlintError(err)) {
-        status = err.status;
-        sendError(res, err.code, err.message, reqId);
-      } else if (abort.signal.aborted) {
-        status = 499;
-        res.destroy();
-      } else {
-        status = 502;
-        const code = (err as { code?: string })?.code ?? '';
-        lease?.release('unreachable');
-        lease = undefined;
-        this.#o.logger.warn({ fn: fnName, err: (err as Error).message, code, reqId }, 'function unreachable');
-        sendError(res, 'FLINT_ERR_FUNCTION_UNREACHABLE', `function '${fnName}' is unreachable: its instance closed the connection (${(err as Error).message})`, reqId);
-      }
-    } finally {
-      clearTimeout(timer);
-      res.off('close', onClientClose);
-      lease?.release('ok');
-      this.metrics.inFlight.dec();
-      this.metrics.requests.inc({ code: String(status), method, function: fnName });
-      this.metrics.duration.observe({ function: fnName }, Number(process.hrtime.bigint() - started) / 1e9);
+      this.#ownFailed(e, res, info, err);
     }
+  }
+
+  #ownFailed(e: RouterEndpoint, res: http.ServerResponse, info: RequestInfo, err: unknown): void {
+    this.#o.logger.error({ err, path: e.path, requestId: info.requestId }, 'router endpoint failed');
+    sendError(res, 'FLINT_ERR_INTERNAL', `${e.path} failed`, info.requestId);
+  }
+
+  #health(req: http.IncomingMessage, res: http.ServerResponse, info: RequestInfo): void {
+    if (req.method !== 'GET' && req.method !== 'HEAD') {
+      sendError(res, 'FLINT_ERR_METHOD_NOT_ALLOWED', `method ${req.method} is not allowed on ${info.path}`, info.requestId, 'GET, HEAD');
+      return;
+    }
+    sendEmpty(res, 200, info.requestId);
+  }
+
+  async #serveMetrics(req: http.IncomingMessage, res: http.ServerResponse, info: RequestInfo): Promise<void> {
+    if (req.method !== 'GET' && req.method !== 'HEAD') {
+      sendError(res, 'FLINT_ERR_METHOD_NOT_ALLOWED', `method ${req.method} is not allowed on ${info.path}`, info.requestId, 'GET, HEAD');
+      return;
+    }
+    const text = await this.metrics.registry.metrics();
+    res.writeHead(200, ['Content-Type', this.metrics.registry.contentType, REQUEST_ID_HEADER, info.requestId]);
+    res.end(text);
   }
 }
 
 export function createRouter(opts: RouterOptions): Router {
   return new Router(opts);
 }
-

@@ -1,57 +1,94 @@
-// Keep-alive connection pools to worker sockets, one per socket, closed when
-// the socket has seen no use for a while (its worker is likely gone).
+// Keep-alive connection pools to function instances, one per Unix socket
+// (local mode) or host:port (kubernetes mode), reused across requests.
+// Instances come and go, so pools of sockets that have vanished, or that no
+// request used for a while, are closed by a sweep.
+import fs from 'node:fs';
 import { Pool } from 'undici';
+import type { Lease } from '../executor/types.ts';
 
-const IDLE_CLOSE_MS = 5 * 60_000;
+export interface UpstreamOptions {
+  /** How often to look for pools to close. */
+  sweepMs?: number;
+  /** A pool unused for this long is closed even if its socket is still there. */
+  idleCloseMs?: number;
+}
 
-interface Upstream {
-  pool: Pool;
-  lastUsed: number;
+interface Entry {
+  readonly pool: Pool;
+  readonly socketPath: string | undefined;
+  /** Set per request, cleared by the sweep: cheaper than a timestamp per request. */
+  used: boolean;
+  idleSweeps: number;
 }
 
 export class Upstreams {
-  readonly #pools = new Map<string, Upstream>();
-  readonly #sweeper: NodeJS.Timeout;
+  readonly #pools = new Map<string, Entry>();
+  readonly #timer: NodeJS.Timeout;
+  readonly #idleSweeps: number;
 
-  constructor() {
-    this.#sweeper = setInterval(() => this.#sweep(), 60_000);
-    this.#sweeper.unref();
+  constructor(opts: UpstreamOptions = {}) {
+    const sweepMs = opts.sweepMs ?? 30_000;
+    this.#idleSweeps = Math.max(1, Math.ceil((opts.idleCloseMs ?? 300_000) / sweepMs));
+    this.#timer = setInterval(() => this.sweep(), sweepMs);
+    this.#timer.unref();
   }
 
-  get(socketPath: string): Pool {
-    let u = this.#pools.get(socketPath);
-    if (!u) {
-      u = {
-        pool: new Pool('http://localhost', {
-          socketPath,
-          connections: 64,
-          pipelining: 1,
-          keepAliveTimeout: 60_000,
-          // functionTimeout bounds a call; undici's own timers must not.
-          headersTimeout: 0,
-          bodyTimeout: 0,
-        }),
-        lastUsed: 0,
-      };
-      this.#pools.set(socketPath, u);
+  get size(): number {
+    return this.#pools.size;
+  }
+
+  /** The pool for a lease's instance; undefined when the lease names no address. */
+  poolFor(lease: Lease): Pool | undefined {
+    const key = lease.socketPath ?? lease.address;
+    if (key === undefined) return undefined;
+    let e = this.#pools.get(key);
+    if (e === undefined) {
+      const socketPath = lease.socketPath;
+      const pool =
+        socketPath !== undefined
+          ? new Pool('http://localhost', { socketPath, pipelining: 1 })
+          : new Pool(`http://${lease.address}`, { pipelining: 1 });
+      e = { pool, socketPath, used: true, idleSweeps: 0 };
+      this.#pools.set(key, e);
     }
-    u.lastUsed = Date.now();
-    return u.pool;
+    e.used = true;
+    return e.pool;
   }
 
-  #sweep(): void {
-    const cutoff = Date.now() - IDLE_CLOSE_MS;
-    for (const [k, u] of this.#pools) {
-      if (u.lastUsed < cutoff) {
-        this.#pools.delete(k);
-        void u.pool.destroy().catch(() => {});
+  /** After a connection failure: drop the pool at once if its socket is gone. */
+  forgetIfGone(lease: Lease): void {
+    const key = lease.socketPath;
+    if (key === undefined) return;
+    fs.access(key, (err) => {
+      if (!err) return;
+      const e = this.#pools.get(key);
+      if (e === undefined) return;
+      this.#pools.delete(key);
+      void e.pool.destroy().catch(() => {});
+    });
+  }
+
+  sweep(): void {
+    for (const [key, e] of this.#pools) {
+      if (e.used) {
+        e.used = false;
+        e.idleSweeps = 0;
+        continue;
+      }
+      e.idleSweeps++;
+      const gone = e.socketPath !== undefined && !fs.existsSync(e.socketPath);
+      if (gone || e.idleSweeps >= this.#idleSweeps) {
+        this.#pools.delete(key);
+        // close() lets a long response still streaming on it finish.
+        void e.pool.close().catch(() => {});
       }
     }
   }
 
   async close(): Promise<void> {
-    clearInterval(this.#sweeper);
-    await Promise.all([...this.#pools.values()].map((u) => u.pool.destroy().catch(() => {})));
+    clearInterval(this.#timer);
+    const pools = [...this.#pools.values()];
     this.#pools.clear();
+    await Promise.all(pools.map((e) => e.pool.destroy().catch(() => {})));
   }
 }

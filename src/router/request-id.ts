@@ -1,0 +1,21 @@
+// Request ids: a client's own id is kept so a caller can correlate its logs
+// with ours; otherwise a process-unique one is minted. A random per-process
+// prefix plus a counter is unique enough across restarts and costs far less
+// than a UUID per request.
+import { randomBytes } from 'node:crypto';
+
+/** 1-192 printable ASCII characters, no spaces (what Fission accepts too). */
+const SANE_ID = /^[\x21-\x7e]{1,192}$/;
+
+const PREFIX = `${randomBytes(6).toString('base64url')}-`;
+let counter = 0;
+
+export function newRequestId(): string {
+  counter = counter === Number.MAX_SAFE_INTEGER ? 1 : counter + 1;
+  return PREFIX + counter.toString(36);
+}
+
+/** The client's id when it is sane, else a new one. */
+export function requestIdFrom(given: string | undefined): string {
+  return given !== undefined && SANE_ID.test(given) ? given : newRequestId();
+}

@@ -1,0 +1,204 @@
+// Router hot-path benchmark: `npx node src/router/router.bench.ts [seconds]`.
+//
+// 1. Upstream client choice: the same hello worker (own process, Unix socket)
+//    called through undici Pool.dispatch, undici Pool.request and node:http
+//    with a keep-alive Agent, sequentially (latency) and 32 at a time
+//    (throughput).
+// 2. End to end with wrk (own process): the worker called directly over TCP
+//    vs through the router; the difference in p50 is the router's added
+//    latency, the rps ratio its throughput cost. A bare proxy (node:http +
+//    undici, no routing, no added headers) runs too: it is the ceiling this
+//    stack allows on this machine, so the router's numbers can be read
+//    against it as well as against the direct call.
+import { spawn } from 'node:child_process';
+import { once } from 'node:events';
+import fs from 'node:fs';
+import http from 'node:http';
+import os from 'node:os';
+import path from 'node:path';
+import { pino } from 'pino';
+import { type Dispatcher, Pool } from 'undici';
+import { fmt, hasWrk, sequentialLatency, wrk } from '../../bench/lib.ts';
+import { openSqliteStore } from '../store/sqlite.ts';
+import { createRouter } from './router.ts';
+import { FakeExecutor } from './testing/fake-executor.ts';
+import { fnObj, routeObj } from './testing/fixtures.ts';
+
+const seconds = Number(process.argv[2] ?? 5);
+const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'flint-router-bench-'));
+const socketPath = path.join(dir, 'worker.sock');
+
+async function startWorker(): Promise<{ port: number; stop(): Promise<void> }> {
+  const code = `
+    const http = require('node:http');
+    const h = (req, res) => { req.resume(); req.on('end', () => { res.writeHead(200, {'content-type': 'text/plain'}); res.end('hello\\n'); }); };
+    const a = http.createServer(h); a.keepAliveTimeout = 60000;
+    const b = http.createServer(h); b.keepAliveTimeout = 60000;
+    a.listen(${JSON.stringify(socketPath)}, () => b.listen(0, '127.0.0.1', () => console.log(b.address().port)));`;
+  const child = spawn(process.execPath, ['-e', code], { stdio: ['ignore', 'pipe', 'inherit'] });
+  const [chunk] = (await once(child.stdout!, 'data')) as [Buffer];
+  return {
+    port: Number(chunk.toString().trim()),
+    async stop() {
+      child.kill();
+      await once(child, 'exit');
+    },
+  };
+}
+
+class Sink implements Dispatcher.DispatchHandler {
+  readonly #done: () => void;
+  readonly #fail: (e: Error) => void;
+  constructor(done: () => void, fail: (e: Error) => void) {
+    this.#done = done;
+    this.#fail = fail;
+  }
+  onConnect(): void {}
+  onHeaders(): boolean {
+    return true;
+  }
+  onData(): boolean {
+    return true;
+  }
+  onComplete(): void {
+    this.#done();
+  }
+  onError(err: Error): void {
+    this.#fail(err);
+  }
+}
+
+class BareProxyCall implements Dispatcher.DispatchHandler {
+  readonly #res: http.ServerResponse;
+  constructor(res: http.ServerResponse) {
+    this.#res = res;
+  }
+  onConnect(): void {}
+  onHeaders(status: number, raw: Buffer[]): boolean {
+    const h: string[] = [];
+    for (let i = 0; i < raw.length; i += 2) {
+      const n = raw[i].toString('latin1');
+      const l = n.toLowerCase();
+      if (l !== 'connection' && l !== 'keep-alive' && l !== 'transfer-encoding') h.push(n, raw[i + 1].toString('latin1'));
+    }
+    this.#res.writeHead(status, h);
+    return true;
+  }
+  onData(c: Buffer): boolean {
+    return this.#res.write(c);
+  }
+  onComplete(): void {
+    this.#res.end();
+  }
+  onError(): void {
+    this.#res.statusCode = 502;
+    this.#res.end();
+  }
+}
+
+async function startBareProxy(): Promise<{ url: string; stop(): Promise<void> }> {
+  const pool = new Pool('http://localhost', { socketPath, pipelining: 1 });
+  const server = http.createServer({ keepAliveTimeout: 65_000 }, (req, res) => {
+    pool.dispatch({ path: req.url ?? '/', method: req.method as Dispatcher.HttpMethod, headers: [], body: null }, new BareProxyCall(res));
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  return {
+    url: `http://127.0.0.1:${(server.address() as { port: number }).port}`,
+    async stop() {
+      server.closeAllConnections();
+      await new Promise<void>((r) => server.close(() => r()));
+      await pool.close();
+    },
+  };
+}
+
+const HEADERS = ['X-Flint-Function-Name', 'hello', 'X-Flint-Request-Id', 'abc-1', 'Accept', '*/*'];
+
+async function compareClients(): Promise<void> {
+  const pool = new Pool('http://localhost', { socketPath, pipelining: 1 });
+  const agent = new http.Agent({ keepAlive: true, maxSockets: 64 });
+  const headersObj: Record<string, string> = {};
+  for (let i = 0; i < HEADERS.length; i += 2) headersObj[HEADERS[i]] = HEADERS[i + 1];
+  const clients: Record<string, () => Promise<void>> = {
+    'undici Pool.dispatch': () =>
+      new Promise<void>((resolve, reject) => {
+        pool.dispatch({ path: '/', method: 'GET', headers: HEADERS }, new Sink(resolve, reject));
+      }),
+    'undici Pool.request': async () => {
+      const r = await pool.request({ path: '/', method: 'GET', headers: HEADERS });
+      for await (const _ of r.body) {
+        // drain
+      }
+    },
+    'node:http Agent': () =>
+      new Promise<void>((resolve, reject) => {
+        const req = http.request({ socketPath, path: '/', method: 'GET', headers: headersObj, agent }, (res) => {
+          res.resume();
+          res.on('end', resolve);
+        });
+        req.on('error', reject);
+        req.end();
+      }),
+  };
+  console.log('\nupstream client over a Unix socket (same worker process):');
+  console.log('client                     p50 us   p99 us   rps@32');
+  for (const [name, once1] of Object.entries(clients)) {
+    const lat = await sequentialLatency(once1, 5000, 1000);
+    const n = 20_000;
+    const t0 = performance.now();
+    let next = 0;
+    await Promise.all(
+      Array.from({ length: 32 }, async () => {
+        while (next++ < n) await once1();
+      }),
+    );
+    const rps = n / ((performance.now() - t0) / 1000);
+    console.log(`${name.padEnd(25)} ${fmt(lat.p50, 1).padStart(7)}  ${fmt(lat.p99, 1).padStart(7)}  ${fmt(rps).padStart(7)}`);
+  }
+  await pool.close();
+  agent.destroy();
+}
+
+async function endToEnd(workerPort: number): Promise<void> {
+  if (!(await hasWrk())) {
+    console.log('\nwrk not found: end-to-end part skipped');
+    return;
+  }
+  const store = openSqliteStore(path.join(dir, 'flint.db'));
+  await store.create(fnObj('hello'));
+  await store.create(routeObj('hello', { relativeurl: '/hello' }));
+  const executor = new FakeExecutor({ socketPath });
+  const router = createRouter({ store, executor, logger: pino({ level: 'silent' }), host: '127.0.0.1', port: 0 });
+  const { url } = await router.start();
+  const bare = await startBareProxy();
+  try {
+    const targets = { direct: `http://127.0.0.1:${workerPort}/hello`, 'bare proxy': `${bare.url}/hello`, router: `${url}/hello` };
+    // Warm every path (JIT, pools).
+    for (const u of Object.values(targets)) await wrk(u, { seconds: 1, connections: 8 });
+    console.log('\nend to end (wrk, own process; latency with 1 connection, throughput with 32):');
+    console.log('target        p50 us  added us       rps  ratio');
+    const direct = { p50: 0, rps: 0 };
+    for (const [name, u] of Object.entries(targets)) {
+      const lat = await wrk(u, { seconds, connections: 1 });
+      const thr = await wrk(u, { seconds, connections: 32 });
+      if (name === 'direct') Object.assign(direct, { p50: lat.p50Us, rps: thr.rps });
+      const bad = thr.non2xx + thr.errors > 0 ? ` (non-2xx ${thr.non2xx}, errors ${thr.errors})` : '';
+      console.log(
+        `${name.padEnd(12)} ${fmt(lat.p50Us, 1).padStart(7)}  ${fmt(lat.p50Us - direct.p50, 1).padStart(8)}  ${fmt(thr.rps).padStart(8)}  ${fmt(thr.rps / direct.rps, 2).padStart(5)}x${bad}`,
+      );
+    }
+  } finally {
+    await bare.stop();
+    await router.stop();
+    await store.close();
+  }
+}
+
+const worker = await startWorker();
+try {
+  await compareClients();
+  await endToEnd(worker.port);
+} finally {
+  await worker.stop();
+  fs.rmSync(dir, { recursive: true, force: true });
+}

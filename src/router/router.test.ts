@@ -1,0 +1,486 @@
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { createHash } from 'node:crypto';
+import { once } from 'node:events';
+import fs from 'node:fs';
+import http from 'node:http';
+import os from 'node:os';
+import path from 'node:path';
+import { after, before, describe, it } from 'node:test';
+import { pino } from 'pino';
+import { FlintError } from '../api/errors.ts';
+import type { AnyResource } from '../api/kinds.ts';
+import { openSqliteStore, type SqliteStore } from '../store/sqlite.ts';
+import { createRouter, type Router } from './router.ts';
+import { call, waitFor } from './testing/client.ts';
+import type { Echo, EchoWorker } from './testing/echo-worker.ts';
+import { startEchoWorker } from './testing/echo-worker.ts';
+import { FakeExecutor } from './testing/fake-executor.ts';
+import { fnObj, type RouteSpec, routeObj } from './testing/fixtures.ts';
+
+const logger = pino({ level: 'silent' });
+
+let dir: string;
+let store: SqliteStore;
+let workerA: EchoWorker;
+let workerB: EchoWorker;
+let executor: FakeExecutor;
+let router: Router;
+let url: string;
+
+async function put(...objs: AnyResource[]): Promise<void> {
+  for (const o of objs) {
+    // The store sets server-side metadata itself.
+    const { name, namespace } = o.metadata;
+    await store.create({ ...o, metadata: { name, namespace } } as AnyResource);
+  }
+}
+
+const fn = (name: string, opts?: Parameters<typeof fnObj>[1]) => fnObj(name, opts);
+const route = (name: string, spec: RouteSpec, namespace?: string) => routeObj(name, spec, { namespace });
+
+const get = (p: string, opts?: Parameters<typeof call>[2]) => call(url, p, opts);
+
+/** The request as the worker saw it; asserts a 200 from the worker. */
+async function echo(p: string, opts?: Parameters<typeof call>[2]): Promise<Echo> {
+  const r = await get(p, opts);
+  assert.equal(r.status, 200, `${p}: ${r.text()}`);
+  return r.json();
+}
+
+async function waitStatus(p: string, status: number, opts?: Parameters<typeof call>[2]): Promise<void> {
+  await waitFor(async () => (await get(p, opts)).status === status, `${p} -> ${status}`);
+}
+
+function assertJsonError(r: Awaited<ReturnType<typeof get>>, status: number, code: string): void {
+  assert.equal(r.status, status, r.text());
+  assert.match(String(r.headers['content-type']), /^application\/json/);
+  const body = r.json();
+  assert.equal(body.code, code);
+  assert.equal(typeof body.message, 'string');
+  assert.equal(body.requestId, r.headers['x-flint-request-id']);
+}
+
+/** A worker process killed with SIGKILL leaves its socket file behind: connecting gives ECONNREFUSED. */
+async function deadSocket(): Promise<string> {
+  const p = path.join(dir, 'dead.sock');
+  const child = spawn(process.execPath, ['-e', `require('node:net').createServer().listen(${JSON.stringify(p)}, () => console.log('up'))`], {
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
+  await once(child.stdout!, 'data');
+  child.kill('SIGKILL');
+  await once(child, 'exit');
+  assert.ok(fs.existsSync(p));
+  return p;
+}
+
+before(async () => {
+  dir = fs.mkdtempSync(path.join(os.tmpdir(), 'flint-router-'));
+  store = openSqliteStore(path.join(dir, 'flint.db'));
+  workerA = await startEchoWorker(dir, 'a');
+  workerB = await startEchoWorker(dir, 'b');
+  executor = new FakeExecutor({ socketPath: workerA.socketPath });
+  executor.placements.set('default/fb', { socketPath: workerB.socketPath });
+  executor.placements.set('default/dead', { socketPath: await deadSocket() });
+  executor.placements.set('default/vanished', { socketPath: path.join(dir, 'never-there.sock') });
+  executor.placements.set('default/busy', { error: new FlintError('FLINT_ERR_TOO_MANY_REQUESTS', 'all instances busy') });
+  executor.placements.set('default/broken', { error: new FlintError('FLINT_ERR_SPECIALIZE_FAILED', 'SyntaxError in handler') });
+  executor.placements.set('default/nopkg', { error: new FlintError('FLINT_ERR_NOT_FOUND', "package 'x' not found") });
+  executor.placements.set('default/stuck', { hang: true });
+  await put(
+    fn('hello'),
+    fn('fb'),
+    fn('dead'),
+    fn('vanished'),
+    fn('busy'),
+    fn('broken'),
+    fn('nopkg'),
+    fn('stuck'),
+    fn('quick', { spec: { functionTimeout: 1 } }),
+    fn('b', { namespace: 'a' }),
+    fn('fx', { namespace: 'ns1' }),
+    fn('a'),
+    route('exact', { relativeurl: '/hello' }),
+    route('api', { prefix: '/api' }),
+    route('docs', { prefix: '/docs/' }),
+    route('keep', { prefix: '/keep', keepPrefix: true }),
+    route('params', { relativeurl: '/users/{userId}/files/{path:.+}' }),
+    route('regex', { relativeurl: '/n/{num:[0-9]+}' }),
+    route('methods', { relativeurl: '/m', methods: ['POST', 'PUT'], method: 'DELETE' }),
+    route('hosted', { relativeurl: '/where', host: 'api.example.com', fn: 'fb' }),
+    route('hostless', { relativeurl: '/where' }),
+    route('pshort', { prefix: '/p' }),
+    route('plong', { prefix: '/p/deep/', fn: 'fb' }),
+    route('ghost', { relativeurl: '/ghost', fn: 'nobody' }),
+    route('r-dead', { relativeurl: '/dead', fn: 'dead' }),
+    route('r-vanished', { relativeurl: '/vanished', fn: 'vanished' }),
+    route('r-busy', { relativeurl: '/busy', fn: 'busy' }),
+    route('r-broken', { relativeurl: '/broken', fn: 'broken' }),
+    route('r-nopkg', { relativeurl: '/nopkg', fn: 'nopkg' }),
+    route('r-stuck', { relativeurl: '/stuck', fn: 'stuck' }),
+    route('r-quick', { prefix: '/quick', fn: 'quick' }),
+    route('canary', { relativeurl: '/canary', functionref: { type: 'function-weights', functionweights: { hello: 50, fb: 50 } } }),
+  );
+  router = createRouter({ store, executor, logger, host: '127.0.0.1', port: 0 });
+  url = (await router.start()).url;
+});
+
+after(async () => {
+  await router?.stop();
+  await workerA?.close();
+  await workerB?.close();
+  await store?.close();
+  fs.rmSync(dir, { recursive: true, force: true });
+});
+
+describe('router', () => {
+  it('answers /router-healthz with 200 and a request id', async () => {
+    const r = await get('/router-healthz');
+    assert.equal(r.status, 200);
+    assert.ok(r.headers['x-flint-request-id']);
+  });
+
+  it('forwards an exact route with the original path and query, and adds the Flint headers', async () => {
+    const r = await get('/hello?x=1&y=2', { headers: { Host: 'example.test:9000', 'X-Custom': 'kept' } });
+    assert.equal(r.status, 200);
+    const e: Echo = r.json();
+    assert.equal(e.url, '/hello?x=1&y=2');
+    const h = e.headers;
+    const stored = await store.get('Function', 'default', 'hello');
+    assert.equal(h['x-flint-function-name'], 'hello');
+    assert.equal(h['x-flint-function-namespace'], 'default');
+    assert.equal(h['x-flint-function-uid'], stored?.metadata.uid);
+    assert.equal(h['x-flint-function-resourceversion'], stored?.metadata.resourceVersion);
+    assert.equal(h['x-flint-full-url'], '/hello?x=1&y=2');
+    assert.equal(h['x-forwarded-host'], 'example.test:9000');
+    assert.equal(h.forwarded, 'host="example.test:9000"');
+    assert.equal(h['x-forwarded-for'], '127.0.0.1');
+    assert.equal(h['x-custom'], 'kept');
+    assert.equal(h['x-flint-request-id'], r.headers['x-flint-request-id']);
+    // The router's id wins over the function's; repeated headers survive.
+    assert.notEqual(r.headers['x-flint-request-id'], 'forged-by-function');
+    assert.deepEqual(r.headers['set-cookie'], ['a=1', 'b=2']);
+  });
+
+  it('keeps forwarding headers the client already set, appending to X-Forwarded-For', async () => {
+    const e = await echo('/hello', { headers: { 'X-Forwarded-Host': 'outer.test', 'X-Forwarded-For': '10.0.0.1' } });
+    assert.equal(e.headers['x-forwarded-host'], 'outer.test');
+    assert.equal(e.headers.forwarded, undefined);
+    assert.equal(e.headers['x-forwarded-for'], '10.0.0.1, 127.0.0.1');
+  });
+
+  it('strips hop-by-hop headers and headers a client must not forge', async () => {
+    const e = await echo('/hello', {
+      headers: {
+        Connection: 'keep-alive, X-Hop-Secret',
+        'X-Hop-Secret': 'no',
+        'Keep-Alive': 'timeout=5',
+        'Proxy-Authorization': 'Basic eA==',
+        TE: 'trailers',
+        'X-Flint-Params-Admin': 'true',
+        'X-Flint-Function-Name': 'forged',
+        'X-Flint-Full-Url': '/forged',
+      },
+    });
+    for (const h of ['x-hop-secret', 'keep-alive', 'proxy-authorization', 'te', 'x-flint-params-admin']) assert.equal(e.headers[h], undefined, h);
+    assert.equal(e.headers['x-flint-function-name'], 'hello');
+    assert.equal(e.headers['x-flint-full-url'], '/hello');
+  });
+
+  it("reuses a sane client request id and replaces one that is not", async () => {
+    const r = await get('/hello', { headers: { 'X-Flint-Request-Id': 'client-id-42' } });
+    assert.equal(r.headers['x-flint-request-id'], 'client-id-42');
+    assert.equal(r.json().headers['x-flint-request-id'], 'client-id-42');
+    const bad = await get('/hello', { headers: { 'X-Flint-Request-Id': 'has space' } });
+    assert.notEqual(bad.headers['x-flint-request-id'], 'has space');
+    assert.equal(bad.json().headers['x-flint-request-id'], bad.headers['x-flint-request-id']);
+    const a = await get('/nowhere');
+    const b = await get('/nowhere');
+    assert.notEqual(a.headers['x-flint-request-id'], b.headers['x-flint-request-id']);
+  });
+
+  it('strips a prefix without a trailing slash, and matches the bare prefix but not a longer word', async () => {
+    assert.equal((await echo('/api')).url, '/');
+    assert.equal((await echo('/api?q=1')).url, '/?q=1');
+    assert.equal((await echo('/api/')).url, '/');
+    assert.equal((await echo('/api/users/7?q=1')).url, '/users/7?q=1');
+    assertJsonError(await get('/apifoo'), 404, 'FLINT_ERR_NOT_FOUND');
+  });
+
+  it('treats a prefix with a trailing slash as the subtree only', async () => {
+    assertJsonError(await get('/docs'), 404, 'FLINT_ERR_NOT_FOUND');
+    assert.equal((await echo('/docs/')).url, '/');
+    assert.equal((await echo('/docs/a/b')).url, '/a/b');
+  });
+
+  it('keeps the prefix with keepPrefix', async () => {
+    assert.equal((await echo('/keep/x?y=1')).url, '/keep/x?y=1');
+    assert.equal((await echo('/keep')).url, '/keep');
+  });
+
+  it('passes path parameters as X-Flint-Params headers, a regex one spanning slashes', async () => {
+    const e = await echo('/users/u%2042/files/a/b%20c.txt');
+    assert.equal(e.headers['x-flint-params-userid'], 'u 42');
+    assert.equal(e.headers['x-flint-params-path'], 'a/b c.txt');
+    assert.equal(e.url, '/users/u%2042/files/a/b%20c.txt');
+    assert.equal((await echo('/n/123')).headers['x-flint-params-num'], '123');
+    assertJsonError(await get('/n/12x'), 404, 'FLINT_ERR_NOT_FOUND');
+  });
+
+  it('routes only the declared methods and answers others with 405 and Allow', async () => {
+    for (const method of ['POST', 'PUT', 'DELETE']) assert.equal((await echo('/m', { method })).method, method);
+    const r = await get('/m');
+    assertJsonError(r, 405, 'FLINT_ERR_METHOD_NOT_ALLOWED');
+    assert.equal(r.headers.allow, 'POST, PUT, DELETE');
+  });
+
+  it('matches a route with a host only on that Host header, and ranks it first', async () => {
+    assert.equal((await echo('/where', { headers: { Host: 'api.example.com' } })).instance, 'b');
+    assert.equal((await echo('/where', { headers: { Host: 'other.example.com' } })).instance, 'a');
+  });
+
+  it('ranks longer prefixes first', async () => {
+    const deep = await echo('/p/deep/x');
+    assert.equal(deep.instance, 'b');
+    assert.equal(deep.url, '/x');
+    const shallow = await echo('/p/other');
+    assert.equal(shallow.instance, 'a');
+    assert.equal(shallow.url, '/other');
+  });
+
+  it('answers an unknown path with a JSON 404', async () => {
+    assertJsonError(await get('/no/such/route'), 404, 'FLINT_ERR_NOT_FOUND');
+  });
+
+  it('skips a route whose function does not exist, and serves it once the function appears', async () => {
+    assertJsonError(await get('/ghost'), 404, 'FLINT_ERR_NOT_FOUND');
+    assertJsonError(await get('/flint-function/nobody'), 404, 'FLINT_ERR_NOT_FOUND');
+    await put(fn('nobody'));
+    await waitStatus('/ghost', 200);
+    await waitStatus('/flint-function/nobody', 200);
+  });
+
+  it('serves the internal function path for any method, with and without a namespace', async () => {
+    assert.equal((await echo('/flint-function/hello')).url, '/');
+    const sub = await echo('/flint-function/hello/sub/x?y=1', { method: 'DELETE' });
+    assert.equal(sub.url, '/sub/x?y=1');
+    assert.equal(sub.method, 'DELETE');
+    assert.equal(sub.headers['x-flint-full-url'], '/flint-function/hello/sub/x?y=1');
+    const ns = await echo('/flint-function/ns1/fx/deep', { method: 'POST', body: 'x' });
+    assert.equal(ns.headers['x-flint-function-namespace'], 'ns1');
+    assert.equal(ns.url, '/deep');
+  });
+
+  it('prefers namespace/function for /flint-function/a/b, else function a with sub-path /b', async () => {
+    const both = await echo('/flint-function/a/b');
+    assert.equal(both.headers['x-flint-function-namespace'], 'a');
+    assert.equal(both.headers['x-flint-function-name'], 'b');
+    const sub = await echo('/flint-function/a/c');
+    assert.equal(sub.headers['x-flint-function-namespace'], 'default');
+    assert.equal(sub.headers['x-flint-function-name'], 'a');
+    assert.equal(sub.url, '/c');
+  });
+
+  it('maps executor errors through their FlintError status', async () => {
+    assertJsonError(await get('/busy'), 429, 'FLINT_ERR_TOO_MANY_REQUESTS');
+    assertJsonError(await get('/broken'), 500, 'FLINT_ERR_SPECIALIZE_FAILED');
+    assertJsonError(await get('/nopkg'), 404, 'FLINT_ERR_NOT_FOUND');
+  });
+
+  it('answers 502 and releases the instance as unreachable when its socket refuses', async () => {
+    const before = executor.releases.length;
+    assertJsonError(await get('/dead'), 502, 'FLINT_ERR_FUNCTION_UNREACHABLE');
+    assertJsonError(await get('/vanished'), 502, 'FLINT_ERR_FUNCTION_UNREACHABLE');
+    const outcomes = executor.releases.slice(before).map((r) => `${r.fn} ${r.outcome}`);
+    assert.deepEqual(outcomes, ['default/dead unreachable', 'default/vanished unreachable']);
+  });
+
+  it('answers 502 when the instance drops the connection mid-request', async () => {
+    const before = executor.releases.length;
+    assertJsonError(await get('/api/reset'), 502, 'FLINT_ERR_FUNCTION_UNREACHABLE');
+    assert.deepEqual(
+      executor.releases.slice(before).map((r) => r.outcome),
+      ['unreachable'],
+    );
+  });
+
+  it('answers 504 after functionTimeout and releases the instance as timed out', async () => {
+    const before = executor.releases.length;
+    assertJsonError(await get('/quick/slow'), 504, 'FLINT_ERR_FUNCTION_TIMEOUT');
+    assert.deepEqual(
+      executor.releases.slice(before).map((r) => `${r.fn} ${r.outcome}`),
+      ['default/quick timeout'],
+    );
+  });
+
+  it('releases the instance as ok after a normal response', async () => {
+    const before = executor.releases.length;
+    await echo('/hello');
+    assert.deepEqual(
+      executor.releases.slice(before).map((r) => `${r.fn} ${r.outcome}`),
+      ['default/hello ok'],
+    );
+  });
+
+  it('streams a large request body in and the response out without buffering either', async () => {
+    const u = new URL(url);
+    const chunk = Buffer.alloc(1 << 20, 7);
+    const total = 24;
+    const sent = createHash('sha256');
+    const got = createHash('sha256');
+    let received = 0;
+    const req = http.request({ host: u.hostname, port: u.port, path: '/flint-function/hello/pipe', method: 'POST', agent: false, headers: { 'content-type': 'application/octet-stream' } });
+    req.write(chunk);
+    sent.update(chunk);
+    // The echoed first megabyte arrives while most of the body is still unsent:
+    // neither direction waits for the whole message.
+    const [res] = (await once(req, 'response')) as [http.IncomingMessage];
+    assert.equal(res.statusCode, 200);
+    const done = new Promise<void>((resolve, reject) => {
+      res.on('data', (c: Buffer) => {
+        received += c.length;
+        got.update(c);
+      });
+      res.on('end', resolve);
+      res.on('error', reject);
+    });
+    await waitFor(() => received > 0, 'first echoed bytes');
+    for (let i = 1; i < total; i++) {
+      sent.update(chunk);
+      if (!req.write(chunk)) await once(req, 'drain');
+    }
+    req.end();
+    await done;
+    assert.equal(received, total * chunk.length);
+    assert.equal(got.digest('hex'), sent.digest('hex'));
+  });
+
+  it('streams a large response and drops the hop-by-hop headers the function named', async () => {
+    const r = await get('/api/big?bytes=33554432');
+    assert.equal(r.status, 200);
+    assert.equal(r.body.length, 33554432);
+    assert.equal(r.headers['x-worker-hop'], undefined);
+  });
+
+  it('forwards a request body with its length', async () => {
+    const body = Buffer.alloc(300_000, 'x');
+    const e = await echo('/flint-function/hello', { method: 'POST', body });
+    assert.equal(e.bodyBytes, body.length);
+    assert.equal(e.bodySha256, createHash('sha256').update(body).digest('hex'));
+    assert.equal(e.headers['content-length'], String(body.length));
+  });
+
+  it('cancels a pending acquire when the client goes away', async () => {
+    const aborted = executor.aborted;
+    const u = new URL(url);
+    const req = http.request({ host: u.hostname, port: u.port, path: '/stuck', agent: false });
+    req.on('error', () => {});
+    req.end();
+    await waitFor(() => executor.acquired.includes('default/stuck'), 'acquire of stuck');
+    req.destroy();
+    await waitFor(() => executor.aborted > aborted, 'the acquire signal to abort');
+  });
+
+  it('cancels the upstream request and releases the instance when the client goes away mid-response', async () => {
+    const before = executor.releases.length;
+    const seen = workerA.seen.length;
+    const u = new URL(url);
+    const req = http.request({ host: u.hostname, port: u.port, path: '/api/slow-abort', agent: false });
+    req.on('error', () => {});
+    req.end();
+    await waitFor(() => workerA.seen.slice(seen).includes('/slow-abort'), 'the worker to get the request');
+    req.destroy();
+    await waitFor(() => executor.releases.length > before, 'the release');
+    assert.equal(executor.releases.at(-1)?.outcome, 'ok');
+  });
+
+  it('spreads a canary route over its weighted functions', async () => {
+    const seen = new Set<string>();
+    for (let i = 0; i < 40 && seen.size < 2; i++) seen.add((await echo('/canary')).instance);
+    assert.deepEqual([...seen].sort(), ['a', 'b']);
+  });
+
+  it('picks up routes added, changed and removed in the store without a restart', async () => {
+    await put(route('live', { relativeurl: '/live-1' }));
+    await waitStatus('/live-1', 200);
+    const cur = (await store.get('HTTPTrigger', 'default', 'live'))!;
+    await store.update({ ...cur, spec: { ...cur.spec, relativeurl: '/live-2' } });
+    await waitStatus('/live-2', 200);
+    assertJsonError(await get('/live-1'), 404, 'FLINT_ERR_NOT_FOUND');
+    await store.delete('HTTPTrigger', 'default', 'live');
+    await waitStatus('/live-2', 404);
+  });
+
+  it('forwards the new resourceVersion after a function update', async () => {
+    const cur = (await store.get('Function', 'default', 'hello'))!;
+    const updated = await store.update({ ...cur, spec: { ...cur.spec, env: { A: '1' } } });
+    await waitFor(async () => (await echo('/hello')).headers['x-flint-function-resourceversion'] === updated.metadata.resourceVersion, 'new resourceVersion');
+  });
+
+  it('exports Prometheus metrics', async () => {
+    await echo('/hello');
+    const r = await get('/metrics');
+    assert.equal(r.status, 200);
+    const text = r.text();
+    assert.match(text, /flint_router_requests_total\{code="200",method="GET",function="hello",namespace="default"\} \d+/);
+    assert.match(text, /flint_router_requests_total\{code="404",method="GET",function="",namespace=""\} \d+/);
+    assert.match(text, /flint_router_requests_total\{code="502",method="GET",function="dead",namespace="default"\} 1/);
+    assert.match(text, /flint_router_cold_starts_total\{function="hello",namespace="default"\} 1/);
+    assert.match(text, /flint_router_request_duration_seconds_count\{function="hello",namespace="default"\} \d+/);
+    assert.match(text, /flint_router_in_flight_requests 0/);
+  });
+});
+
+describe('router hooks', () => {
+  it('runs beforeRoute before matching, exempting public endpoints, and serves extra endpoints', async () => {
+    const seen: string[] = [];
+    const guarded = createRouter({
+      store,
+      executor,
+      logger,
+      host: '127.0.0.1',
+      port: 0,
+      beforeRoute(req, res, info) {
+        seen.push(info.path);
+        if (req.headers.authorization === 'Bearer ok') return true;
+        res.writeHead(401, { 'content-type': 'application/json' });
+        res.end(JSON.stringify({ message: 'Unauthorized: malformed Token', statusCode: 401 }));
+        return false;
+      },
+      endpoints: [
+        {
+          path: '/auth/login',
+          public: true,
+          handle(_req, res) {
+            res.writeHead(201, { 'content-type': 'application/json' });
+            res.end('{"accesstoken":"ok"}');
+          },
+        },
+      ],
+    });
+    const g = (await guarded.start()).url;
+    try {
+      const denied = await call(g, '/hello');
+      assert.equal(denied.status, 401);
+      assert.ok(denied.headers['x-flint-request-id'], 'hook answers carry the request id');
+      assert.equal((await call(g, '/hello', { headers: { authorization: 'Bearer ok' } })).status, 200);
+      assert.equal((await call(g, '/flint-function/hello')).status, 401);
+      assert.equal((await call(g, '/router-healthz')).status, 200);
+      assert.equal((await call(g, '/auth/login', { method: 'POST' })).status, 201);
+      assert.deepEqual(seen, ['/hello', '/hello', '/flint-function/hello']);
+      // Async hooks work the same way.
+    } finally {
+      await guarded.stop();
+    }
+  });
+
+  it('accepts an async beforeRoute', async () => {
+    const r2 = createRouter({ store, executor, logger, host: '127.0.0.1', port: 0, beforeRoute: async () => true });
+    const u = (await r2.start()).url;
+    try {
+      assert.equal((await call(u, '/hello')).status, 200);
+    } finally {
+      await r2.stop();
+    }
+  });
+});

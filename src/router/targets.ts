@@ -1,0 +1,78 @@
+// A function as the router forwards to it: everything a request needs that
+// depends only on the Function object is computed once per resourceVersion,
+// not once per request.
+import type { FunctionResource } from '../api/kinds.ts';
+
+const DEFAULT_FUNCTION_TIMEOUT_S = 60;
+
+export function functionKey(namespace: string, name: string): string {
+  return `${namespace}/${name}`;
+}
+
+export class FnTarget {
+  readonly fn: FunctionResource;
+  readonly key: string;
+  readonly name: string;
+  readonly namespace: string;
+  readonly timeoutMs: number;
+  /** Name/value pairs appended to every forwarded request. */
+  readonly headers: readonly string[];
+  /** Per-function metric handles, filled lazily by the metrics module. */
+  stats: unknown;
+
+  constructor(fn: FunctionResource) {
+    const m = fn.metadata;
+    this.fn = fn;
+    this.name = m.name;
+    this.namespace = m.namespace;
+    this.key = functionKey(m.namespace, m.name);
+    this.timeoutMs = (fn.spec.functionTimeout ?? DEFAULT_FUNCTION_TIMEOUT_S) * 1000;
+    this.headers = [
+      'X-Flint-Function-Name',
+      m.name,
+      'X-Flint-Function-Namespace',
+      m.namespace,
+      'X-Flint-Function-Uid',
+      m.uid,
+      'X-Flint-Function-ResourceVersion',
+      m.resourceVersion,
+    ];
+    this.stats = undefined;
+  }
+}
+
+/** Canary backends: one is drawn per request, in proportion to its weight. */
+export class WeightedTargets {
+  readonly targets: readonly FnTarget[];
+  readonly #cumulative: number[];
+  readonly #total: number;
+
+  constructor(weighted: Array<[FnTarget, number]>) {
+    this.targets = weighted.map(([t]) => t);
+    this.#cumulative = [];
+    let sum = 0;
+    for (const [, w] of weighted) {
+      sum += w;
+      this.#cumulative.push(sum);
+    }
+    this.#total = sum;
+  }
+
+  get total(): number {
+    return this.#total;
+  }
+
+  /** `r` in [0, 1): injectable so tests can pin the draw. */
+  pick(r: number = Math.random()): FnTarget {
+    const x = Math.floor(r * this.#total);
+    const c = this.#cumulative;
+    for (let i = 0; i < c.length; i++) if (x < c[i]) return this.targets[i];
+    return this.targets[this.targets.length - 1];
+  }
+}
+
+export type Backend = FnTarget | WeightedTargets;
+
+export function pickTarget(b: Backend): FnTarget {
+  return b instanceof FnTarget ? b : b.pick();
+}
