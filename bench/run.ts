@@ -91,6 +91,48 @@ try {
   await viaRouter.close();
   await worker.kill();
 
+  // 1b. What authentication adds: the same route on a server with auth on,
+  // called with a valid token, against this server's figure.
+  const authed = await startServer({ sets: [`executor.sandbox=${sandbox}`, 'logLevel=error', 'authentication.enabled=true', 'authentication.jwtExpiryTime=3600'] });
+  try {
+    const creds = JSON.parse(fs.readFileSync(path.join(authed.dataDir, 'private', 'router-credentials.json'), 'utf8')) as { username: string; password: string };
+    const login = await fetch(`${authed.routerUrl}/auth/login`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(creds) });
+    const { accesstoken } = (await login.json()) as { accesstoken: string };
+    const adminToken = fs.readFileSync(path.join(authed.dataDir, 'private', 'admin-token'), 'utf8').trim();
+    const authApi = async (plural: string, body: unknown) => {
+      const res = await fetch(`${authed.controllerUrl}/v1/namespaces/default/${plural}`, { method: 'POST', headers: { 'content-type': 'application/json', authorization: `Bearer ${adminToken}` }, body: JSON.stringify(body) });
+      if (res.status !== 201) throw new Error(`create ${plural}: ${res.status} ${await res.text()}`);
+    };
+    await authApi('environments', { metadata: { name: 'nodejs' }, spec: { runtime: { image: 'flint/node-env' }, poolsize: 1 } });
+    await authApi('packages', { metadata: { name: 'hello-pkg' }, spec: { environment: { name: 'nodejs' }, deployment: { type: 'literal', literal: Buffer.from(HELLO).toString('base64') } } });
+    await authApi('functions', { metadata: { name: 'hello' }, spec: { environment: { name: 'nodejs' }, package: { packageref: { name: 'hello-pkg' } }, requestsPerPod: 1000 } });
+    await authApi('httptriggers', { metadata: { name: 'hello' }, spec: { relativeurl: '/hello', functionref: { name: 'hello' } } });
+    const authPool = new Pool(authed.routerUrl, { connections: 1 });
+    const withToken = async () => {
+      const res = await authPool.request({ path: '/hello', method: 'GET', headers: { authorization: `Bearer ${accesstoken}` } });
+      if (res.statusCode !== 200) throw new Error(`auth route answered ${res.statusCode}`);
+      await res.body.text();
+    };
+    for (let i = 0; i < 200; i++) await withToken().catch(() => new Promise((r) => setTimeout(r, 20)));
+    const plainPool = new Pool(server.routerUrl, { connections: 1 });
+    const plainCall = call(plainPool, '/hello');
+    // Interleave the two so drift on a busy machine hits both alike.
+    const a: number[] = [];
+    const p: number[] = [];
+    for (let round = 0; round < 5; round++) {
+      const pa = await sequentialLatency(withToken, Math.floor(N / 5), 50);
+      const pp = await sequentialLatency(plainCall, Math.floor(N / 5), 50);
+      a.push(pa.p50);
+      p.push(pp.p50);
+    }
+    const med = (xs: number[]) => [...xs].sort((x, y) => x - y)[Math.floor(xs.length / 2)];
+    rows.push(['auth added latency p50 (auth on - off)', `${fmt(med(a) - med(p))} µs`, `auth on ${fmt(med(a))} µs, off ${fmt(med(p))} µs (median of 5 interleaved rounds)`, '≤ 30 µs']);
+    await authPool.close();
+    await plainPool.close();
+  } finally {
+    await authed.stop();
+  }
+
   // 2. Throughput against a bare node:http hello server, both under wrk.
   if (await hasWrk()) {
     const bare = await startBareServer();

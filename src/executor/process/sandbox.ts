@@ -25,6 +25,7 @@ export const BWRAP = findBwrap();
 /** Paths as the worker sees them inside the sandbox. */
 export const SANDBOX_PATHS = {
   runtime: '/flint/runtime',
+  bin: '/flint/bin',
   sock: '/flint/sock',
   userfunc: '/userfunc',
   secrets: '/secrets',
@@ -62,6 +63,15 @@ function exists(p: string): boolean {
 }
 
 /**
+ * Where a host binary appears inside the sandbox. Binaries outside /usr get a
+ * fixed path: their host path may lie under /tmp, which the sandbox's own
+ * /tmp would hide (a checkout in /tmp runs node from there).
+ */
+export function sandboxBinaryPath(bin: string): string {
+  return bin.startsWith('/usr/') ? bin : `${SANDBOX_PATHS.bin}/${path.basename(bin)}`;
+}
+
+/**
  * bwrap arguments for `command`. The environment is not on this command line
  * (other users can read a process's argv): bwrap passes its own environment
  * through, so the caller spawns it with exactly the worker's env.
@@ -91,7 +101,7 @@ export function bwrapArgs(spec: SandboxSpec, command: string[]): string[] {
   for (const p of etc) a.push('--ro-bind-try', p, p);
   if (spec.passwd) a.push('--ro-bind', spec.passwd.passwd, '/etc/passwd', '--ro-bind', spec.passwd.group, '/etc/group');
   for (const bin of spec.binaries) {
-    if (!bin.startsWith('/usr/')) a.push('--ro-bind', bin, bin);
+    if (!bin.startsWith('/usr/')) a.push('--ro-bind', bin, sandboxBinaryPath(bin));
   }
   a.push(
     '--ro-bind', spec.runtimeDir, SANDBOX_PATHS.runtime,

@@ -19,7 +19,7 @@ import { FlintError } from '../../api/errors.ts';
 import type { RuntimeName } from '../../api/images.ts';
 import { createWorkerCgroups, type WorkerCgroups } from './cgroup.ts';
 import { LineSplitter, Tail } from './lines.ts';
-import { BWRAP, bwrapArgs, SANDBOX_PATHS, SANDBOX_UID, sandboxAvailable } from './sandbox.ts';
+import { BWRAP, bwrapArgs, SANDBOX_PATHS, SANDBOX_UID, sandboxAvailable, sandboxBinaryPath } from './sandbox.ts';
 import { TimeoutError, unixRequest } from './unix-http.ts';
 
 export { sandboxAvailable };
@@ -101,7 +101,7 @@ interface RuntimeSpec {
   /** Host files the command needs besides /usr. */
   binaries(): string[];
   /** The server's command line, given where the runtime directory is as the worker sees it. */
-  command(runtimeDir: string, heapMB: number): string[];
+  command(runtimeDir: string, heapMB: number, binaryPath: (hostPath: string) => string): string[];
 }
 
 let nodeBinary: string | undefined;
@@ -115,7 +115,7 @@ export const RUNTIMES: Partial<Record<RuntimeName, RuntimeSpec>> = {
   node: {
     dir: path.resolve(import.meta.dirname, '../../runtimes/node'),
     binaries: () => [node()],
-    command: (dir, heapMB) => [node(), `--max-old-space-size=${heapMB}`, path.posix.join(dir, 'server.ts')],
+    command: (dir, heapMB, bin) => [bin(node()), `--max-old-space-size=${heapMB}`, path.posix.join(dir, 'server.ts')],
   },
 };
 
@@ -247,7 +247,7 @@ export async function startWorker(opts: WorkerOptions): Promise<WorkerHandle> {
 
   let argv: string[];
   if (sandboxed) {
-    const command = rt.command(SANDBOX_PATHS.runtime, heapMB);
+    const command = rt.command(SANDBOX_PATHS.runtime, heapMB, sandboxBinaryPath);
     argv = [
       BWRAP,
       ...bwrapArgs(
@@ -265,7 +265,7 @@ export async function startWorker(opts: WorkerOptions): Promise<WorkerHandle> {
       ),
     ];
   } else {
-    argv = rt.command(rt.dir, heapMB);
+    argv = rt.command(rt.dir, heapMB, (p) => p);
   }
   argv = wrap(argv, cg, opts.cpuSeconds);
 
