@@ -5,6 +5,8 @@ import type { Logger } from 'pino';
 import type { Environment } from '../api/kinds.ts';
 import type { WorkerHandle } from './process/worker-process.ts';
 
+const REFILL_DELAY_MS = 150;
+
 export type WorkerFactory = (env: Environment) => Promise<WorkerHandle>;
 
 export class EnvPool {
@@ -33,7 +35,10 @@ export class EnvPool {
   take(): WorkerHandle | undefined {
     let w = this.#idle.shift();
     while (w && !w.isAlive()) w = this.#idle.shift();
-    this.refill();
+    // Starting a replacement costs a process start's worth of CPU; on a small
+    // machine doing it now would slow down the cold start it is meant to help.
+    if (w) setTimeout(() => this.refill(), REFILL_DELAY_MS).unref();
+    else this.refill();
     return w;
   }
 

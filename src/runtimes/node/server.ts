@@ -5,6 +5,7 @@
 import fs from 'node:fs';
 import { createRuntimeServer } from './app.ts';
 import { parseOptions } from './options.ts';
+import { warmUp } from './warmup.ts';
 
 const opts = parseOptions(process.argv.slice(2), process.env);
 const server = createRuntimeServer(opts);
@@ -37,6 +38,7 @@ server.on('error', (err) => {
   process.exit(1);
 });
 
+await warmUp();
 if (opts.socket) {
   // A socket file left by an earlier worker would make listen fail with EADDRINUSE.
   fs.rmSync(opts.socket, { force: true });

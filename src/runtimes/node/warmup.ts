@@ -1,0 +1,24 @@
+// Runs once while the worker is still generic (in the warm pool, off any
+// request's path): the first import() of a user file and the first request
+// pay for initializing Node's module loader and HTTP code, which would
+// otherwise land on the function's cold start.
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { loadHandler } from './loader.ts';
+
+export async function warmUp(): Promise<void> {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'flint-warm-'));
+  try {
+    const cjs = path.join(dir, 'warm');
+    fs.writeFileSync(cjs, 'module.exports = async () => ({ status: 200, body: "ok" });\n');
+    const esm = path.join(dir, 'warm-esm');
+    fs.writeFileSync(esm, 'export default async () => ({ status: 200, body: "ok" });\n');
+    await loadHandler(cjs, undefined);
+    await loadHandler(esm, undefined);
+  } catch {
+    // Warming is an optimisation only.
+  } finally {
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+}
