@@ -6,6 +6,13 @@ import type { RuntimeOptions } from './options.ts';
 import { sendFunctionError, sendJson } from './respond.ts';
 import { Specializer } from './specialize.ts';
 
+export const WARMUP_PATH = '/flint-warmup';
+const warmHandler = async (context: { request: { query: unknown; body: unknown } }) => ({
+  status: 200,
+  headers: { 'x-warm': '1' },
+  body: { query: context.request.query, body: context.request.body },
+});
+
 type ControlRoute = 'healthz' | 'v1' | 'v2' | undefined;
 
 function controlRoute(req: http.IncomingMessage): ControlRoute {
@@ -27,6 +34,13 @@ export function createRuntimeServer(opts: Pick<RuntimeOptions, 'codepath' | 'max
     const route = handler !== undefined && req.headers['x-flint-function-name'] !== undefined ? undefined : controlRoute(req);
     if (route === undefined) {
       if (handler === undefined) {
+        if (req.method === 'POST' && req.url?.startsWith(WARMUP_PATH)) {
+          // The worker's own warm-up call runs the request path once while
+          // the worker is generic, so the function's first call is not the
+          // first time this code runs.
+          invoke(warmHandler, req, res, maxBodyBytes).catch((err) => sendFunctionError(res, err));
+          return;
+        }
         req.resume();
         sendJson(res, 503, { error: 'Generic container: no requests supported until specialized' });
         return;

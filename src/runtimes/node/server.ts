@@ -3,7 +3,8 @@
 // executor starts it in a sandbox) or on a TCP port (--port, default 8888:
 // kubernetes mode, as Fission's environment containers do).
 import fs from 'node:fs';
-import { createRuntimeServer } from './app.ts';
+import http from 'node:http';
+import { createRuntimeServer, WARMUP_PATH } from './app.ts';
 import { parseOptions } from './options.ts';
 import { warmUp } from './warmup.ts';
 
@@ -39,10 +40,19 @@ server.on('error', (err) => {
 });
 
 await warmUp();
+/** One request to ourselves through the whole request path; errors are ignored. */
+function selfWarm(): void {
+  const body = JSON.stringify({ warm: true });
+  const target = opts.socket ? { socketPath: opts.socket } : { host: '127.0.0.1', port: opts.port };
+  const req = http.request({ ...target, method: 'POST', path: `${WARMUP_PATH}?a=1`, agent: false, headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) } }, (res) => res.resume());
+  req.on('error', () => {});
+  req.end(body);
+}
+
 if (opts.socket) {
   // A socket file left by an earlier worker would make listen fail with EADDRINUSE.
   fs.rmSync(opts.socket, { force: true });
-  server.listen(opts.socket);
+  server.listen(opts.socket, selfWarm);
 } else {
-  server.listen(opts.port, opts.host);
+  server.listen(opts.port, opts.host, selfWarm);
 }
