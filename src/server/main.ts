@@ -17,7 +17,10 @@ import { sandboxAvailable } from '../executor/process/sandbox.ts';
 import { createProcessExecutor } from '../executor/process-executor.ts';
 import { createIngressController, createIngressProvider, ingressUrls } from '../ingress/index.ts';
 import { KafkaConnector } from '../mqtrigger/kafka.ts';
+import type { Connector } from '../mqtrigger/connector.ts';
 import { createTriggerManager } from '../mqtrigger/manager.ts';
+import { NatsConnector } from '../mqtrigger/nats.ts';
+import { RedisConnector } from '../mqtrigger/redis.ts';
 import { TopicReadback } from '../mqtrigger/readback.ts';
 import { createRouter } from '../router/router.ts';
 import { openSqliteStore } from '../store/sqlite.ts';
@@ -108,10 +111,17 @@ export async function startServer(src: ValuesSources, out: (line: string) => voi
       ? new KafkaConnector({ brokers: values.kafka.brokers.split(',').map((b) => b.trim()).filter(Boolean), clientId: 'flint' })
       : undefined;
     if (kafka) stops.push(() => kafka.close());
+    const list = (v: string) => v.split(',').map((s) => s.trim()).filter(Boolean);
+    const connectors: Partial<Record<string, Connector>> = {
+      kafka,
+      'nats-jetstream': values.nats.enabled ? new NatsConnector({ servers: list(values.nats.servers) }) : undefined,
+      redis: values.redis.enabled ? new RedisConnector({ url: values.redis.url }) : undefined,
+    };
+    for (const [type, c] of Object.entries(connectors)) if (c && type !== 'kafka') stops.push(() => c.close());
     const triggers = createTriggerManager({
       store,
       logger: logger.child({ component: 'mqtrigger' }),
-      connector: (type) => (type === 'kafka' ? kafka : undefined),
+      connector: (type) => connectors[type],
       routerUrl: () => routerUrl,
       token: auth?.mint,
     });

@@ -1,0 +1,78 @@
+// Message-queue triggers through NATS JetStream and Redis Streams: the same
+// flow as with Kafka, with real brokers from Debian's packages.
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { describe, it } from 'node:test';
+import { type LocalBroker, startNats, startRedis } from '../scripts/local-brokers.ts';
+import type { Connector } from '../src/mqtrigger/connector.ts';
+import { NatsConnector } from '../src/mqtrigger/nats.ts';
+import { RedisConnector } from '../src/mqtrigger/redis.ts';
+import { eventually, flint, startServer } from './helpers/server.ts';
+
+interface Case {
+  mqtype: string;
+  start(): Promise<LocalBroker>;
+  sets(b: LocalBroker): string[];
+  connector(b: LocalBroker): Connector;
+}
+
+const CASES: Case[] = [
+  {
+    mqtype: 'nats-jetstream',
+    start: startNats,
+    sets: (b) => ['nats.enabled=true', `nats.servers=127.0.0.1:${b.port}`],
+    connector: (b) => new NatsConnector({ servers: [`127.0.0.1:${b.port}`] }),
+  },
+  {
+    mqtype: 'redis',
+    start: startRedis,
+    sets: (b) => ['redis.enabled=true', `redis.url=${b.url}`],
+    connector: (b) => new RedisConnector({ url: b.url }),
+  },
+];
+
+for (const c of CASES) {
+  describe(`message-queue triggers with ${c.mqtype}`, { timeout: 180_000 }, () => {
+    it('sends answers to the response topic and failures to the error topic, retrying first', async () => {
+      const broker = await c.start();
+      const work = fs.mkdtempSync(path.join(os.tmpdir(), 'flint-mq-'));
+      const server = await startServer({ sets: c.sets(broker) });
+      const conn = c.connector(broker);
+      try {
+        const ok = (args: string[]) => {
+          const r = flint(server, args, { cwd: work });
+          assert.equal(r.code, 0, `${args.join(' ')}: ${r.stderr}`);
+        };
+        fs.writeFileSync(path.join(work, 'fn.js'), `module.exports = async (ctx) => {
+          console.log('called with ' + ctx.request.body.n);
+          return ctx.request.body.fail ? { status: 422, body: 'no' } : { status: 200, body: 'got ' + ctx.request.body.n + ' on ' + ctx.request.headers['x-flint-mqtrigger-topic'] };
+        };`);
+        ok(['env', 'create', '--name', 'nodejs', '--image', 'flint/node-env', '--poolsize', '1']);
+        ok(['fn', 'create', '--name', 'worker', '--env', 'nodejs', '--code', 'fn.js']);
+        ok(['mqt', 'create', '--name', 'q', '--function', 'worker', '--mqtype', c.mqtype, '--topic', 'jobs', '--resptopic', 'done', '--errortopic', 'failed', '--maxretries', '1']);
+        const out: string[] = [];
+        const errs: string[] = [];
+        const s1 = await conn.subscribe({ group: 'test', topic: 'done', onMessage: async (m) => void out.push(m.value.toString()) });
+        const s2 = await conn.subscribe({ group: 'test', topic: 'failed', onMessage: async (m) => void errs.push(m.value.toString()) });
+        await conn.publish('jobs', { key: 'k', value: JSON.stringify({ n: 1 }) });
+        await conn.publish('jobs', { value: JSON.stringify({ n: 2, fail: true }) });
+        await conn.publish('jobs', { value: JSON.stringify({ n: 3 }) });
+        await eventually(() => out.length >= 2 && errs.length >= 1, 'answers and the failure', 60_000);
+        assert.deepEqual(out, ['got 1 on jobs', 'got 3 on jobs'], 'in order');
+        assert.deepEqual(errs, ['Request returned failure: 422']);
+        const log = flint(server, ['fn', 'log', '--name', 'worker'], { cwd: work }).stdout;
+        assert.equal(log.split('\n').filter((l) => l.includes('called with 2')).length, 2, 'called 1 + maxRetries times');
+        await s1.close();
+        await s2.close();
+      } finally {
+        await conn.close();
+        await server.stop();
+        await broker.stop();
+        fs.rmSync(work, { recursive: true, force: true });
+        fs.rmSync(broker.dir, { recursive: true, force: true });
+      }
+    });
+  });
+}
