@@ -14,6 +14,7 @@ import { Pool } from 'undici';
 import { startWorker } from '../src/executor/process/worker-process.ts';
 import { startServer } from '../test/helpers/server.ts';
 import { fmt, hasWrk, percentiles, sequentialLatency, startBareServer, wrk } from './lib.ts';
+import { kafkaBench } from './mq.ts';
 
 const HELLO = 'module.exports = async () => ({ status: 200, body: "hello\\n" });';
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 5);
@@ -172,6 +173,14 @@ try {
 } finally {
   await server.stop();
   fs.rmSync(work, { recursive: true, force: true });
+}
+
+if (process.env.BENCH_KAFKA !== '0') {
+  try {
+    rows.push(...(await kafkaBench(sandbox, Number(process.env.BENCH_MESSAGES ?? 2000))));
+  } catch (err) {
+    rows.push(['Kafka trigger throughput / hand-written consumer', 'failed', String((err as Error).message), '≥ 0.7x']);
+  }
 }
 
 const lines = [

@@ -68,6 +68,8 @@ export class KafkaConnector implements Connector {
       maxWaitTime: 500,
     } as never);
     let closing = false;
+    let commits: Promise<unknown> = Promise.resolve();
+    let commitError: Error | undefined;
     const done = (async () => {
       try {
         for await (const m of stream as AsyncIterable<Message>) {
@@ -79,10 +81,19 @@ export class KafkaConnector implements Connector {
             offset: m.offset.toString(),
           };
           await opts.onMessage(msg);
-          await m.commit();
+          // The outcome is published; the commit may land in the background.
+          // Commits are chained, so offsets only move forward, and one lost
+          // to a crash means the message comes again (at least once).
+          commits = commits.then(() => m.commit()).catch((err) => {
+            commitError = err as Error;
+          });
+          if (commitError) throw commitError;
           if (closing) break;
         }
       } finally {
+        // Let pending commits land, but never wait on a broker that is gone:
+        // a consumer that does not close keeps its partitions from the next one.
+        await Promise.race([commits, new Promise((r) => setTimeout(r, 3000).unref())]);
         await stream.close().catch(() => {});
         await Promise.resolve(consumer.close(true)).catch(() => {});
       }
