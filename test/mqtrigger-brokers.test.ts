@@ -5,9 +5,10 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { describe, it } from 'node:test';
-import { type LocalBroker, startNats, startRedis } from '../scripts/local-brokers.ts';
+import { type LocalBroker, startNats, startRabbit, startRedis } from '../scripts/local-brokers.ts';
 import type { Connector } from '../src/mqtrigger/connector.ts';
 import { NatsConnector } from '../src/mqtrigger/nats.ts';
+import { RabbitConnector } from '../src/mqtrigger/rabbitmq.ts';
 import { RedisConnector } from '../src/mqtrigger/redis.ts';
 import { eventually, flint, startServer } from './helpers/server.ts';
 
@@ -24,6 +25,12 @@ const CASES: Case[] = [
     start: startNats,
     sets: (b) => ['nats.enabled=true', `nats.servers=127.0.0.1:${b.port}`],
     connector: (b) => new NatsConnector({ servers: [`127.0.0.1:${b.port}`] }),
+  },
+  {
+    mqtype: 'rabbitmq',
+    start: startRabbit,
+    sets: (b) => ['rabbitmq.enabled=true', `rabbitmq.url=${b.url}`],
+    connector: (b) => new RabbitConnector({ url: b.url }),
   },
   {
     mqtype: 'redis',

@@ -50,6 +50,7 @@ export const ValuesSchema = Type.Object(
     enableIstio: Type.Boolean(),
     kafka: Type.Object({ enabled: Type.Boolean(), brokers: Type.String() }, Strict),
     nats: Type.Object({ enabled: Type.Boolean(), servers: Type.String() }, Strict),
+    rabbitmq: Type.Object({ enabled: Type.Boolean(), url: Type.String({ pattern: '^amqps?://' }) }, Strict),
     redis: Type.Object({ enabled: Type.Boolean(), url: Type.String({ pattern: '^rediss?://' }) }, Strict),
   },
   Strict,

@@ -20,6 +20,7 @@ import { KafkaConnector } from '../mqtrigger/kafka.ts';
 import type { Connector } from '../mqtrigger/connector.ts';
 import { createTriggerManager } from '../mqtrigger/manager.ts';
 import { NatsConnector } from '../mqtrigger/nats.ts';
+import { RabbitConnector } from '../mqtrigger/rabbitmq.ts';
 import { RedisConnector } from '../mqtrigger/redis.ts';
 import { TopicReadback } from '../mqtrigger/readback.ts';
 import { createRouter } from '../router/router.ts';
@@ -115,6 +116,7 @@ export async function startServer(src: ValuesSources, out: (line: string) => voi
     const connectors: Partial<Record<string, Connector>> = {
       kafka,
       'nats-jetstream': values.nats.enabled ? new NatsConnector({ servers: list(values.nats.servers) }) : undefined,
+      rabbitmq: values.rabbitmq.enabled ? new RabbitConnector({ url: values.rabbitmq.url }) : undefined,
       redis: values.redis.enabled ? new RedisConnector({ url: values.redis.url }) : undefined,
     };
     for (const [type, c] of Object.entries(connectors)) if (c && type !== 'kafka') stops.push(() => c.close());

@@ -1,0 +1,130 @@
+// The RabbitMQ connector: a topic is a durable queue. Consumers take one
+// message at a time (prefetch 1) and ack it only after its handler finished;
+// a failed handler nacks it back to the queue, and a consumer that goes away
+// leaves its unacked message to be delivered again. Publishing waits for the
+// broker's confirm. Queues are competing consumers: every subscription to a
+// topic shares its messages whatever its group (the group names the consumer).
+// The message key travels in the header `flint-key`.
+import amqp from 'amqplib';
+import type { Connector, OutgoingMessage, QueueMessage, SubscribeOptions, Subscription } from './connector.ts';
+
+const KEY_HEADER = 'flint-key';
+
+export interface RabbitOptions {
+  url: string;
+}
+
+type Connection = Awaited<ReturnType<typeof amqp.connect>>;
+type ConfirmChannel = Awaited<ReturnType<Connection['createConfirmChannel']>>;
+
+export class RabbitConnector implements Connector {
+  readonly #o: RabbitOptions;
+  #conn: Connection | undefined;
+  #pub: ConfirmChannel | undefined;
+  readonly #subs = new Set<Subscription>();
+
+  constructor(opts: RabbitOptions) {
+    this.#o = opts;
+  }
+
+  async #connection(): Promise<Connection> {
+    if (!this.#conn) {
+      const conn = await amqp.connect(this.#o.url);
+      conn.on('error', () => {});
+      conn.on('close', () => {
+        if (this.#conn === conn) {
+          this.#conn = undefined;
+          this.#pub = undefined;
+        }
+      });
+      this.#conn = conn;
+    }
+    return this.#conn;
+  }
+
+  async ensureTopic(topic: string): Promise<void> {
+    const ch = await (await this.#connection()).createChannel();
+    try {
+      await ch.assertQueue(topic, { durable: true });
+    } finally {
+      await ch.close().catch(() => {});
+    }
+  }
+
+  async publish(topic: string, msg: OutgoingMessage): Promise<void> {
+    if (!this.#pub) {
+      const ch = await (await this.#connection()).createConfirmChannel();
+      ch.on('error', () => {});
+      this.#pub = ch;
+    }
+    const ch = this.#pub;
+    await ch.assertQueue(topic, { durable: true });
+    const headers: Record<string, string> = { ...msg.headers };
+    if (msg.key !== null && msg.key !== undefined) headers[KEY_HEADER] = msg.key.toString();
+    const body = typeof msg.value === 'string' ? Buffer.from(msg.value) : msg.value;
+    ch.sendToQueue(topic, body, { persistent: true, headers });
+    await ch.waitForConfirms();
+  }
+
+  async subscribe(opts: SubscribeOptions): Promise<Subscription> {
+    const conn = await this.#connection();
+    const ch = await conn.createChannel();
+    ch.on('error', () => {});
+    await ch.assertQueue(opts.topic, { durable: true });
+    await ch.prefetch(1);
+    let closing = false;
+    let finish!: (err?: Error) => void;
+    const done = new Promise<void>((resolve, reject) => {
+      finish = (err) => (err ? reject(err) : resolve());
+    });
+    ch.on('close', () => finish());
+    const { consumerTag } = await ch.consume(opts.topic, (m) => {
+      if (!m) {
+        finish(new Error('the broker cancelled the consumer'));
+        return;
+      }
+      const headers: Record<string, string> = {};
+      let key: Buffer | null = null;
+      for (const [k, v] of Object.entries(m.properties.headers ?? {})) {
+        if (k === KEY_HEADER) key = Buffer.from(String(v));
+        else headers[k] = String(v);
+      }
+      const msg: QueueMessage = { key, value: m.content, headers, partition: 0, offset: String(m.fields.deliveryTag) };
+      opts.onMessage(msg).then(
+        () => {
+          if (!closing) ch.ack(m);
+          else ch.nack(m, false, true);
+        },
+        (err) => {
+          ch.nack(m, false, true);
+          finish(err as Error);
+          void ch.close().catch(() => {});
+        },
+      );
+    }, { consumerTag: `${opts.group}-${Math.random().toString(36).slice(2, 8)}` });
+    const sub: Subscription = {
+      done,
+      close: async () => {
+        closing = true;
+        await ch.cancel(consumerTag).catch(() => {});
+        await ch.close().catch(() => {});
+        await done.catch(() => {});
+        this.#subs.delete(sub);
+      },
+    };
+    this.#subs.add(sub);
+    void done.then(
+      () => this.#subs.delete(sub),
+      () => this.#subs.delete(sub),
+    );
+    return sub;
+  }
+
+  async close(): Promise<void> {
+    await Promise.all([...this.#subs].map((s) => s.close()));
+    await this.#pub?.close().catch(() => {});
+    await this.#conn?.close().catch(() => {});
+    this.#conn = undefined;
+    this.#pub = undefined;
+  }
+}
