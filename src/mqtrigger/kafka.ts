@@ -24,6 +24,8 @@ export class KafkaConnector implements Connector {
   readonly #o: KafkaOptions;
   #producer: Producer | undefined;
   readonly #subs = new Set<Subscription>();
+  /** Topics known to exist: publishing to a missing one would race its creation. */
+  readonly #topics = new Set<string>();
 
   constructor(opts: KafkaOptions) {
     this.#o = opts;
@@ -34,6 +36,7 @@ export class KafkaConnector implements Connector {
   }
 
   async ensureTopic(topic: string): Promise<void> {
+    if (this.#topics.has(topic)) return;
     const admin = new Admin(this.#base('admin'));
     try {
       await admin.createTopics({ topics: [topic], partitions: 1, replicas: 1 });
@@ -43,9 +46,11 @@ export class KafkaConnector implements Connector {
     } finally {
       await admin.close().catch(() => {});
     }
+    this.#topics.add(topic);
   }
 
   async publish(topic: string, msg: OutgoingMessage): Promise<void> {
+    await this.ensureTopic(topic);
     this.#producer ??= new Producer({ ...this.#base('producer'), autocreateTopics: true });
     const headers = new Map<Buffer, Buffer>();
     for (const [k, v] of Object.entries(msg.headers ?? {})) headers.set(Buffer.from(k), Buffer.from(v));

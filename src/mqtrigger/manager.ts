@@ -5,6 +5,7 @@
 // lost when the manager or the broker restarts (at-least-once, in order
 // within a partition).
 import type { Logger } from 'pino';
+import { Agent } from 'undici';
 import type { MessageQueueTrigger, MessageQueueType } from '../api/kinds.ts';
 import type { Store, Watch } from '../store/store.ts';
 import type { Connector, QueueMessage, Subscription } from './connector.ts';
@@ -40,6 +41,8 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 export class TriggerManager {
   readonly #o: TriggerManagerOptions;
   readonly #running = new Map<string, Running>();
+  /** Keep-alive connections to the router, shared by every trigger. */
+  readonly #http = new Agent({ keepAliveTimeout: 30_000, connections: 64 });
   #watch: Watch | undefined;
 
   constructor(opts: TriggerManagerOptions) {
@@ -60,6 +63,7 @@ export class TriggerManager {
     this.#watch?.close();
     await Promise.all([...this.#running.values()].map((r) => this.#halt(r)));
     this.#running.clear();
+    await this.#http.close().catch(() => {});
   }
 
   /** Trigger keys with a live consumer (tests, status). */
@@ -113,6 +117,9 @@ export class TriggerManager {
         return;
       }
       try {
+        // Output topics exist before the first answer is published, so no
+        // answer depends on a broker creating a topic on the fly.
+        for (const t of [r.trigger.spec.respTopic, r.trigger.spec.errorTopic]) if (t) await connector.ensureTopic(t);
         r.sub = await connector.subscribe({ group: consumerGroup(r.trigger), topic: r.trigger.spec.topic, onMessage: (m) => this.#handle(r, connector, m, log) });
         log.info({ topic: r.trigger.spec.topic, group: consumerGroup(r.trigger) }, 'consuming');
         backoff = 500;
@@ -131,7 +138,9 @@ export class TriggerManager {
     const spec = t.spec;
     const ns = t.metadata.namespace;
     const fnName = spec.functionref.name as string;
-    const url = `${this.#o.routerUrl()}/flint-function/${ns === 'default' ? '' : `${ns}/`}${fnName}`;
+    const origin = this.#o.routerUrl();
+    const fnPath = `/flint-function/${ns === 'default' ? '' : `${ns}/`}${fnName}`;
+    const url = origin + fnPath;
     log.info({ value: m.value.toString(), partition: m.partition, offset: m.offset }, 'message received');
     const headers: Record<string, string> = {};
     for (const [k, v] of Object.entries(m.headers)) if (!HOP_BY_HOP.has(k.toLowerCase())) headers[k] = v;
@@ -147,20 +156,20 @@ export class TriggerManager {
       if (r.stopped && i > 0) throw new Error('trigger stopped during retries');
       log.info({ url, attempt: i + 1, of: attempts }, 'calling function');
       try {
-        const res = await fetch(url, { method: 'POST', headers, body: new Uint8Array(m.value) });
-        const body = Buffer.from(await res.arrayBuffer());
-        log.info({ status: res.status, body: body.toString().slice(0, 1000) }, 'function answered');
-        if (res.status >= 200 && res.status < 300) {
+        const res = await this.#http.request({ origin, path: fnPath, method: 'POST', headers, body: m.value });
+        const body = Buffer.from(await res.body.arrayBuffer());
+        log.info({ status: res.statusCode, body: body.toString().slice(0, 1000) }, 'function answered');
+        if (res.statusCode >= 200 && res.statusCode < 300) {
           if (spec.respTopic) {
             const out: Record<string, string> = {};
-            res.headers.forEach((v, k) => {
-              if (!HOP_BY_HOP.has(k)) out[k] = v;
-            });
+            for (const [k, v] of Object.entries(res.headers)) {
+              if (!HOP_BY_HOP.has(k) && v !== undefined) out[k] = Array.isArray(v) ? v.join(', ') : v;
+            }
             await connector.publish(spec.respTopic, { key: m.key, value: body, headers: out });
           }
           return;
         }
-        failure = `Request returned failure: ${res.status}`;
+        failure = `Request returned failure: ${res.statusCode}`;
       } catch (err) {
         failure = `Request returned failure: ${(err as Error).message}`;
         log.warn({ err: (err as Error).message }, 'calling the function failed');
