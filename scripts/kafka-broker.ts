@@ -3,9 +3,9 @@
 // The jars are fetched once with Maven and cached outside the checkout.
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
 import fs from 'node:fs';
-import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
+import { canConnect, freePort } from './local-brokers.ts';
 
 const POM = path.resolve(import.meta.dirname, '..', 'test', 'kafka', 'pom.xml');
 const VERSION = /<artifactId>kafka_2\.13<\/artifactId><version>([^<]+)</.exec(fs.readFileSync(POM, 'utf8'))![1];
@@ -24,28 +24,6 @@ export function ensureKafkaJars(): string {
     stdio: ['ignore', 'inherit', 'inherit'],
   });
   return libs;
-}
-
-async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const s = net.createServer();
-    s.once('error', reject);
-    s.listen(0, '127.0.0.1', () => {
-      const { port } = s.address() as net.AddressInfo;
-      s.close(() => resolve(port));
-    });
-  });
-}
-
-function canConnect(port: number): Promise<boolean> {
-  return new Promise((resolve) => {
-    const sock = net.connect(port, '127.0.0.1');
-    sock.once('connect', () => {
-      sock.destroy();
-      resolve(true);
-    });
-    sock.once('error', () => resolve(false));
-  });
 }
 
 export interface KafkaBroker {

@@ -45,3 +45,31 @@ export interface Connector {
   ensureTopic(topic: string): Promise<void>;
   close(): Promise<void>;
 }
+
+/**
+ * A connector's set of live subscriptions: each leaves the set when it stops
+ * on its own or is closed, so the connector's close() stops what is left.
+ */
+export class SubscriptionSet {
+  readonly #subs = new Set<Subscription>();
+
+  /** Wraps `done` and `stop` into a Subscription tracked by this set. */
+  track(done: Promise<void>, stop: () => Promise<void>): Subscription {
+    const sub: Subscription = {
+      done,
+      close: async () => {
+        await stop();
+        await done.catch(() => {});
+        this.#subs.delete(sub);
+      },
+    };
+    this.#subs.add(sub);
+    const forget = () => this.#subs.delete(sub);
+    done.then(forget, forget);
+    return sub;
+  }
+
+  async closeAll(): Promise<void> {
+    await Promise.all([...this.#subs].map((s) => s.close()));
+  }
+}

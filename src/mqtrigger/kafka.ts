@@ -2,7 +2,7 @@
 // a message's offset is committed only after its handler has finished, so a
 // crash or a broker restart redelivers it instead of losing it.
 import { Admin, Consumer, type Message, Producer } from '@platformatic/kafka';
-import type { Connector, OutgoingMessage, QueueMessage, SubscribeOptions, Subscription } from './connector.ts';
+import { type Connector, type OutgoingMessage, type QueueMessage, type SubscribeOptions, type Subscription, SubscriptionSet } from './connector.ts';
 
 export interface KafkaOptions {
   brokers: string[];
@@ -23,7 +23,7 @@ function headersOf(m: Message): Record<string, string> {
 export class KafkaConnector implements Connector {
   readonly #o: KafkaOptions;
   #producer: Producer | undefined;
-  readonly #subs = new Set<Subscription>();
+  readonly #subs = new SubscriptionSet();
   /** Topics known to exist: publishing to a missing one would race its creation. */
   readonly #topics = new Set<string>();
 
@@ -103,22 +103,14 @@ export class KafkaConnector implements Connector {
         await Promise.resolve(consumer.close(true)).catch(() => {});
       }
     })();
-    const sub: Subscription = {
-      done,
-      close: async () => {
-        closing = true;
-        await stream.close().catch(() => {});
-        await done.catch(() => {});
-        this.#subs.delete(sub);
-      },
-    };
-    this.#subs.add(sub);
-    void done.catch(() => {}).finally(() => this.#subs.delete(sub));
-    return sub;
+    return this.#subs.track(done, async () => {
+      closing = true;
+      await stream.close().catch(() => {});
+    });
   }
 
   async close(): Promise<void> {
-    await Promise.all([...this.#subs].map((s) => s.close()));
+    await this.#subs.closeAll();
     await this.#producer?.close().catch(() => {});
     this.#producer = undefined;
   }

@@ -6,7 +6,7 @@
 // The message key travels in the header `Flint-Key`.
 import { AckPolicy, DeliverPolicy, type JetStreamManager, jetstream, jetstreamManager } from '@nats-io/jetstream';
 import { connect, headers as natsHeaders, type NatsConnection } from '@nats-io/transport-node';
-import type { Connector, OutgoingMessage, QueueMessage, SubscribeOptions, Subscription } from './connector.ts';
+import { type Connector, type OutgoingMessage, type QueueMessage, type SubscribeOptions, type Subscription, SubscriptionSet } from './connector.ts';
 
 const KEY_HEADER = 'Flint-Key';
 
@@ -26,7 +26,7 @@ export class NatsConnector implements Connector {
   readonly #o: NatsOptions;
   #nc: NatsConnection | undefined;
   #jsm: JetStreamManager | undefined;
-  readonly #subs = new Set<Subscription>();
+  readonly #subs = new SubscriptionSet();
   readonly #streams = new Set<string>();
 
   constructor(opts: NatsOptions) {
@@ -104,25 +104,14 @@ export class NatsConnector implements Connector {
         if (closing) break;
       }
     })().finally(() => messages.stop());
-    const sub: Subscription = {
-      done,
-      close: async () => {
-        closing = true;
-        messages.stop();
-        await done.catch(() => {});
-        this.#subs.delete(sub);
-      },
-    };
-    this.#subs.add(sub);
-    void done.then(
-      () => this.#subs.delete(sub),
-      () => this.#subs.delete(sub),
-    );
-    return sub;
+    return this.#subs.track(done, async () => {
+      closing = true;
+      messages.stop();
+    });
   }
 
   async close(): Promise<void> {
-    await Promise.all([...this.#subs].map((s) => s.close()));
+    await this.#subs.closeAll();
     await this.#nc?.close().catch(() => {});
     this.#nc = undefined;
     this.#streams.clear();

@@ -6,7 +6,7 @@
 // topic shares its messages whatever its group (the group names the consumer).
 // The message key travels in the header `flint-key`.
 import amqp from 'amqplib';
-import type { Connector, OutgoingMessage, QueueMessage, SubscribeOptions, Subscription } from './connector.ts';
+import { type Connector, type OutgoingMessage, type QueueMessage, type SubscribeOptions, type Subscription, SubscriptionSet } from './connector.ts';
 
 const KEY_HEADER = 'flint-key';
 
@@ -21,7 +21,7 @@ export class RabbitConnector implements Connector {
   readonly #o: RabbitOptions;
   #conn: Connection | undefined;
   #pub: ConfirmChannel | undefined;
-  readonly #subs = new Set<Subscription>();
+  readonly #subs = new SubscriptionSet();
 
   constructor(opts: RabbitOptions) {
     this.#o = opts;
@@ -102,26 +102,15 @@ export class RabbitConnector implements Connector {
         },
       );
     }, { consumerTag: `${opts.group}-${Math.random().toString(36).slice(2, 8)}` });
-    const sub: Subscription = {
-      done,
-      close: async () => {
-        closing = true;
-        await ch.cancel(consumerTag).catch(() => {});
-        await ch.close().catch(() => {});
-        await done.catch(() => {});
-        this.#subs.delete(sub);
-      },
-    };
-    this.#subs.add(sub);
-    void done.then(
-      () => this.#subs.delete(sub),
-      () => this.#subs.delete(sub),
-    );
-    return sub;
+    return this.#subs.track(done, async () => {
+      closing = true;
+      await ch.cancel(consumerTag).catch(() => {});
+      await ch.close().catch(() => {});
+    });
   }
 
   async close(): Promise<void> {
-    await Promise.all([...this.#subs].map((s) => s.close()));
+    await this.#subs.closeAll();
     await this.#pub?.close().catch(() => {});
     await this.#conn?.close().catch(() => {});
     this.#conn = undefined;

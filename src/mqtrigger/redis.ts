@@ -6,7 +6,7 @@
 // (JSON), so any bytes survive the trip.
 import { randomBytes } from 'node:crypto';
 import { createClient } from '@redis/client';
-import type { Connector, OutgoingMessage, QueueMessage, SubscribeOptions, Subscription } from './connector.ts';
+import { type Connector, type OutgoingMessage, type QueueMessage, type SubscribeOptions, type Subscription, SubscriptionSet } from './connector.ts';
 
 /** The part of the client this connector uses. */
 interface Client {
@@ -36,7 +36,7 @@ function toMessage([id, fields]: Entry): QueueMessage {
 export class RedisConnector implements Connector {
   readonly #o: RedisOptions;
   #client: Client | undefined;
-  readonly #subs = new Set<Subscription>();
+  readonly #subs = new SubscriptionSet();
 
   constructor(opts: RedisOptions) {
     this.#o = opts;
@@ -108,24 +108,13 @@ export class RedisConnector implements Connector {
         await c.disconnect().catch(() => {});
       }
     })();
-    const sub: Subscription = {
-      done,
-      close: async () => {
-        closing = true;
-        await done.catch(() => {});
-        this.#subs.delete(sub);
-      },
-    };
-    this.#subs.add(sub);
-    void done.then(
-      () => this.#subs.delete(sub),
-      () => this.#subs.delete(sub),
-    );
-    return sub;
+    return this.#subs.track(done, async () => {
+      closing = true;
+    });
   }
 
   async close(): Promise<void> {
-    await Promise.all([...this.#subs].map((s) => s.close()));
+    await this.#subs.closeAll();
     await this.#client?.disconnect().catch(() => {});
     this.#client = undefined;
   }
