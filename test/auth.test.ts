@@ -73,6 +73,8 @@ describe('router token authentication', { timeout: 180_000 }, () => {
     assert.deepEqual(await call('Basic abc'), { status: 401, text: MALFORMED });
     assert.deepEqual(await call(undefined, '/flint-function/hello'), { status: 401, text: MALFORMED });
     assert.equal((await call(undefined, '/router-healthz')).status, 200);
+    assert.deepEqual(await call(undefined, '/metrics'), { status: 401, text: MALFORMED }, 'metrics name every function: they need the token');
+    assert.equal((await call(`Bearer ${token}`, '/metrics')).status, 200);
     const key = ok(['secret', 'get', '--name', 'router', '--namespace', 'flint', '--key', 'jwtSigninKey']).trim();
     const now = Math.floor(Date.now() / 1000);
     const other = await call(`Bearer ${forge('some-other-key', { iss: 'flint', nbf: now - 1, exp: now + 60 })}`);

@@ -119,8 +119,9 @@ export class Router {
     this.#deps = { executor: opts.executor, upstreams: this.#upstreams, metrics: this.metrics, logger: opts.logger };
     const own: RouterEndpoint[] = [
       { path: HEALTH_PATH, public: true, handle: (req, res, info) => this.#health(req, res, info) },
-      // Public so Prometheus can scrape without a short-lived token.
-      { path: METRICS_PATH, public: true, handle: (req, res, info) => this.#serveMetrics(req, res, info) },
+      // Behind the auth seam like every route (DESIGN section 5 exempts only
+      // health and login): the metrics name every function and its traffic.
+      { path: METRICS_PATH, handle: (req, res, info) => this.#serveMetrics(req, res, info) },
       ...(opts.endpoints ?? []),
     ];
     for (const e of own) this.#endpoints.set(e.path, e);
