@@ -106,18 +106,23 @@ function rmdirQuiet(dir: string): void {
   } catch {}
 }
 
+/** Removes what it can; returns the cgroups still busy (their tasks not yet reaped). */
+function removeOnce(dirs: string[]): string[] {
+  return dirs.filter((d) => {
+    try {
+      fs.rmdirSync(d);
+      return false;
+    } catch (err) {
+      return (err as NodeJS.ErrnoException).code === 'EBUSY';
+    }
+  });
+}
+
 async function removeDirs(dirs: string[]): Promise<void> {
   // The kernel frees a cgroup only after its last task is reaped, which can
   // trail the worker's exit by a moment.
   for (let attempt = 0; attempt < 40 && dirs.length > 0; attempt++) {
-    dirs = dirs.filter((d) => {
-      try {
-        fs.rmdirSync(d);
-        return false;
-      } catch (err) {
-        return (err as NodeJS.ErrnoException).code === 'EBUSY';
-      }
-    });
+    dirs = removeOnce(dirs);
     if (dirs.length > 0) await new Promise((r) => setTimeout(r, 50));
   }
 }
@@ -126,14 +131,7 @@ function removeDirsSync(dirs: string[], waitMs: number): void {
   const pause = new Int32Array(new SharedArrayBuffer(4));
   const deadline = Date.now() + waitMs;
   for (;;) {
-    dirs = dirs.filter((d) => {
-      try {
-        fs.rmdirSync(d);
-        return false;
-      } catch (err) {
-        return (err as NodeJS.ErrnoException).code === 'EBUSY';
-      }
-    });
+    dirs = removeOnce(dirs);
     if (dirs.length === 0 || Date.now() >= deadline) return;
     Atomics.wait(pause, 0, 0, 10);
   }
