@@ -101,7 +101,9 @@ function scenario(provider: 'builtin' | 'nginx') {
       assert.equal((await request(ingressUrl!, '/hosted', { host: 'b.example.test' })).text, 'default backend - 404');
       ok(['route', 'update', '--name', 'hosted', '--ingressrule', '*=/elsewhere/*']);
       await eventually(async () => (await request(ingressUrl!, '/elsewhere/x', { host: 'b.example.test' })).status === 200, 'the new rule');
-      assert.equal((await request(ingressUrl!, '/hosted', { host: 'a.example.test' })).status, 404);
+      // nginx lets old workers finish the connections they hold after a
+      // reload, so the old rule may answer once more on a reused connection.
+      await eventually(async () => (await request(ingressUrl!, '/hosted', { host: 'a.example.test' })).status === 404, 'the old rule to go');
       for (const bad of ['novalue', 'a=b=c', '=/x', 'a.example.test=']) {
         const r = flint(server, ['route', 'update', '--name', 'hosted', '--ingressrule', bad]);
         assert.notEqual(r.code, 0, `--ingressrule ${bad} is refused`);
