@@ -13,7 +13,7 @@ import { createLoginHandler } from '../auth/login.ts';
 import { createMintedTokenSource } from '../auth/minted.ts';
 import { ensureRouterSecret } from '../auth/router-secret.ts';
 import { createTokenService } from '../auth/tokens.ts';
-import { sandboxAvailable } from '../executor/process/sandbox.ts';
+import { sandboxAvailable } from '../sandbox/bwrap.ts';
 import { createProcessExecutor } from '../executor/process-executor.ts';
 import { createIngressController, createIngressProvider, ingressUrls } from '../ingress/index.ts';
 import { KafkaConnector } from '../mqtrigger/kafka.ts';

@@ -8,7 +8,7 @@ import { spawn } from 'node:child_process';
 import { after, afterEach, before, describe, it } from 'node:test';
 import { pathToFileURL } from 'node:url';
 import { isFlintError } from '../../api/errors.ts';
-import { sandboxAvailable } from './sandbox.ts';
+import { sandboxAvailable } from '../../sandbox/bwrap.ts';
 import { unixRequest } from './unix-http.ts';
 import { startWorker, type WorkerHandle, type WorkerOptions } from './worker-process.ts';
 

@@ -17,9 +17,10 @@ import os from 'node:os';
 import path from 'node:path';
 import { FlintError } from '../../api/errors.ts';
 import type { RuntimeName } from '../../api/images.ts';
-import { createWorkerCgroups, type WorkerCgroups } from './cgroup.ts';
-import { LineSplitter, Tail } from './lines.ts';
-import { BWRAP, bwrapArgs, SANDBOX_PATHS, SANDBOX_UID, sandboxAvailable, sandboxBinaryPath } from './sandbox.ts';
+import { type RuntimeLaunch, runtimeLaunch } from '../../runtimes/index.ts';
+import { createWorkerCgroups, type WorkerCgroups } from '../../sandbox/cgroup.ts';
+import { LineSplitter, Tail } from '../../sandbox/lines.ts';
+import { BWRAP, bwrapArgs, SANDBOX_PATHS, SANDBOX_UID, sandboxAvailable, sandboxBinaryPath } from '../../sandbox/bwrap.ts';
 import { TimeoutError, unixRequest } from './unix-http.ts';
 
 export { sandboxAvailable };
@@ -95,30 +96,6 @@ export interface WorkerHandle {
   kill(): Promise<void>;
 }
 
-interface RuntimeSpec {
-  /** Host directory of the runtime server; self-contained, as it is all the sandbox gets. */
-  dir: string;
-  /** Host files the command needs besides /usr. */
-  binaries(): string[];
-  /** The server's command line, given where the runtime directory is as the worker sees it. */
-  command(runtimeDir: string, heapMB: number, binaryPath: (hostPath: string) => string): string[];
-}
-
-let nodeBinary: string | undefined;
-function node(): string {
-  nodeBinary ??= fs.realpathSync(process.execPath);
-  return nodeBinary;
-}
-
-/** One entry per runtime local mode can run; python and go add theirs here. */
-export const RUNTIMES: Partial<Record<RuntimeName, RuntimeSpec>> = {
-  node: {
-    dir: path.resolve(import.meta.dirname, '../../runtimes/node'),
-    binaries: () => [node()],
-    command: (dir, heapMB, bin) => [bin(node()), `--max-old-space-size=${heapMB}`, path.posix.join(dir, 'server.ts')],
-  },
-};
-
 const SOCKET_NAME = 'w.sock';
 // sun_path holds 108 bytes with its NUL; keep a margin.
 const MAX_SOCKET_PATH = 100;
@@ -176,7 +153,7 @@ function describeExit(e: WorkerExit): string {
 
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 
-function validate(opts: WorkerOptions): RuntimeSpec {
+function validate(opts: WorkerOptions): RuntimeLaunch {
   if (!/^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$/.test(opts.id)) {
     throw new FlintError('FLINT_ERR_VALIDATION', `worker id '${opts.id}' must be 1-63 characters of [a-z0-9-]`);
   }
@@ -186,13 +163,14 @@ function validate(opts: WorkerOptions): RuntimeSpec {
   if (opts.cpuSeconds !== undefined && (!Number.isInteger(opts.cpuSeconds) || opts.cpuSeconds < 1)) {
     throw new FlintError('FLINT_ERR_VALIDATION', `cpuSeconds must be a positive integer, got ${opts.cpuSeconds}`);
   }
-  const rt = RUNTIMES[opts.runtime];
+  const rt = runtimeLaunch(opts.runtime);
   if (!rt) throw new FlintError('FLINT_ERR_UNAVAILABLE', `the ${opts.runtime} runtime is not available in local mode yet`);
   return rt;
 }
 
 export async function startWorker(opts: WorkerOptions): Promise<WorkerHandle> {
   const rt = validate(opts);
+  await rt.prepare?.();
   const sandboxed = opts.sandbox === 'bubblewrap';
   const instanceDir = path.resolve(opts.instanceDir);
   const hostDirs: WorkerDirs = {
@@ -252,10 +230,14 @@ export async function startWorker(opts: WorkerOptions): Promise<WorkerHandle> {
       BWRAP,
       ...bwrapArgs(
         {
-          runtimeDir: rt.dir,
+          binds: [
+            { host: rt.dir, at: SANDBOX_PATHS.runtime },
+            { host: hostDirs.userfunc, at: SANDBOX_PATHS.userfunc },
+            { host: hostDirs.secrets, at: SANDBOX_PATHS.secrets },
+            { host: hostDirs.configs, at: SANDBOX_PATHS.configs },
+            { host: sock.dir, at: SANDBOX_PATHS.sock, writable: true },
+          ],
           binaries: rt.binaries(),
-          ...hostDirs,
-          sockDir: sock.dir,
           passwd: { passwd: path.join(etc, 'passwd'), group: path.join(etc, 'group') },
           allowNetwork: opts.allowNetwork,
           tmpSizeBytes: Math.max(opts.memoryMB, MIN_CGROUP_MB) * MIB,

@@ -1,7 +1,8 @@
-// The bubblewrap command line for one worker. Inside: the system's /usr
-// read-only, the runtime and its interpreter read-only, the function's code,
-// secrets and configmaps read-only, a size-capped private /tmp, a writable
-// directory for the socket and nothing else writable; its own user, pid, ipc,
+// The bubblewrap command line for a function's worker or a package's build.
+// Inside: the system's /usr read-only, the caller's binds (for a worker: the
+// runtime, the function's code, secrets and configmaps read-only and a
+// writable socket directory; for a build: the source and output writable), a
+// size-capped private /tmp and nothing else writable; its own user, pid, ipc,
 // uts, cgroup and (unless allowed) network namespaces; uid 65534 with no
 // capabilities and no way to create further user namespaces.
 import { execFile } from 'node:child_process';
@@ -25,6 +26,9 @@ export const BWRAP = findBwrap();
 /** Paths as the worker sees them inside the sandbox. */
 export const SANDBOX_PATHS = {
   runtime: '/flint/runtime',
+  builder: '/flint/builder',
+  buildCache: '/flint/cache',
+  packages: '/packages',
   bin: '/flint/bin',
   sock: '/flint/sock',
   userfunc: '/userfunc',
@@ -36,21 +40,27 @@ export const SANDBOX_PATHS = {
 /** The uid and gid the function runs as inside the sandbox (nobody). */
 export const SANDBOX_UID = 65534;
 
+/** A host path made visible inside the sandbox. */
+export interface SandboxBind {
+  host: string;
+  /** Path inside the sandbox. */
+  at: string;
+  /** Read-only unless set. */
+  writable?: boolean;
+}
+
 export interface SandboxSpec {
-  /** Host directory of the runtime server, read-only at SANDBOX_PATHS.runtime. */
-  runtimeDir: string;
-  /** Host files (the interpreter) needed outside /usr, read-only at the same path. */
+  /** What the sandbox sees besides the system (/usr, /bin, /lib...) and a private /tmp. */
+  binds: SandboxBind[];
+  /** Host files (an interpreter, a toolchain) needed outside /usr, read-only at sandboxBinaryPath(). */
   binaries: string[];
-  userfunc: string;
-  secrets: string;
-  configs: string;
-  /** Host directory, writable, at SANDBOX_PATHS.sock. */
-  sockDir: string;
   /** Host files with passwd and group entries for the sandbox user (os.userInfo() needs them). */
   passwd?: { passwd: string; group: string };
   allowNetwork: boolean;
   tmpSizeBytes: number;
   hostname: string;
+  /** Working directory inside the sandbox (default /tmp). */
+  chdir?: string;
 }
 
 function exists(p: string): boolean {
@@ -103,19 +113,15 @@ export function bwrapArgs(spec: SandboxSpec, command: string[]): string[] {
   for (const bin of spec.binaries) {
     if (!bin.startsWith('/usr/')) a.push('--ro-bind', bin, sandboxBinaryPath(bin));
   }
+  for (const b of spec.binds) a.push(b.writable ? '--bind' : '--ro-bind', b.host, b.at);
   a.push(
-    '--ro-bind', spec.runtimeDir, SANDBOX_PATHS.runtime,
-    '--ro-bind', spec.userfunc, SANDBOX_PATHS.userfunc,
-    '--ro-bind', spec.secrets, SANDBOX_PATHS.secrets,
-    '--ro-bind', spec.configs, SANDBOX_PATHS.configs,
-    '--bind', spec.sockDir, SANDBOX_PATHS.sock,
     '--proc', '/proc',
     '--dev', '/dev',
     '--size', String(spec.tmpSizeBytes),
     '--tmpfs', SANDBOX_PATHS.tmp,
     // The root bwrap builds is a writable tmpfs until told otherwise.
     '--remount-ro', '/',
-    '--chdir', SANDBOX_PATHS.tmp,
+    '--chdir', spec.chdir ?? SANDBOX_PATHS.tmp,
     '--',
     ...command,
   );
@@ -135,7 +141,7 @@ export function sandboxAvailable(): Promise<boolean> {
       return;
     }
     const args = bwrapArgs(
-      { runtimeDir: dir, binaries: [], userfunc: dir, secrets: dir, configs: dir, sockDir: dir, allowNetwork: false, tmpSizeBytes: 1 << 20, hostname: 'flint' },
+      { binds: [{ host: dir, at: SANDBOX_PATHS.runtime }, { host: dir, at: SANDBOX_PATHS.sock, writable: true }], binaries: [], allowNetwork: false, tmpSizeBytes: 1 << 20, hostname: 'flint' },
       ['/bin/sh', '-c', 'exit 0'],
     );
     execFile(BWRAP, args, { timeout: 10_000 }, (err) => {
