@@ -3,6 +3,7 @@
 // a FlintError (FLINT_ERR_VALIDATION) naming the first offending field.
 import { type TypeCheck, TypeCompiler } from '@sinclair/typebox/compiler';
 import { Value } from '@sinclair/typebox/value';
+import { ARCHIVE_URL_PREFIX, buildCommandProblem, MAX_LITERAL_BYTES, SHA256_HEX, storedArchiveSha } from './build-command.ts';
 import { FlintError, invalid } from './errors.ts';
 import { builderForImage, KNOWN_BUILDER_IMAGES, KNOWN_RUNTIME_IMAGES, runtimeForImage } from './images.ts';
 import {
@@ -83,6 +84,11 @@ type Rule = (obj: any, opts: ValidateOptions) => void;
 
 const RULES: Partial<Record<KindName, Rule>> = {
   Environment(env: Environment, opts) {
+    const cmd = env.spec.builder?.command;
+    if (cmd !== undefined) {
+      const problem = buildCommandProblem(cmd);
+      if (problem) throw invalid('spec.builder.command', problem);
+    }
     if (!opts.localImages) return;
     if (!runtimeForImage(env.spec.runtime.image)) {
       throw invalid(
@@ -122,6 +128,21 @@ const RULES: Partial<Record<KindName, Rule>> = {
       if (a.literal !== undefined && !/^[A-Za-z0-9+/]*={0,2}$/.test(a.literal)) {
         throw invalid(`spec.${name}.literal`, 'must be base64');
       }
+      if (a.literal !== undefined && Math.floor((a.literal.length * 3) / 4) > MAX_LITERAL_BYTES + 2) {
+        throw invalid(`spec.${name}.literal`, `embedded archives are limited to ${MAX_LITERAL_BYTES / 1024} KiB: upload larger ones (POST /v1/archives) and refer to them by url`);
+      }
+      if (a.type === 'url' && a.url) checkArchiveUrl(`spec.${name}.url`, a.url);
+      if (a.checksum && (a.checksum.type !== 'sha256' || !SHA256_HEX.test(a.checksum.sum))) {
+        throw invalid(`spec.${name}.checksum`, 'must be {type: "sha256", sum: <64 lowercase hex digits>}');
+      }
+      if (a.type === 'url' && a.url && a.checksum) {
+        const sha = storedArchiveSha(a.url);
+        if (sha && sha !== a.checksum.sum) throw invalid(`spec.${name}.checksum.sum`, `does not match the stored archive in the url (${sha})`);
+      }
+    }
+    if (pkg.spec.buildcmd !== undefined) {
+      const problem = buildCommandProblem(pkg.spec.buildcmd);
+      if (problem) throw invalid('spec.buildcmd', problem);
     }
   },
 
@@ -195,4 +216,18 @@ function checkRoutePath(field: string, path: string, reserved: readonly string[]
   for (const r of reserved) {
     if (path === r) throw invalid(field, `'${path}' is reserved by the router`);
   }
+}
+
+function checkArchiveUrl(field: string, url: string): void {
+  if (url.startsWith(ARCHIVE_URL_PREFIX)) {
+    if (!storedArchiveSha(url)) throw invalid(field, `'${url}' is not a stored archive: expected ${ARCHIVE_URL_PREFIX}<sha256>`);
+    return;
+  }
+  let u: URL;
+  try {
+    u = new URL(url);
+  } catch {
+    throw invalid(field, `'${url}' is neither a stored archive (${ARCHIVE_URL_PREFIX}<sha256>) nor an http(s) URL`);
+  }
+  if (u.protocol !== 'http:' && u.protocol !== 'https:') throw invalid(field, `unsupported URL scheme '${u.protocol}': use http or https`);
 }

@@ -1,5 +1,7 @@
 // The CLI's client of the control-plane API. Errors come back as FlintErrors
 // with the server's code, so the CLI exits with the registry's exit code.
+import fs from 'node:fs';
+import { Readable } from 'node:stream';
 import { errorFromBody, FlintError } from '../api/errors.ts';
 import type { AnyResource, KindMap, KindName } from '../api/kinds.ts';
 import { KINDS } from '../api/kinds.ts';
@@ -27,13 +29,15 @@ export class ApiClient {
     this.#unauthorizedHint = opts.unauthorizedHint;
   }
 
-  async raw(method: string, path: string, body?: unknown): Promise<Response> {
+  async raw(method: string, path: string, body?: unknown, bytes?: { stream: ReadableStream<Uint8Array>; contentType: string }): Promise<Response> {
     const headers: Record<string, string> = {};
     if (body !== undefined) headers['content-type'] = 'application/json';
+    if (bytes) headers['content-type'] = bytes.contentType;
     if (this.#token) headers.authorization = `Bearer ${this.#token}`;
     let res: Response;
     try {
-      res = await fetch(this.baseUrl + path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
+      const payload = bytes ? bytes.stream : body === undefined ? undefined : JSON.stringify(body);
+      res = await fetch(this.baseUrl + path, { method, headers, body: payload, ...(bytes ? { duplex: 'half' } : {}) } as RequestInit);
     } catch (err) {
       const reason = (err as { cause?: { code?: string; message?: string } }).cause;
       throw new FlintError(
@@ -106,6 +110,16 @@ export class ApiClient {
 
   delete(kind: KindName, ns: string, name: string, force = false): Promise<AnyResource> {
     return this.json('DELETE', this.#path(kind, ns, name) + (force ? '?force=true' : ''));
+  }
+
+  /** Streams a file to the archive store; the answer's url and checksum go into a package. */
+  async uploadArchive(file: string, sha256: string): Promise<{ url: string; checksum: { type: 'sha256'; sum: string }; size: number }> {
+    const stream = Readable.toWeb(fs.createReadStream(file)) as ReadableStream<Uint8Array>;
+    return (await (await this.raw('POST', `/v1/archives?sha256=${sha256}`, undefined, { stream, contentType: 'application/octet-stream' })).json()) as {
+      url: string;
+      checksum: { type: 'sha256'; sum: string };
+      size: number;
+    };
   }
 
   info(): Promise<{ routerUrl: string; authentication: { enabled: boolean; authUriPath: string } }> {

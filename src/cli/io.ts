@@ -4,7 +4,8 @@ import { controllerUnauthorizedHint, resolveControllerToken } from '../auth/clie
 import { ApiClient, DEFAULT_URL } from './client.ts';
 
 export interface Io {
-  out(text: string): void;
+  /** Bytes too: `package getdeploy` writes an archive to standard output. */
+  out(text: string | Uint8Array): void;
   err(text: string): void;
   env: NodeJS.ProcessEnv;
   cwd: string;

@@ -12,6 +12,12 @@ export interface DataLayout {
   instances: string;
   /** Content-addressed archive storage. */
   archives: string;
+  /** Unpacked deployment archives shared by the instances of one code version. */
+  deployCache: string;
+  /** Working directories of running builds. */
+  builds: string;
+  /** Per-builder caches kept between builds (npm, pip, go). */
+  buildCache: string;
   /** Files only the owner may read (generated credentials). */
   private: string;
 }
@@ -24,6 +30,9 @@ export function dataLayout(root: string): DataLayout {
     logs: path.join(abs, 'logs'),
     instances: path.join(abs, 'instances'),
     archives: path.join(abs, 'archives'),
+    deployCache: path.join(abs, 'deploy-cache'),
+    builds: path.join(abs, 'builds'),
+    buildCache: path.join(abs, 'build-cache'),
     private: path.join(abs, 'private'),
   };
 }

@@ -35,7 +35,22 @@ export const ValuesSchema = Type.Object(
       },
       Strict,
     ),
-    builder: Type.Object({ timeoutSeconds: Type.Integer({ minimum: 1, maximum: 86400 }) }, Strict),
+    builder: Type.Object(
+      {
+        timeoutSeconds: Type.Integer({ minimum: 1, maximum: 86400 }),
+        memoryMB: Type.Integer({ minimum: 64, maximum: 262144 }),
+        concurrency: Type.Integer({ minimum: 1, maximum: 64 }),
+      },
+      Strict,
+    ),
+    archives: Type.Object(
+      {
+        maxUploadMB: Type.Integer({ minimum: 1, maximum: 65536 }),
+        maxUnpackedMB: Type.Integer({ minimum: 1, maximum: 262144 }),
+        gcGraceMinutes: Type.Number({ minimum: 0, maximum: 10080 }),
+      },
+      Strict,
+    ),
     authentication: Type.Object(
       {
         enabled: Type.Boolean(),

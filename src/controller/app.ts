@@ -1,16 +1,21 @@
 // The control-plane HTTP API: CRUD and watch for every kind over the store,
-// function logs, and the OpenAPI document. Every error leaves as JSON
+// archive upload and download, package rebuilds, function logs, topic
+// read-back, and the OpenAPI document. Every error leaves as JSON
 // `{code, message, field?}` with the registry's status.
 import swagger from '@fastify/swagger';
 import Fastify, { type FastifyBaseLogger, type FastifyError, type FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
 import { FlintError, isFlintError } from '../api/errors.ts';
+import type { ArchiveStore } from '../archive/index.ts';
+import type { InspectLimits } from '../archive/zip-inspect.ts';
 import { CONTROLLER_UNAUTHORIZED, isControllerExempt } from '../auth/controller-auth.ts';
 import type { DataLayout } from '../config/layout.ts';
 import type { Store } from '../store/store.ts';
+import { registerArchiveRoutes } from './archives.ts';
 import { registerInfoRoutes, type ServerInfo } from './info.ts';
 import { registerLogRoutes } from './logs.ts';
 import { OPENAPI_INFO } from './openapi.ts';
+import { registerRebuildRoute } from './rebuild.ts';
 import { registerResourceRoutes } from './resources.ts';
 import { registerTopicRoutes, type TopicAccess } from './topics.ts';
 import { registerWatchRoutes } from './watch.ts';
@@ -31,9 +36,16 @@ export interface ControllerOptions {
   topics?: TopicAccess;
   /** Largest accepted request body. */
   bodyLimit?: number;
+  /** Archive storage for uploads and downloads; absent: the archive API answers 503. */
+  archives?: ArchiveStore;
+  /** Largest archive accepted in one upload (default 512 MiB). */
+  maxUploadBytes?: number;
+  /** What a package's zip may hold (default 100000 entries, 2 GiB unpacked). */
+  archiveLimits?: InspectLimits;
 }
 
 export const DEFAULT_BODY_LIMIT = 16 * 1024 * 1024;
+const DEFAULT_MAX_UPLOAD = 512 * 1024 * 1024;
 
 function toFlintError(err: FastifyError | FlintError | Error): FlintError {
   if (isFlintError(err)) return err;
@@ -100,6 +112,8 @@ export async function createController(opts: ControllerOptions): Promise<Fastify
   registerWatchRoutes(app, opts.store);
   registerLogRoutes(app, opts.store, opts.layout);
   registerTopicRoutes(app, opts.topics);
+  registerArchiveRoutes(app, opts.archives, opts.maxUploadBytes ?? DEFAULT_MAX_UPLOAD);
+  registerRebuildRoute(app, opts.store);
   app.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger());
   return app;
 }

@@ -8,6 +8,8 @@ import { DNS1123_LABEL } from '../api/meta.ts';
 import { validateResource } from '../api/validate.ts';
 import type { ControllerOptions } from './app.ts';
 import { ErrorBody } from './openapi.ts';
+import { checkPackageArchives } from './package-archives.ts';
+import { initialPackageStatus, packageStatusAfterUpdate } from './package-status.ts';
 import { checkDeletable, checkReferences } from './rules.ts';
 
 const NS_PARAM = Type.Object({ namespace: Type.String({ pattern: DNS1123_LABEL }) });
@@ -15,6 +17,7 @@ const NAME_PARAMS = Type.Object({
   namespace: Type.String({ pattern: DNS1123_LABEL }),
   name: Type.String({ pattern: DNS1123_LABEL }),
 });
+const DEFAULT_ARCHIVE_LIMITS = { maxEntries: 100_000, maxBytes: 2 * 1024 ** 3 };
 const ERRORS = { 400: ErrorBody, 404: ErrorBody, 409: ErrorBody };
 
 interface NsParams {
@@ -37,11 +40,8 @@ function sendWarnings(reply: FastifyReply, warnings: string[]): void {
 }
 
 function initialStatus(obj: AnyResource): AnyResource {
-  if (obj.kind !== 'Package') return obj;
-  const pkg = obj as Package;
-  // A deploy-only package is ready at once; one with a source waits for a build.
-  pkg.status = { buildstatus: pkg.spec.source ? 'pending' : 'succeeded', buildlog: '', lastUpdateTimestamp: new Date().toISOString() };
-  return pkg;
+  if (obj.kind === 'Package') (obj as Package).status = initialPackageStatus(obj as Package);
+  return obj;
 }
 
 export function registerResourceRoutes(app: FastifyInstance, opts: ControllerOptions): void {
@@ -92,6 +92,7 @@ export function registerResourceRoutes(app: FastifyInstance, opts: ControllerOpt
           delete (obj.metadata as any).resourceVersion;
         }
         const warnings = await checkReferences(store, obj);
+        if (obj.kind === 'Package') await checkPackageArchives(obj as Package, opts.archives, opts.archiveLimits ?? DEFAULT_ARCHIVE_LIMITS);
         const created = await store.create(initialStatus(obj));
         sendWarnings(reply, warnings);
         reply.code(201);
@@ -133,11 +134,9 @@ export function registerResourceRoutes(app: FastifyInstance, opts: ControllerOpt
         const current = await store.get(k.kind, namespace, name);
         if (!current) throw new FlintError('FLINT_ERR_NOT_FOUND', `${k.kind} '${name}' not found in namespace '${namespace}'`);
         const warnings = await checkReferences(store, obj);
-        if (k.hasStatus) {
-          // Status is the system's; a spec change of a package starts a new build.
-          const pkg = obj as Package;
-          const changed = JSON.stringify(pkg.spec) !== JSON.stringify((current as Package).spec);
-          pkg.status = changed ? (initialStatus(obj) as Package).status : (current as Package).status;
+        if (k.kind === 'Package') {
+          await checkPackageArchives(obj as Package, opts.archives, opts.archiveLimits ?? DEFAULT_ARCHIVE_LIMITS);
+          (obj as Package).status = packageStatusAfterUpdate(current as Package, obj as Package);
         }
         const updated = await store.update(obj);
         sendWarnings(reply, warnings);

@@ -1,19 +1,27 @@
 // Puts a function's code, secrets and configmaps where its worker reads them,
-// before specialization: code under userfunc/, secrets and configmaps as
-// files <dir>/<namespace>/<name>/<key>.
+// before specialization: the deployment at userfunc/deployarchive (a file, or
+// the unpacked zip as a directory, unless the environment keeps archives as
+// they are), secrets and configmaps as files <dir>/<namespace>/<name>/<key>.
 import fs from 'node:fs';
 import path from 'node:path';
 import { FlintError } from '../api/errors.ts';
 import type { FunctionResource, Package } from '../api/kinds.ts';
+import { type ArchiveStore, isZipFile } from '../archive/index.ts';
+import { resolveArchive } from '../archive/resolve.ts';
 import type { Store } from '../store/store.ts';
+import { type DeployCache, linkTree } from './deploy-cache.ts';
 import type { WorkerHandle } from './process/worker-process.ts';
-
-const ZIP_MAGIC = Buffer.from([0x50, 0x4b, 0x03, 0x04]);
 
 export interface Materialized {
   filepath: string;
   functionName?: string;
   env?: Record<string, string>;
+}
+
+export interface CodeSource {
+  store: Store;
+  archives: ArchiveStore;
+  deployCache: DeployCache;
 }
 
 async function writeData(store: Store, kind: 'Secret' | 'ConfigMap', refs: FunctionResource['spec']['secrets'], fnNs: string, dir: string): Promise<void> {
@@ -29,22 +37,19 @@ async function writeData(store: Store, kind: 'Secret' | 'ConfigMap', refs: Funct
   }
 }
 
-export async function materialize(store: Store, fn: FunctionResource, pkg: Package, worker: WorkerHandle): Promise<Materialized> {
+export async function materialize(src: CodeSource, fn: FunctionResource, pkg: Package, keepArchive: boolean, worker: WorkerHandle): Promise<Materialized> {
   const archive = pkg.spec.deployment;
   if (!archive) {
     const status = pkg.status?.buildstatus ?? 'pending';
-    throw new FlintError('FLINT_ERR_UNAVAILABLE', `package '${pkg.metadata.name}' has no deployment archive yet (build status: ${status})`);
+    const why = status === 'failed' ? `its build failed: see flint package info --name ${pkg.metadata.name}` : `build status: ${status}`;
+    throw new FlintError('FLINT_ERR_UNAVAILABLE', `package '${pkg.metadata.name}' has no deployment archive yet (${why})`);
   }
-  if (archive.type !== 'literal' || archive.literal === undefined) {
-    throw new FlintError('FLINT_ERR_UNAVAILABLE', `package '${pkg.metadata.name}': archives stored by URL are not supported by this executor yet`);
-  }
-  const bytes = Buffer.from(archive.literal, 'base64');
-  if (bytes.subarray(0, 4).equals(ZIP_MAGIC)) {
-    throw new FlintError('FLINT_ERR_UNAVAILABLE', `package '${pkg.metadata.name}' holds a zip archive: zip deployments need the archive support, not available yet`);
-  }
-  fs.writeFileSync(path.join(worker.hostDirs.userfunc, 'deployarchive'), bytes, { mode: 0o444 });
-  await writeData(store, 'Secret', fn.spec.secrets, fn.metadata.namespace, worker.hostDirs.secrets);
-  await writeData(store, 'ConfigMap', fn.spec.configmaps, fn.metadata.namespace, worker.hostDirs.configs);
+  const resolved = await resolveArchive(src.archives, archive);
+  const target = path.join(worker.hostDirs.userfunc, 'deployarchive');
+  if (!keepArchive && (await isZipFile(resolved.path))) linkTree(await src.deployCache.unpacked(resolved.sha256, resolved.path), target);
+  else fs.copyFileSync(resolved.path, target);
+  await writeData(src.store, 'Secret', fn.spec.secrets, fn.metadata.namespace, worker.hostDirs.secrets);
+  await writeData(src.store, 'ConfigMap', fn.spec.configmaps, fn.metadata.namespace, worker.hostDirs.configs);
   return {
     filepath: path.posix.join(worker.sandboxDirs.userfunc, 'deployarchive'),
     functionName: fn.spec.package.functionName || undefined,

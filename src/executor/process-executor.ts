@@ -11,11 +11,14 @@ import type { Logger } from 'pino';
 import { FlintError } from '../api/errors.ts';
 import { runtimeForImage } from '../api/images.ts';
 import type { Environment, FunctionResource, Package } from '../api/kinds.ts';
+import type { ArchiveStore } from '../archive/index.ts';
+import { archiveShas } from '../archive/refs.ts';
 import type { DataLayout } from '../config/layout.ts';
 import type { Store, Watch } from '../store/store.ts';
+import { DeployCache } from './deploy-cache.ts';
 import { EnvPool } from './env-pool.ts';
 import { FunctionLogs } from './function-log.ts';
-import { materialize } from './materialize.ts';
+import { type CodeSource, materialize } from './materialize.ts';
 import { startWorker, type WorkerHandle } from './process/worker-process.ts';
 import type { Executor, Lease } from './types.ts';
 
@@ -27,6 +30,9 @@ export interface ProcessExecutorOptions {
   /** Heap cap (MB) of a worker whose environment sets no memory limit. */
   memoryMB: number;
   reapIntervalMs: number;
+  archives: ArchiveStore;
+  /** Cap on an unpacked deployment archive (default 2 GiB). */
+  maxUnpackedBytes?: number;
 }
 
 interface Instance {
@@ -78,10 +84,13 @@ export class ProcessExecutor implements Executor {
   #reaper: NodeJS.Timeout | undefined;
   #stopped = false;
 
+  readonly #code: CodeSource;
+
   constructor(opts: ProcessExecutorOptions) {
     this.#o = opts;
     this.#log = opts.logger;
     this.#logs = new FunctionLogs(opts.layout);
+    this.#code = { store: opts.store, archives: opts.archives, deployCache: new DeployCache(opts.layout.deployCache, opts.maxUnpackedBytes ?? 2 * 1024 ** 3) };
   }
 
   async start(): Promise<void> {
@@ -102,6 +111,7 @@ export class ProcessExecutor implements Executor {
         const key = fnKey(ev.object.metadata.namespace, ev.object.metadata.name);
         if (ev.type === 'DELETED') this.#packages.delete(key);
         else this.#packages.set(key, ev.object as Package);
+        this.#code.deployCache.retain(new Set([...this.#packages.values()].flatMap((p) => archiveShas(p.spec.deployment))));
         // Functions using this package move to instances of the new code.
         for (const st of this.#fns.values()) {
           const ref = st.fn.spec.package.packageref;
@@ -195,7 +205,8 @@ export class ProcessExecutor implements Executor {
   #versionOf(fn: FunctionResource): string {
     const ref = fn.spec.package.packageref;
     const pkg = this.#packages.get(fnKey(ref.namespace ?? fn.metadata.namespace, ref.name));
-    return `${fn.metadata.uid}:${fn.metadata.resourceVersion}:${pkg?.metadata.resourceVersion ?? '-'}`;
+    // The code, not the package's resourceVersion: a build's status and log updates are no reason to drain.
+    return `${fn.metadata.uid}:${fn.metadata.resourceVersion}:${pkg ? (archiveShas(pkg.spec.deployment)[0] ?? 'none') : '-'}`;
   }
 
   #state(fn: FunctionResource): FnState {
@@ -360,7 +371,7 @@ export class ProcessExecutor implements Executor {
         if (worker) outputSinks.set(worker.id, sink);
         else worker = await this.#startWorker(pool.env, sink);
         const timeoutMs = (fn.spec.invokeStrategy?.executionStrategy?.specializationTimeout ?? 120) * 1000;
-        const m = await materialize(this.#o.store, fn, pkg, worker);
+        const m = await materialize(this.#code, fn, pkg, pool.env.spec.keeparchive === true, worker);
         await worker.specialize(m, timeoutMs);
         st.starting--;
         const inst: Instance = { id: worker.id, worker, version, active: 0, lastUsed: Date.now(), draining: false, served: 0 };

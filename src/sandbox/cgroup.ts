@@ -2,7 +2,7 @@
 // them (root with a writable cgroup v1 hierarchy, or a delegated cgroup v2
 // subtree). Anything less and the worker runs without them: the heap cap and
 // the sandbox still apply. A worker joins its cgroups through the launch
-// wrapper (see launch.ts) before it execs, so every process it starts is
+// wrapper (see limits.ts) before it execs, so every process it starts is
 // inside from its first instruction.
 import fs from 'node:fs';
 import path from 'node:path';

@@ -4,7 +4,10 @@ import { pino } from 'pino';
 import { FlintError } from '../api/errors.ts';
 import { dataLayout } from '../config/layout.ts';
 import { loadValues, type Values, type ValuesSources } from '../config/values.ts';
+import { LocalArchiveStore } from '../archive/index.ts';
+import { BuildManager } from '../builder/manager.ts';
 import { createController } from '../controller/app.ts';
+import { ArchiveGc } from '../controller/archive-gc.ts';
 import type { ServerInfo } from '../controller/info.ts';
 import { ensureAdminToken } from '../auth/admin-token.ts';
 import { createControllerAuthCheck } from '../auth/controller-auth.ts';
@@ -82,9 +85,14 @@ export async function startServer(src: ValuesSources, out: (line: string) => voi
         mint: createMintedTokenSource({ tokens, subject: 'flint:mqtrigger' }),
       };
     }
+    const archives = new LocalArchiveStore(layout.archives);
+    const MIB = 1024 * 1024;
+    const maxUnpackedBytes = values.archives.maxUnpackedMB * MIB;
     const executor = createProcessExecutor({
       store,
       layout,
+      archives,
+      maxUnpackedBytes,
       logger: logger.child({ component: 'executor' }),
       sandbox: values.executor.sandbox,
       memoryMB: values.executor.memoryMB,
@@ -92,6 +100,23 @@ export async function startServer(src: ValuesSources, out: (line: string) => voi
     });
     await executor.start();
     stops.push(() => executor.stop());
+    const builds = new BuildManager({
+      store,
+      archives,
+      buildsDir: layout.builds,
+      cacheDir: layout.buildCache,
+      sandbox: values.executor.sandbox,
+      timeoutSeconds: values.builder.timeoutSeconds,
+      memoryMB: values.builder.memoryMB,
+      concurrency: values.builder.concurrency,
+      maxUnpackedBytes,
+      logger: logger.child({ component: 'builder' }),
+    });
+    await builds.start();
+    stops.push(() => builds.stop());
+    const gc = new ArchiveGc({ store, archives, graceMs: values.archives.gcGraceMinutes * 60_000, intervalMs: 60_000, logger: logger.child({ component: 'archives' }) });
+    gc.start();
+    stops.push(async () => gc.stop());
     const router = createRouter({ store, executor, logger: logger.child({ component: 'router' }), host: values.router.host, port: values.router.port, beforeRoute: auth?.guard });
     const routerUrl = (await router.start()).url;
     stops.push(() => router.stop());
@@ -148,6 +173,9 @@ export async function startServer(src: ValuesSources, out: (line: string) => voi
       reservedPaths: ['/router-healthz', '/metrics', values.authentication.authUriPath],
       topics: readback,
       authCheck: auth?.controllerCheck,
+      archives,
+      maxUploadBytes: values.archives.maxUploadMB * MIB,
+      archiveLimits: { maxEntries: 100_000, maxBytes: maxUnpackedBytes },
     });
     await controller.listen({ host: values.controller.host, port: values.controller.port });
     stops.push(() => controller.close());

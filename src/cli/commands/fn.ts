@@ -7,11 +7,17 @@ import { checkName, collect, httpMethod, intFlag, kvMap, usage } from '../flags.
 import type { Ctx } from '../io.ts';
 import { printObject, table } from '../output.ts';
 import { invokeFunction } from './invoke.ts';
+import { archivesFromFlags } from './pkg.ts';
 
 interface FnFlags {
   name: string;
   env?: string;
   code?: string;
+  src?: string[];
+  deploy?: string[];
+  srcchecksum?: string;
+  deploychecksum?: string;
+  buildcmd?: string;
   pkg?: string;
   entrypoint?: string;
   executortype?: string;
@@ -37,6 +43,11 @@ function addSpecFlags(cmd: Command): Command {
   return cmd
     .option('--env <name>', 'environment the function runs in')
     .option('--code <file>', 'a single source file (a package <fn>-<uuid> is made from it)')
+    .option('--sourcearchive, --src <file|dir|url>', 'source the environment builder builds (repeatable)', collect)
+    .option('--deployarchive, --deploy <file|dir|url>', 'ready-to-run code: a zip, a directory or files (repeatable)', collect)
+    .option('--srcchecksum <sha256>', 'expected sha256 of the source archive')
+    .option('--deploychecksum <sha256>', 'expected sha256 of the deploy archive')
+    .option('--buildcmd <command>', "build command for --src (default: the environment builder's)")
     .option('--pkgname, --pkg <name>', 'an existing package')
     .option('--entry, --entrypoint <name>', "entrypoint in the package, e.g. 'handler' or 'file.func'")
     .option('--executortype <type>', 'poolmgr (warm pool, default) or newdeploy (dedicated instances)')
@@ -58,14 +69,6 @@ function addSpecFlags(cmd: Command): Command {
 /** Fission names the package of `fn create --code` `<fn>-<uuid>`, at most 62 characters. */
 export function codePackageName(fnName: string): string {
   return `${fnName}-${randomUUID()}`.slice(0, 62).replace(/-+$/, '');
-}
-
-function readCode(cwd: string, file: string): string {
-  try {
-    return fs.readFileSync(path.resolve(cwd, file)).toString('base64');
-  } catch (err) {
-    throw usage(`--code: cannot read '${file}': ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`);
-  }
 }
 
 function applySpec(spec: FunctionResource['spec'], f: FnFlags): void {
@@ -100,13 +103,13 @@ function applySpec(spec: FunctionResource['spec'], f: FnFlags): void {
   if (f.entrypoint !== undefined) spec.package.functionName = f.entrypoint;
 }
 
-async function createCodePackage(c: Ctx, fnName: string, envName: string, literal: string): Promise<string> {
+const givesCode = (f: FnFlags) => Boolean(f.code || f.src || f.deploy);
+
+async function createCodePackage(c: Ctx, fnName: string, envName: string, f: FnFlags): Promise<string> {
   const pkgName = codePackageName(fnName);
-  await c.client().create<Package>({
-    kind: 'Package',
-    metadata: { name: pkgName, namespace: c.namespace },
-    spec: { environment: { name: envName, namespace: c.namespace }, deployment: { type: 'literal', literal } },
-  });
+  const spec: Package['spec'] = { environment: { name: envName, namespace: c.namespace }, ...(await archivesFromFlags(c, f)) };
+  if (f.buildcmd) spec.buildcmd = f.buildcmd;
+  await c.client().create<Package>({ kind: 'Package', metadata: { name: pkgName, namespace: c.namespace }, spec });
   c.io.out(`Package '${pkgName}' created\n`);
   return pkgName;
 }
@@ -121,9 +124,8 @@ export function registerFn(program: Command, ctx: () => Ctx): void {
     .action(async (f: FnFlags) => {
       const c = ctx();
       checkName('--name', f.name);
-      if (f.code && f.pkg) throw usage('use either --code or --pkg, not both');
-      if (!f.code && !f.pkg) throw usage('need --code <file> or --pkg <package>');
-      const literal = f.code ? readCode(c.io.cwd, f.code) : undefined;
+      if (givesCode(f) && f.pkg) throw usage('use either --code/--src/--deploy or --pkg, not both');
+      if (!givesCode(f) && !f.pkg) throw usage('need --code <file>, --src, --deploy or --pkg <package>');
       let envName = f.env;
       if (f.pkg) {
         checkName('--pkg', f.pkg);
@@ -139,7 +141,7 @@ export function registerFn(program: Command, ctx: () => Ctx): void {
       applySpec(spec, f);
       const methods = (f.method ?? []).map(httpMethod);
       if (await c.client().tryGet('Function', c.namespace, f.name)) throw usage(`a function with the same name already exists: '${f.name}'`);
-      if (literal) spec.package.packageref.name = await createCodePackage(c, f.name, envName, literal);
+      if (givesCode(f)) spec.package.packageref.name = await createCodePackage(c, f.name, envName, f);
       await c.client().create<FunctionResource>({ kind: 'Function', metadata: { name: f.name, namespace: c.namespace, labels: kvMap('--labels', f.labels) }, spec });
       c.io.out(`function '${f.name}' created\n`);
       if (f.url || f.prefix) {
@@ -158,20 +160,22 @@ export function registerFn(program: Command, ctx: () => Ctx): void {
     async (f: FnFlags) => {
       const c = ctx();
       checkName('--name', f.name);
-      if (f.code && f.pkg) throw usage('use either --code or --pkg, not both');
-      const literal = f.code ? readCode(c.io.cwd, f.code) : undefined;
+      if (givesCode(f) && f.pkg) throw usage('use either --code/--src/--deploy or --pkg, not both');
       const cur = await c.client().get('Function', c.namespace, f.name);
       if (f.env) cur.spec.environment = { name: checkName('--env', f.env), namespace: c.namespace };
       applySpec(cur.spec, f);
       if (f.pkg) cur.spec.package.packageref = { name: checkName('--pkg', f.pkg), namespace: c.namespace };
-      if (literal) {
+      if (givesCode(f)) {
+        // New code goes into the function's package: a new source is built, then traffic moves.
         const ref = cur.spec.package.packageref;
         const pkg = await c.client().tryGet('Package', ref.namespace ?? c.namespace, ref.name);
-        if (pkg && pkg.spec.deployment?.type === 'literal' && !pkg.spec.source) {
-          pkg.spec.deployment = { type: 'literal', literal };
+        if (pkg) {
+          Object.assign(pkg.spec, await archivesFromFlags(c, f));
+          if (f.buildcmd) pkg.spec.buildcmd = f.buildcmd;
           await c.client().update(pkg);
+          c.io.out(`Package '${pkg.metadata.name}' updated\n`);
         } else {
-          cur.spec.package.packageref = { name: await createCodePackage(c, f.name, cur.spec.environment.name, literal), namespace: c.namespace };
+          cur.spec.package.packageref = { name: await createCodePackage(c, f.name, cur.spec.environment.name, f), namespace: c.namespace };
         }
       }
       const labels = kvMap('--labels', f.labels);

@@ -2,8 +2,10 @@ import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 import type { Command } from 'commander';
-import type { Archive, Package } from '../../api/kinds.ts';
-import { checkName, kubifyName, usage } from '../flags.ts';
+import type { Package } from '../../api/kinds.ts';
+import { buildCommandProblem } from '../../api/build-command.ts';
+import { archiveBytes, archiveFrom } from '../archive-input.ts';
+import { checkName, collect, kubifyName, usage } from '../flags.ts';
 import type { Ctx } from '../io.ts';
 import { table } from '../output.ts';
 
@@ -11,23 +13,31 @@ interface PkgFlags {
   name?: string;
   env?: string;
   code?: string;
-  deploy?: string;
-  src?: string;
+  deploy?: string[];
+  src?: string[];
+  srcchecksum?: string;
+  deploychecksum?: string;
   buildcmd?: string;
   force?: boolean;
 }
 
-function literalOf(cwd: string, flag: string, given: string): Archive {
-  const file = path.resolve(cwd, given);
-  let bytes: Buffer;
-  try {
-    if (fs.statSync(file).isDirectory()) throw usage(`${flag} '${given}' is a directory: directory and zip archives need the build support, not available yet`);
-    bytes = fs.readFileSync(file);
-  } catch (err) {
-    if ((err as { code?: string }).code === 'FLINT_ERR_USAGE') throw err;
-    throw usage(`${flag}: cannot read '${given}': ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`);
-  }
-  return { type: 'literal', literal: bytes.toString('base64') };
+/** The archives the flags describe, for a new package or an update. */
+export async function archivesFromFlags(c: Ctx, f: Pick<PkgFlags, 'code' | 'deploy' | 'src' | 'srcchecksum' | 'deploychecksum'>): Promise<Pick<Package['spec'], 'source' | 'deployment'>> {
+  if (f.code && f.deploy) throw usage('use either --code or --deploy, not both');
+  const out: Pick<Package['spec'], 'source' | 'deployment'> = {};
+  if (f.src) out.source = await archiveFrom(c, '--src', f.src, { checksum: f.srcchecksum, checksumFlag: '--srcchecksum' });
+  else if (f.srcchecksum) throw usage('--srcchecksum needs --src');
+  if (f.deploy) out.deployment = await archiveFrom(c, '--deploy', f.deploy, { checksum: f.deploychecksum, checksumFlag: '--deploychecksum' });
+  else if (f.deploychecksum) throw usage('--deploychecksum needs --deploy');
+  if (f.code) out.deployment = await archiveFrom(c, '--code', [f.code], { keepAsIs: true });
+  return out;
+}
+
+function checkBuildcmd(cmd: string | undefined): string | undefined {
+  if (cmd === undefined) return undefined;
+  const problem = buildCommandProblem(cmd);
+  if (problem) throw usage(`--buildcmd ${problem}`);
+  return cmd;
 }
 
 function suffix(): string {
@@ -49,44 +59,55 @@ export function registerPkg(program: Command, ctx: () => Ctx): void {
     .option('--name <name>', 'package name (default: <file>-<4 random characters>)')
     .requiredOption('--env <name>', 'environment the package is for')
     .option('--code <file>', 'a single source file, kept as is')
-    .option('--deployarchive, --deploy <file>', 'a ready-to-run file')
-    .option('--sourcearchive, --src <file>', 'source to be built by the environment builder')
-    .option('--buildcmd <command>', 'build command (default: the environment builder\'s)')
+    .option('--deployarchive, --deploy <file|dir|url>', 'ready-to-run code: a zip, a directory or files (zipped), or a URL (repeatable)', collect)
+    .option('--sourcearchive, --src <file|dir|url>', 'source the environment builder builds: a zip, a directory or files, or a URL (repeatable)', collect)
+    .option('--srcchecksum <sha256>', 'expected sha256 of the source archive')
+    .option('--deploychecksum <sha256>', 'expected sha256 of the deploy archive')
+    .option('--buildcmd <command>', "build command (default: the environment builder's)")
     .action(async (f: PkgFlags) => {
       const c = ctx();
       checkName('--env', f.env as string);
-      const given = [f.code, f.deploy, f.src].filter(Boolean).length;
-      if (given === 0) throw usage('need one of --code, --deploy or --src');
-      if (f.code && f.deploy) throw usage('use either --code or --deploy, not both');
-      const spec: Package['spec'] = { environment: { name: f.env as string, namespace: c.namespace } };
-      if (f.src) spec.source = literalOf(c.io.cwd, '--src', f.src);
-      if (f.deploy) spec.deployment = literalOf(c.io.cwd, '--deploy', f.deploy);
-      if (f.code) spec.deployment = literalOf(c.io.cwd, '--code', f.code);
-      if (f.buildcmd) spec.buildcmd = f.buildcmd;
-      const name = f.name ? checkName('--name', f.name) : packageNameFor((f.src ?? f.deploy ?? f.code) as string);
+      if (!f.code && !f.deploy && !f.src) throw usage('need one of --code, --deploy or --src');
+      const spec: Package['spec'] = { environment: { name: f.env as string, namespace: c.namespace }, ...(await archivesFromFlags(c, f)) };
+      const buildcmd = checkBuildcmd(f.buildcmd);
+      if (buildcmd) spec.buildcmd = buildcmd;
+      const first = f.src?.[0] ?? f.deploy?.[0] ?? (f.code as string);
+      const name = f.name ? checkName('--name', f.name) : packageNameFor(first.replace(/[?#].*$/, '').replace(/\/+$/, ''));
       await c.client().create<Package>({ kind: 'Package', metadata: { name, namespace: c.namespace }, spec });
       c.io.out(`Package '${name}' created\n`);
     });
 
   pkg
     .command('update')
-    .description("Update a package's code")
+    .description("Update a package's code (a new source is built again)")
     .requiredOption('--name <name>', 'package name')
     .option('--env <name>', 'environment')
     .option('--code <file>', 'a single source file')
-    .option('--deployarchive, --deploy <file>', 'a ready-to-run file')
-    .option('--sourcearchive, --src <file>', 'source to be built')
+    .option('--deployarchive, --deploy <file|dir|url>', 'ready-to-run code (repeatable)', collect)
+    .option('--sourcearchive, --src <file|dir|url>', 'source to be built (repeatable)', collect)
+    .option('--srcchecksum <sha256>', 'expected sha256 of the source archive')
+    .option('--deploychecksum <sha256>', 'expected sha256 of the deploy archive')
     .option('--buildcmd <command>', 'build command')
     .action(async (f: PkgFlags) => {
       const c = ctx();
       const cur = await c.client().get('Package', c.namespace, checkName('--name', f.name as string));
       if (f.env) cur.spec.environment = { name: checkName('--env', f.env), namespace: c.namespace };
-      if (f.src) cur.spec.source = literalOf(c.io.cwd, '--src', f.src);
-      if (f.deploy) cur.spec.deployment = literalOf(c.io.cwd, '--deploy', f.deploy);
-      if (f.code) cur.spec.deployment = literalOf(c.io.cwd, '--code', f.code);
-      if (f.buildcmd) cur.spec.buildcmd = f.buildcmd;
+      Object.assign(cur.spec, await archivesFromFlags(c, f));
+      const buildcmd = checkBuildcmd(f.buildcmd);
+      if (buildcmd) cur.spec.buildcmd = buildcmd;
       await c.client().update(cur);
       c.io.out(`Package '${f.name}' updated\n`);
+    });
+
+  pkg
+    .command('rebuild')
+    .description('Build a failed package again')
+    .requiredOption('--name <name>', 'package name')
+    .action(async (f: { name: string }) => {
+      const c = ctx();
+      const name = checkName('--name', f.name);
+      await c.client().json('POST', `/v1/namespaces/${encodeURIComponent(c.namespace)}/packages/${encodeURIComponent(name)}/rebuild`);
+      c.io.out(`Retrying build for pkg ${name}. Use "flint pkg info --name ${name}" to view status.\n`);
     });
 
   pkg
@@ -140,10 +161,10 @@ export function registerPkg(program: Command, ctx: () => Ctx): void {
         const c = ctx();
         const p = await c.client().get('Package', c.namespace, checkName('--name', f.name));
         const a = which === 'getsrc' ? p.spec.source : p.spec.deployment;
-        if (!a?.literal) throw usage(`package '${f.name}' has no ${which === 'getsrc' ? 'source' : 'deploy'} archive`);
-        const bytes = Buffer.from(a.literal, 'base64');
+        if (!a) throw usage(`package '${f.name}' has no ${which === 'getsrc' ? 'source' : 'deploy'} archive`);
+        const bytes = await archiveBytes(c, a);
         if (f.output) fs.writeFileSync(path.resolve(c.io.cwd, f.output), bytes);
-        else c.io.out(bytes.toString('utf8'));
+        else c.io.out(bytes);
       });
   }
 }

@@ -1,10 +1,10 @@
 // Real worker processes: unsandboxed always, bubblewrap where it works here.
 import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
-import { spawn } from 'node:child_process';
 import { after, afterEach, before, describe, it } from 'node:test';
 import { pathToFileURL } from 'node:url';
 import { isFlintError } from '../../api/errors.ts';

@@ -18,9 +18,10 @@ import path from 'node:path';
 import { FlintError } from '../../api/errors.ts';
 import type { RuntimeName } from '../../api/images.ts';
 import { type RuntimeLaunch, runtimeLaunch } from '../../runtimes/index.ts';
-import { createWorkerCgroups, type WorkerCgroups } from '../../sandbox/cgroup.ts';
-import { LineSplitter, Tail } from '../../sandbox/lines.ts';
 import { BWRAP, bwrapArgs, SANDBOX_PATHS, SANDBOX_UID, sandboxAvailable, sandboxBinaryPath } from '../../sandbox/bwrap.ts';
+import { createWorkerCgroups, type WorkerCgroups } from '../../sandbox/cgroup.ts';
+import { withLimits } from '../../sandbox/limits.ts';
+import { LineSplitter, Tail } from '../../sandbox/lines.ts';
 import { TimeoutError, unixRequest } from './unix-http.ts';
 
 export { sandboxAvailable };
@@ -103,17 +104,6 @@ const MIB = 1024 * 1024;
 // Node itself needs about this much to start; a smaller cgroup would only OOM-kill it at boot.
 const MIN_CGROUP_MB = 64;
 const PIDS_MAX = 512;
-
-// Launch wrapper: joins the worker's cgroups and sets rlimits, then execs the
-// real command, so every process of the worker starts inside its limits.
-const WRAPPER = 'set -e; while [ "$1" != "--" ]; do case "$1" in cg) echo $$ > "$2";; cpu) ulimit -t "$2";; esac; shift 2; done; shift; exec "$@"';
-
-function wrap(command: string[], cg: WorkerCgroups | undefined, cpuSeconds: number | undefined): string[] {
-  if (!cg && cpuSeconds === undefined) return command;
-  const pre = (cg?.procsFiles ?? []).flatMap((f) => ['cg', f]);
-  if (cpuSeconds !== undefined) pre.push('cpu', String(cpuSeconds));
-  return ['/bin/sh', '-c', WRAPPER, 'flint-worker', ...pre, '--', ...command];
-}
 
 function socketDir(instanceDir: string): { dir: string; temporary: boolean } {
   const preferred = path.join(instanceDir, 'sock');
@@ -249,7 +239,7 @@ export async function startWorker(opts: WorkerOptions): Promise<WorkerHandle> {
   } else {
     argv = rt.command(rt.dir, heapMB, (p) => p);
   }
-  argv = wrap(argv, cg, opts.cpuSeconds);
+  argv = withLimits(argv, cg, opts.cpuSeconds);
 
   let child: ChildProcess;
   try {

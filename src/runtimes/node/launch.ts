@@ -12,4 +12,10 @@ export const nodeLaunch: RuntimeLaunch = {
   dir: import.meta.dirname,
   binaries: () => [node()],
   command: (dir, heapMB, bin) => [bin(node()), `--max-old-space-size=${heapMB}`, path.posix.join(dir, 'server.ts')],
+  // npm comes from the machine (/usr/bin/npm with its own node): the pinned
+  // node package ships no npm, and a build only needs some npm, not ours.
+  builder: {
+    dir: path.join(import.meta.dirname, 'builder'),
+    binaries: () => [],
+  },
 };

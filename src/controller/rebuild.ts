@@ -1,0 +1,34 @@
+// `POST .../packages/<name>/rebuild`: a failed build runs again. Anything but
+// a failed package is refused, so a rebuild cannot cut a running build short
+// or throw away a good deployment.
+import { Type } from '@sinclair/typebox';
+import type { FastifyInstance } from 'fastify';
+import { FlintError } from '../api/errors.ts';
+import { PackageSchema } from '../api/kinds.ts';
+import type { Store } from '../store/store.ts';
+import { ErrorBody } from './openapi.ts';
+
+export function registerRebuildRoute(app: FastifyInstance, store: Store): void {
+  app.post<{ Params: { namespace: string; name: string } }>(
+    '/v1/namespaces/:namespace/packages/:name/rebuild',
+    {
+      schema: {
+        tags: ['packages'],
+        summary: 'Build a failed package again',
+        params: Type.Object({ namespace: Type.String(), name: Type.String() }),
+        response: { 200: Type.Ref(PackageSchema), 404: ErrorBody, 409: ErrorBody },
+      },
+    },
+    async (req) => {
+      const { namespace, name } = req.params;
+      const pkg = await store.get('Package', namespace, name);
+      if (!pkg) throw new FlintError('FLINT_ERR_NOT_FOUND', `Package '${name}' not found in namespace '${namespace}'`);
+      const status = pkg.status?.buildstatus ?? 'none';
+      if (status !== 'failed') {
+        throw new FlintError('FLINT_ERR_CONFLICT', `package '${name}' is not in failed state (its build status is '${status}'): only a failed build can be rebuilt`);
+      }
+      // With the version just read: a concurrent change gets a 409, not a lost update.
+      return store.updateStatus({ ...pkg, status: { buildstatus: 'pending', buildlog: '', lastUpdateTimestamp: new Date().toISOString() } });
+    },
+  );
+}
