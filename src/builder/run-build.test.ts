@@ -52,7 +52,7 @@ before(async () => {
       'echo "src=$SRC_PKG deploy=$DEPLOY_PKG cache=$FLINT_BUILD_CACHE pwd=$(pwd)"',
       'echo "to stderr" >&2',
       'echo cached >> "$FLINT_BUILD_CACHE/runs"',
-      'cp -R "$SRC_PKG" "$DEPLOY_PKG"',
+      'if [ -d "$SRC_PKG" ]; then cp -R "$SRC_PKG" "$DEPLOY_PKG"; else mkdir "$DEPLOY_PKG"; cp "$SRC_PKG" "$DEPLOY_PKG/"; fi',
       'echo built > "$DEPLOY_PKG/marker"',
       '',
     ].join('\n'),
