@@ -1,6 +1,4 @@
 import { randomUUID } from 'node:crypto';
-import fs from 'node:fs';
-import path from 'node:path';
 import type { Command } from 'commander';
 import type { ExecutionStrategy, FunctionResource, HTTPTrigger, Package } from '../../api/kinds.ts';
 import { checkName, collect, httpMethod, intFlag, kvMap, usage } from '../flags.ts';
