@@ -115,7 +115,7 @@ describe('flint CLI', () => {
       [['env', 'create', '--image', 'x'], /required option '--name <name>' not specified/],
       [['env', 'create', '--name', 'a', '--image', 'x', '--bogus'], /unknown option '--bogus'/],
       [['env', 'create', '--name', 'a', '--image', 'x', '--poolsize', 'three'], /--poolsize must be a whole number/],
-      [['fn', 'create', '--name', 'f', '--env', 'e'], /need --code <file> or --pkg <package>/],
+      [['fn', 'create', '--name', 'f', '--env', 'e'], /need --code <file>, --src, --deploy or --pkg <package>/],
       [['fn', 'create', '--name', 'f', '--env', 'e', '--code', 'missing.js'], /cannot read 'missing.js'/],
       [['fn', 'create', '--name', 'f', '--env', 'e', '--code', 'hello.js', '--minscale', '2'], /--executortype newdeploy/],
       [['route', 'create', '--name', 'r', '--url', '/x'], /need a function name/],

@@ -103,9 +103,9 @@ function applySpec(spec: FunctionResource['spec'], f: FnFlags): void {
 
 const givesCode = (f: FnFlags) => Boolean(f.code || f.src || f.deploy);
 
-async function createCodePackage(c: Ctx, fnName: string, envName: string, f: FnFlags): Promise<string> {
+async function createCodePackage(c: Ctx, fnName: string, envName: string, f: FnFlags, archives: Pick<Package['spec'], 'source' | 'deployment'>): Promise<string> {
   const pkgName = codePackageName(fnName);
-  const spec: Package['spec'] = { environment: { name: envName, namespace: c.namespace }, ...(await archivesFromFlags(c, f)) };
+  const spec: Package['spec'] = { environment: { name: envName, namespace: c.namespace }, ...archives };
   if (f.buildcmd) spec.buildcmd = f.buildcmd;
   await c.client().create<Package>({ kind: 'Package', metadata: { name: pkgName, namespace: c.namespace }, spec });
   c.io.out(`Package '${pkgName}' created\n`);
@@ -138,8 +138,10 @@ export function registerFn(program: Command, ctx: () => Ctx): void {
       const spec: FunctionResource['spec'] = { environment: { name: envName, namespace: c.namespace }, package: { packageref: { name: f.pkg ?? '', namespace: c.namespace } } };
       applySpec(spec, f);
       const methods = (f.method ?? []).map(httpMethod);
+      // Files are read (and refused) before anything is asked of the server.
+      const archives = givesCode(f) ? await archivesFromFlags(c, f) : undefined;
       if (await c.client().tryGet('Function', c.namespace, f.name)) throw usage(`a function with the same name already exists: '${f.name}'`);
-      if (givesCode(f)) spec.package.packageref.name = await createCodePackage(c, f.name, envName, f);
+      if (archives) spec.package.packageref.name = await createCodePackage(c, f.name, envName, f, archives);
       await c.client().create<FunctionResource>({ kind: 'Function', metadata: { name: f.name, namespace: c.namespace, labels: kvMap('--labels', f.labels) }, spec });
       c.io.out(`function '${f.name}' created\n`);
       if (f.url || f.prefix) {
@@ -165,15 +167,16 @@ export function registerFn(program: Command, ctx: () => Ctx): void {
       if (f.pkg) cur.spec.package.packageref = { name: checkName('--pkg', f.pkg), namespace: c.namespace };
       if (givesCode(f)) {
         // New code goes into the function's package: a new source is built, then traffic moves.
+        const archives = await archivesFromFlags(c, f);
         const ref = cur.spec.package.packageref;
         const pkg = await c.client().tryGet('Package', ref.namespace ?? c.namespace, ref.name);
         if (pkg) {
-          Object.assign(pkg.spec, await archivesFromFlags(c, f));
+          Object.assign(pkg.spec, archives);
           if (f.buildcmd) pkg.spec.buildcmd = f.buildcmd;
           await c.client().update(pkg);
           c.io.out(`Package '${pkg.metadata.name}' updated\n`);
         } else {
-          cur.spec.package.packageref = { name: await createCodePackage(c, f.name, cur.spec.environment.name, f), namespace: c.namespace };
+          cur.spec.package.packageref = { name: await createCodePackage(c, f.name, cur.spec.environment.name, f, archives), namespace: c.namespace };
         }
       }
       const labels = kvMap('--labels', f.labels);

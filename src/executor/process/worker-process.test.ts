@@ -165,7 +165,6 @@ describe('worker process (unsandboxed)', () => {
 
   it('refuses bad options', async () => {
     await rejectsWith(start({ id: 'Bad_Id' } as Partial<WorkerOptions>), 'FLINT_ERR_VALIDATION', /worker id/);
-    await rejectsWith(start({ runtime: 'python' }), 'FLINT_ERR_UNAVAILABLE', /python runtime/);
     await rejectsWith(start({ env: { BAD: 'nul\0byte' } }), 'FLINT_ERR_UNAVAILABLE', /could not be started/);
   });
 
