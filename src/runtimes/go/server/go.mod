@@ -1,0 +1,3 @@
+module flint.dev/go-runtime
+
+go 1.21
