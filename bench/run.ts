@@ -4,7 +4,8 @@
 //      kind of worker directly over its Unix socket;
 //   2. throughput through the router (wrk) as a ratio of a bare node:http server;
 //   3. cold start from the warm pool (first call of a new function) as a
-//      ratio of forking a fresh `node` that serves one request.
+//      ratio of forking a fresh `node` that serves one request;
+//   4. packages (bench/packages.ts) and Kafka triggers (bench/mq.ts).
 // Results print as a markdown table; bench/RESULTS.md records them.
 import { spawn } from 'node:child_process';
 import fs from 'node:fs';
@@ -15,6 +16,7 @@ import { startWorker } from '../src/executor/process/worker-process.ts';
 import { startServer } from '../test/helpers/server.ts';
 import { fmt, hasWrk, percentiles, sequentialLatency, startBareServer, wrk } from './lib.ts';
 import { kafkaBench } from './mq.ts';
+import { packagesBench } from './packages.ts';
 
 const HELLO = 'module.exports = async () => ({ status: 200, body: "hello\\n" });';
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 5);
@@ -173,6 +175,17 @@ try {
 } finally {
   await server.stop();
   fs.rmSync(work, { recursive: true, force: true });
+}
+
+if (process.env.BENCH_PACKAGES !== '0') {
+  const pkgWork = fs.mkdtempSync(path.join(os.tmpdir(), 'flint-bench-pkg-'));
+  try {
+    rows.push(...(await packagesBench(sandbox, pkgWork, Number(process.env.BENCH_COLD ?? 15))));
+  } catch (err) {
+    rows.push(['packages', 'failed', String((err as Error).message), '']);
+  } finally {
+    fs.rmSync(pkgWork, { recursive: true, force: true });
+  }
 }
 
 if (process.env.BENCH_KAFKA !== '0') {

@@ -1,0 +1,147 @@
+// Packages benchmarks, each against a baseline in the same run:
+//   - cold start of a function deployed as a zip of 2000 files vs one
+//     deployed as a single file (both from the warm pool): what unpacking
+//     costs a cold start once the deploy cache holds the tree;
+//   - cold start of a Python function from the warm pool vs forking a fresh
+//     python3 that serves one request (the cost a pool saves);
+//   - a package's build through the build manager (sandbox, unpack, zip,
+//     store) vs running the same builder script directly.
+import { spawn, spawnSync } from 'node:child_process';
+import fs from 'node:fs';
+import path from 'node:path';
+import { Pool } from 'undici';
+import { zipDirectory } from '../src/archive/index.ts';
+import { startServer } from '../test/helpers/server.ts';
+import { fmt, percentiles } from './lib.ts';
+
+async function api(base: string, method: string, url: string, body?: unknown): Promise<any> {
+  const res = await fetch(base + url, { method, headers: body ? { 'content-type': 'application/json' } : {}, body: body ? JSON.stringify(body) : undefined });
+  const text = await res.text();
+  if (res.status >= 300) throw new Error(`${method} ${url}: ${res.status} ${text}`);
+  return JSON.parse(text);
+}
+
+async function upload(base: string, file: string): Promise<{ url: string; checksum: { type: 'sha256'; sum: string } }> {
+  const res = await fetch(`${base}/v1/archives`, { method: 'POST', headers: { 'content-type': 'application/zip' }, body: fs.readFileSync(file) });
+  if (res.status !== 201) throw new Error(`upload: ${res.status} ${await res.text()}`);
+  return (await res.json()) as { url: string; checksum: { type: 'sha256'; sum: string } };
+}
+
+async function timedFirstCall(routerUrl: string, name: string): Promise<number> {
+  const t0 = process.hrtime.bigint();
+  const res = await fetch(`${routerUrl}/flint-function/${name}`);
+  const text = await res.text();
+  if (res.status !== 200) throw new Error(`first call of ${name}: ${res.status} ${text}`);
+  return Number(process.hrtime.bigint() - t0) / 1000;
+}
+
+/** A fresh python3 until it has answered one HTTP request on a Unix socket. */
+async function forkPythonOnce(dir: string, i: number): Promise<number> {
+  const sock = path.join(dir, `py-${i}.sock`);
+  const code = `import http.server, socketserver
+class H(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        self.send_response(200); self.send_header('Content-Length', '5'); self.end_headers(); self.wfile.write(b'hello')
+    def log_message(self, *a): pass
+s = socketserver.UnixStreamServer(${JSON.stringify(sock)}, H)
+s.handle_request()`;
+  const t0 = process.hrtime.bigint();
+  const child = spawn('/usr/bin/python3', ['-c', code], { stdio: 'ignore' });
+  const pool = new Pool('http://localhost', { socketPath: sock });
+  for (;;) {
+    try {
+      const r = await pool.request({ path: '/', method: 'GET' });
+      await r.body.text();
+      break;
+    } catch {
+      await new Promise((r) => setTimeout(r, 1));
+    }
+  }
+  const us = Number(process.hrtime.bigint() - t0) / 1000;
+  await pool.close();
+  child.kill();
+  return us;
+}
+
+async function waitBuilt(base: string, name: string): Promise<any> {
+  for (;;) {
+    const p = await api(base, 'GET', `/v1/namespaces/default/packages/${name}`);
+    if (p.status?.buildstatus === 'succeeded') return p;
+    if (p.status?.buildstatus === 'failed') throw new Error(`build of ${name} failed:\n${p.status.buildlog}`);
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
+
+export async function packagesBench(sandbox: 'bubblewrap' | 'none', work: string, rounds: number): Promise<string[][]> {
+  const rows: string[][] = [];
+  const server = await startServer({ sets: [`executor.sandbox=${sandbox}`, 'logLevel=error'] });
+  const base = server.controllerUrl;
+  const NS = '/v1/namespaces/default';
+  try {
+    await api(base, 'POST', `${NS}/environments`, { metadata: { name: 'nodejs' }, spec: { runtime: { image: 'flint/node-env' }, builder: { image: 'flint/node-builder', command: 'build' }, poolsize: 3 } });
+    await api(base, 'POST', `${NS}/environments`, { metadata: { name: 'python' }, spec: { runtime: { image: 'flint/python-env' }, poolsize: 3 } });
+
+    // A package as big as a small node_modules: 2000 files in 100 directories.
+    const tree = path.join(work, 'tree');
+    for (let d = 0; d < 100; d++) {
+      fs.mkdirSync(path.join(tree, 'node_modules', `m${d}`), { recursive: true });
+      for (let f = 0; f < 20; f++) fs.writeFileSync(path.join(tree, 'node_modules', `m${d}`, `f${f}.js`), `module.exports = ${d * 20 + f};\n`.repeat(20));
+    }
+    fs.writeFileSync(path.join(tree, 'index.js'), 'module.exports = async () => ({ body: "hello" });\n');
+    await zipDirectory(tree, path.join(work, 'tree.zip'));
+    const zipRef = await upload(base, path.join(work, 'tree.zip'));
+    const single = Buffer.from('module.exports = async () => ({ body: "hello" });\n').toString('base64');
+
+    const zipCold: number[] = [];
+    const fileCold: number[] = [];
+    const pyCold: number[] = [];
+    for (let i = 0; i < rounds; i++) {
+      // Interleaved, so both sides see the same machine.
+      for (const [name, deployment, env, into] of [
+        [`zip-${i}`, { type: 'url', ...zipRef }, 'nodejs', zipCold],
+        [`file-${i}`, { type: 'literal', literal: single }, 'nodejs', fileCold],
+        [`py-${i}`, { type: 'literal', literal: Buffer.from('def main():\n    return "hello"\n').toString('base64') }, 'python', pyCold],
+      ] as const) {
+        await api(base, 'POST', `${NS}/packages`, { metadata: { name } , spec: { environment: { name: env }, deployment } });
+        await api(base, 'POST', `${NS}/functions`, { metadata: { name }, spec: { environment: { name: env }, package: { packageref: { name } } } });
+        await new Promise((r) => setTimeout(r, 600));
+        into.push(await timedFirstCall(server.routerUrl, name));
+      }
+    }
+    const z = percentiles(zipCold);
+    const f = percentiles(fileCold);
+    rows.push(['cold start, 2000-file zip / single file', `${fmt(z.p50 / f.p50, 2)}x`, `zip p50 ${fmt(z.p50 / 1000, 1)} ms, single file p50 ${fmt(f.p50 / 1000, 1)} ms`, '']);
+    const forks: number[] = [];
+    for (let i = 0; i < rounds; i++) forks.push(await forkPythonOnce(work, i));
+    const p = percentiles(pyCold);
+    const pf = percentiles(forks);
+    rows.push(['Python cold start from warm pool / fork python3', `${fmt(p.p50 / pf.p50, 2)}x`, `cold p50 ${fmt(p.p50 / 1000, 1)} ms (p99 ${fmt(p.p99 / 1000, 1)} ms), fork p50 ${fmt(pf.p50 / 1000, 1)} ms`, '']);
+
+    // Build overhead: the Node builder on a source without dependencies.
+    const src = path.join(work, 'src');
+    fs.mkdirSync(src);
+    fs.writeFileSync(path.join(src, 'index.js'), 'module.exports = async () => ({ body: "built" });\n');
+    await zipDirectory(src, path.join(work, 'src.zip'));
+    const srcRef = await upload(base, path.join(work, 'src.zip'));
+    const managed: number[] = [];
+    const direct: number[] = [];
+    const script = path.resolve(import.meta.dirname, '../src/runtimes/node/builder/build');
+    for (let i = 0; i < rounds; i++) {
+      const t0 = process.hrtime.bigint();
+      await api(base, 'POST', `${NS}/packages`, { metadata: { name: `build-${i}` }, spec: { environment: { name: 'nodejs' }, source: { type: 'url', ...srcRef } } });
+      await waitBuilt(base, `build-${i}`);
+      managed.push(Number(process.hrtime.bigint() - t0) / 1000);
+      const out = path.join(work, `direct-${i}`);
+      const t1 = process.hrtime.bigint();
+      const r = spawnSync(script, [], { cwd: src, env: { ...process.env, SRC_PKG: src, DEPLOY_PKG: out, FLINT_BUILD_CACHE: work } });
+      if (r.status !== 0) throw new Error(`direct build: ${r.stderr}`);
+      direct.push(Number(process.hrtime.bigint() - t1) / 1000);
+    }
+    const m = percentiles(managed);
+    const d = percentiles(direct);
+    rows.push(['build via build manager / builder script run directly', `${fmt(m.p50 / d.p50, 2)}x`, `managed p50 ${fmt(m.p50 / 1000, 1)} ms (create to succeeded), direct p50 ${fmt(d.p50 / 1000, 1)} ms`, '']);
+  } finally {
+    await server.stop();
+  }
+  return rows;
+}
