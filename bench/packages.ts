@@ -24,7 +24,8 @@ async function api(base: string, method: string, url: string, body?: unknown): P
 async function upload(base: string, file: string): Promise<{ url: string; checksum: { type: 'sha256'; sum: string } }> {
   const res = await fetch(`${base}/v1/archives`, { method: 'POST', headers: { 'content-type': 'application/zip' }, body: fs.readFileSync(file) });
   if (res.status !== 201) throw new Error(`upload: ${res.status} ${await res.text()}`);
-  return (await res.json()) as { url: string; checksum: { type: 'sha256'; sum: string } };
+  const { url, checksum } = (await res.json()) as { url: string; checksum: { type: 'sha256'; sum: string } };
+  return { url, checksum };
 }
 
 async function timedFirstCall(routerUrl: string, name: string): Promise<number> {

@@ -20,6 +20,9 @@ export interface ExtractLimits {
 
 export const DEFAULT_EXTRACT_LIMITS: ExtractLimits = { maxEntries: 100_000, maxBytes: 1024 ** 3 };
 
+// Entries declaring at most this are read whole (yauzl checks the declared size against what inflates).
+const SMALL_FILE = 256 * 1024;
+
 const bad = (message: string) => new FlintError('FLINT_ERR_BAD_ARCHIVE', message);
 
 function openZip(file: string): Promise<yauzl.ZipFile> {
@@ -43,6 +46,7 @@ function readStream(zip: yauzl.ZipFile, entry: yauzl.Entry): Promise<NodeJS.Read
 async function unpack(zip: yauzl.ZipFile, dest: string, limits: ExtractLimits): Promise<{ entries: number; bytes: number }> {
   const seen = new Set<string>();
   const links: { at: string; target: string }[] = [];
+  const made = new Set<string>([dest]);
   let entries = 0;
   let bytes = 0;
   const next = (): Promise<yauzl.Entry | undefined> =>
@@ -71,6 +75,7 @@ async function unpack(zip: yauzl.ZipFile, dest: string, limits: ExtractLimits): 
     const target = path.join(dest, rel);
     if (name.endsWith('/')) {
       fs.mkdirSync(target, { recursive: true, mode: 0o755 });
+      made.add(target);
       continue;
     }
     if (isSymlinkEntry(entry)) {
@@ -83,8 +88,23 @@ async function unpack(zip: yauzl.ZipFile, dest: string, limits: ExtractLimits): 
       links.push({ at: target, target: linkTarget });
       continue;
     }
-    fs.mkdirSync(path.dirname(target), { recursive: true, mode: 0o755 });
+    const parent = path.dirname(target);
+    if (!made.has(parent)) {
+      fs.mkdirSync(parent, { recursive: true, mode: 0o755 });
+      made.add(parent);
+    }
     const mode = (entry.externalFileAttributes >>> 16) & 0o111 ? 0o755 : 0o644;
+    if (entry.uncompressedSize <= SMALL_FILE) {
+      // Most files of a package are small: one buffer and one write beat a stream pipeline each.
+      const chunks: Buffer[] = [];
+      for await (const c of await readStream(zip, entry)) {
+        bytes += (c as Buffer).length;
+        if (bytes > limits.maxBytes) throw new FlintError('FLINT_ERR_PAYLOAD_TOO_LARGE', `the archive unpacks to more than ${limits.maxBytes} bytes`);
+        chunks.push(c as Buffer);
+      }
+      await fs.promises.writeFile(target, Buffer.concat(chunks), { flag: 'wx', mode });
+      continue;
+    }
     const counter = new Transform({
       transform(chunk: Buffer, _enc, cb) {
         bytes += chunk.length;

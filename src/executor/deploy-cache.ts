@@ -1,7 +1,10 @@
 // Unpacked deployment archives, one directory per archive (by sha256), shared
-// by every instance of that code: a cold start links the files into the
-// worker's code directory instead of unpacking the zip again. Entries of code
-// no package deploys any more are removed.
+// by every instance of that code: a cold start gets the files as hard links
+// instead of unpacking the zip again. Linking is a system call per file
+// (about 25 ms for a 2000-file node_modules here), so one linked copy per
+// archive is kept ready and a cold start only renames it into place; the next
+// copy is made in the background. Entries of code no package deploys any
+// more are removed.
 import fs from 'node:fs';
 import path from 'node:path';
 import { extractZip } from '../archive/index.ts';
@@ -10,6 +13,9 @@ export class DeployCache {
   readonly #dir: string;
   readonly #maxUnpackedBytes: number;
   readonly #unpacking = new Map<string, Promise<string>>();
+  /** A ready linked copy per archive, or the promise of one being made. */
+  readonly #spares = new Map<string, Promise<string | undefined>>();
+  #seq = 0;
 
   constructor(dir: string, maxUnpackedBytes: number) {
     this.#dir = dir;
@@ -33,12 +39,51 @@ export class DeployCache {
     return p;
   }
 
+  /** Unpacks ahead of need, with a linked copy ready for the first instance. */
+  async warm(sha256: string, zipPath: string): Promise<void> {
+    const tree = await this.unpacked(sha256, zipPath);
+    if (!this.#spares.has(sha256)) this.#makeSpare(sha256, tree);
+  }
+
+  /** Puts the unpacked archive at `dest` (which must not exist), as hard links. */
+  async checkout(sha256: string, zipPath: string, dest: string): Promise<void> {
+    const tree = await this.unpacked(sha256, zipPath);
+    const spare = await this.#spares.get(sha256);
+    this.#spares.delete(sha256);
+    let placed = false;
+    if (spare) {
+      try {
+        await fs.promises.rename(spare, dest);
+        placed = true;
+      } catch {
+        await fs.promises.rm(spare, { recursive: true, force: true });
+      }
+    }
+    if (!placed) await linkTree(tree, dest);
+    this.#makeSpare(sha256, tree);
+  }
+
+  #makeSpare(sha256: string, tree: string): void {
+    const at = path.join(this.#dir, 'spares', `${sha256}-${++this.#seq}`);
+    const made = linkTree(tree, at).then(
+      () => at,
+      async () => {
+        await fs.promises.rm(at, { recursive: true, force: true });
+        return undefined;
+      },
+    );
+    this.#spares.set(sha256, made);
+  }
+
   /** Drops entries of archives not in `inUse`. */
   retain(inUse: ReadonlySet<string>): void {
     for (const sha of [...this.#unpacking.keys()]) {
       if (inUse.has(sha)) continue;
       const p = this.#unpacking.get(sha);
       this.#unpacking.delete(sha);
+      const spare = this.#spares.get(sha);
+      this.#spares.delete(sha);
+      void spare?.then((dir) => (dir ? fs.promises.rm(dir, { recursive: true, force: true }) : undefined));
       // Instances already running keep their links; the files live on through them.
       void p?.then(
         (dir) => fs.rmSync(dir, { recursive: true, force: true }),
@@ -58,20 +103,22 @@ function readOnly(dir: string): void {
 }
 
 /** Recreates `src` at `dest` with hard links (copies across file systems). */
-export function linkTree(src: string, dest: string): void {
-  fs.mkdirSync(dest, { recursive: true });
-  for (const e of fs.readdirSync(src, { withFileTypes: true })) {
-    const from = path.join(src, e.name);
-    const to = path.join(dest, e.name);
-    if (e.isDirectory()) linkTree(from, to);
-    else if (e.isSymbolicLink()) fs.symlinkSync(fs.readlinkSync(from), to);
-    else {
+export async function linkTree(src: string, dest: string): Promise<void> {
+  await fs.promises.mkdir(dest, { recursive: true });
+  const entries = await fs.promises.readdir(src, { withFileTypes: true });
+  // One directory's entries at once: the thread pool overlaps the system calls.
+  await Promise.all(
+    entries.map(async (e) => {
+      const from = path.join(src, e.name);
+      const to = path.join(dest, e.name);
+      if (e.isDirectory()) return linkTree(from, to);
+      if (e.isSymbolicLink()) return fs.promises.symlink(await fs.promises.readlink(from), to);
       try {
-        fs.linkSync(from, to);
+        await fs.promises.link(from, to);
       } catch (err) {
         if ((err as NodeJS.ErrnoException).code !== 'EXDEV') throw err;
-        fs.copyFileSync(from, to);
+        await fs.promises.copyFile(from, to);
       }
-    }
-  }
+    }),
+  );
 }

@@ -9,7 +9,7 @@ import type { FunctionResource, Package } from '../api/kinds.ts';
 import { type ArchiveStore, isZipFile } from '../archive/index.ts';
 import { resolveArchive } from '../archive/resolve.ts';
 import type { Store } from '../store/store.ts';
-import { type DeployCache, linkTree } from './deploy-cache.ts';
+import type { DeployCache } from './deploy-cache.ts';
 import type { WorkerHandle } from './process/worker-process.ts';
 
 export interface Materialized {
@@ -46,7 +46,7 @@ export async function materialize(src: CodeSource, fn: FunctionResource, pkg: Pa
   }
   const resolved = await resolveArchive(src.archives, archive);
   const target = path.join(worker.hostDirs.userfunc, 'deployarchive');
-  if (!keepArchive && (await isZipFile(resolved.path))) linkTree(await src.deployCache.unpacked(resolved.sha256, resolved.path), target);
+  if (!keepArchive && (await isZipFile(resolved.path))) await src.deployCache.checkout(resolved.sha256, resolved.path, target);
   else fs.copyFileSync(resolved.path, target);
   await writeData(src.store, 'Secret', fn.spec.secrets, fn.metadata.namespace, worker.hostDirs.secrets);
   await writeData(src.store, 'ConfigMap', fn.spec.configmaps, fn.metadata.namespace, worker.hostDirs.configs);

@@ -11,8 +11,9 @@ import type { Logger } from 'pino';
 import { FlintError } from '../api/errors.ts';
 import { runtimeForImage } from '../api/images.ts';
 import type { Environment, FunctionResource, Package } from '../api/kinds.ts';
-import type { ArchiveStore } from '../archive/index.ts';
+import { type ArchiveStore, isZipFile } from '../archive/index.ts';
 import { archiveShas } from '../archive/refs.ts';
+import { resolveArchive } from '../archive/resolve.ts';
 import type { DataLayout } from '../config/layout.ts';
 import type { Store, Watch } from '../store/store.ts';
 import { DeployCache } from './deploy-cache.ts';
@@ -112,6 +113,7 @@ export class ProcessExecutor implements Executor {
         if (ev.type === 'DELETED') this.#packages.delete(key);
         else this.#packages.set(key, ev.object as Package);
         this.#code.deployCache.retain(new Set([...this.#packages.values()].flatMap((p) => archiveShas(p.spec.deployment))));
+        if (ev.type !== 'DELETED') this.#prefetch(ev.object as Package);
         // Functions using this package move to instances of the new code.
         for (const st of this.#fns.values()) {
           const ref = st.fn.spec.package.packageref;
@@ -209,6 +211,26 @@ export class ProcessExecutor implements Executor {
     return `${fn.metadata.uid}:${fn.metadata.resourceVersion}:${pkg ? (archiveShas(pkg.spec.deployment)[0] ?? 'none') : '-'}`;
   }
 
+  /**
+   * New code of a package some function uses is unpacked now, in the
+   * background, so that the first request after a build does not wait for it.
+   */
+  #prefetch(pkg: Package): void {
+    const deployment = pkg.spec.deployment;
+    if (!deployment) return;
+    const used = [...this.#functions.values()].some((f) => {
+      const ref = f.spec.package.packageref;
+      return ref.name === pkg.metadata.name && (ref.namespace ?? f.metadata.namespace) === pkg.metadata.namespace;
+    });
+    const envRef = pkg.spec.environment;
+    if (!used || this.#pools.get(fnKey(envRef.namespace ?? pkg.metadata.namespace, envRef.name))?.env.spec.keeparchive) return;
+    void resolveArchive(this.#o.archives, deployment)
+      .then(async (r) => {
+        if (await isZipFile(r.path)) await this.#code.deployCache.warm(r.sha256, r.path);
+      })
+      .catch((err) => this.#log.warn({ err, package: pkg.metadata.name }, 'unpacking a deployment ahead of its first request failed; it will be tried again then'));
+  }
+
   #state(fn: FunctionResource): FnState {
     const key = fnKey(fn.metadata.namespace, fn.metadata.name);
     let st = this.#fns.get(key);
@@ -222,6 +244,9 @@ export class ProcessExecutor implements Executor {
 
   #upsertFunction(fn: FunctionResource): void {
     this.#functions.set(fnKey(fn.metadata.namespace, fn.metadata.name), fn);
+    const ref = fn.spec.package.packageref;
+    const pkg = this.#packages.get(fnKey(ref.namespace ?? fn.metadata.namespace, ref.name));
+    if (pkg) this.#prefetch(pkg);
     const st = this.#fns.get(fnKey(fn.metadata.namespace, fn.metadata.name));
     if (st && st.fn.metadata.uid === fn.metadata.uid && Number(fn.metadata.resourceVersion) > Number(st.fn.metadata.resourceVersion)) {
       st.fn = fn;
