@@ -4,6 +4,7 @@
 import { execFile, spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { promisify } from 'node:util';
+import { Pool } from 'undici';
 
 const run = promisify(execFile);
 
@@ -95,4 +96,27 @@ export async function startBareServer(): Promise<{ url: string; stop(): Promise<
 
 export function fmt(n: number, digits = 0): string {
   return Number.isFinite(n) ? n.toFixed(digits) : 'n/a';
+}
+
+/**
+ * Microseconds from spawning `command` until it has answered one HTTP
+ * request on the Unix socket `sock`: the cold-start baselines.
+ */
+export async function forkUntilServed(command: string, args: string[], sock: string): Promise<number> {
+  const t0 = process.hrtime.bigint();
+  const child = spawn(command, args, { stdio: 'ignore' });
+  const pool = new Pool('http://localhost', { socketPath: sock });
+  for (;;) {
+    try {
+      const r = await pool.request({ path: '/', method: 'GET' });
+      await r.body.text();
+      break;
+    } catch {
+      await new Promise((r) => setTimeout(r, 1));
+    }
+  }
+  const us = Number(process.hrtime.bigint() - t0) / 1000;
+  await pool.close();
+  child.kill();
+  return us;
 }

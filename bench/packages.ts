@@ -6,13 +6,12 @@
 //     python3 that serves one request (the cost a pool saves);
 //   - a package's build through the build manager (sandbox, unpack, zip,
 //     store) vs running the same builder script directly.
-import { spawn, spawnSync } from 'node:child_process';
+import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
-import { Pool } from 'undici';
 import { zipDirectory } from '../src/archive/index.ts';
 import { startServer } from '../test/helpers/server.ts';
-import { fmt, percentiles } from './lib.ts';
+import { fmt, forkUntilServed, percentiles } from './lib.ts';
 
 async function api(base: string, method: string, url: string, body?: unknown): Promise<any> {
   const res = await fetch(base + url, { method, headers: body ? { 'content-type': 'application/json' } : {}, body: body ? JSON.stringify(body) : undefined });
@@ -37,7 +36,7 @@ async function timedFirstCall(routerUrl: string, name: string): Promise<number> 
 }
 
 /** A fresh python3 until it has answered one HTTP request on a Unix socket. */
-async function forkPythonOnce(dir: string, i: number): Promise<number> {
+function forkPythonOnce(dir: string, i: number): Promise<number> {
   const sock = path.join(dir, `py-${i}.sock`);
   const code = `import http.server, socketserver
 class H(http.server.BaseHTTPRequestHandler):
@@ -46,22 +45,7 @@ class H(http.server.BaseHTTPRequestHandler):
     def log_message(self, *a): pass
 s = socketserver.UnixStreamServer(${JSON.stringify(sock)}, H)
 s.handle_request()`;
-  const t0 = process.hrtime.bigint();
-  const child = spawn('/usr/bin/python3', ['-c', code], { stdio: 'ignore' });
-  const pool = new Pool('http://localhost', { socketPath: sock });
-  for (;;) {
-    try {
-      const r = await pool.request({ path: '/', method: 'GET' });
-      await r.body.text();
-      break;
-    } catch {
-      await new Promise((r) => setTimeout(r, 1));
-    }
-  }
-  const us = Number(process.hrtime.bigint() - t0) / 1000;
-  await pool.close();
-  child.kill();
-  return us;
+  return forkUntilServed('/usr/bin/python3', ['-c', code], sock);
 }
 
 async function waitBuilt(base: string, name: string): Promise<any> {

@@ -7,14 +7,13 @@
 //      ratio of forking a fresh `node` that serves one request;
 //   4. packages (bench/packages.ts) and Kafka triggers (bench/mq.ts).
 // Results print as a markdown table; bench/RESULTS.md records them.
-import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { Pool } from 'undici';
 import { startWorker } from '../src/executor/process/worker-process.ts';
 import { startServer } from '../test/helpers/server.ts';
-import { fmt, hasWrk, percentiles, sequentialLatency, startBareServer, wrk } from './lib.ts';
+import { fmt, forkUntilServed, hasWrk, percentiles, sequentialLatency, startBareServer, wrk } from './lib.ts';
 import { kafkaBench } from './mq.ts';
 import { packagesBench } from './packages.ts';
 
@@ -46,24 +45,9 @@ async function waitFor(url: string): Promise<void> {
 }
 
 /** A fresh node process until it has answered one HTTP request: the cold-start baseline. */
-async function forkNodeOnce(dir: string, i: number): Promise<number> {
+function forkNodeOnce(dir: string, i: number): Promise<number> {
   const sock = path.join(dir, `fork-${i}.sock`);
-  const t0 = process.hrtime.bigint();
-  const child = spawn(process.execPath, ['-e', `require('node:http').createServer((q, s) => s.end('hello')).listen(${JSON.stringify(sock)})`], { stdio: 'ignore' });
-  const pool = new Pool('http://localhost', { socketPath: sock });
-  for (;;) {
-    try {
-      const r = await pool.request({ path: '/', method: 'GET' });
-      await r.body.text();
-      break;
-    } catch {
-      await new Promise((r) => setTimeout(r, 1));
-    }
-  }
-  const us = Number(process.hrtime.bigint() - t0) / 1000;
-  await pool.close();
-  child.kill();
-  return us;
+  return forkUntilServed(process.execPath, ['-e', `require('node:http').createServer((q, s) => s.end('hello')).listen(${JSON.stringify(sock)})`], sock);
 }
 
 const rows: string[][] = [];
