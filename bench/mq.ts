@@ -1,6 +1,7 @@
 // Kafka trigger benchmark: messages per second through a trigger to a
 // trivial function, as a ratio of a hand-written consumer that posts each
-// message straight to an identical worker and publishes the answer; and the
+// message straight to an identical worker and publishes the answer, both
+// timed until a reader of the answer topic has seen every answer; and the
 // end-to-end latency of one message (produce -> function -> response topic).
 import fs from 'node:fs';
 import os from 'node:os';
@@ -8,6 +9,7 @@ import path from 'node:path';
 import { Pool } from 'undici';
 import { startKafka } from '../scripts/kafka-broker.ts';
 import { startWorker } from '../src/executor/process/worker-process.ts';
+import type { Subscription } from '../src/mqtrigger/connector.ts';
 import { KafkaConnector } from '../src/mqtrigger/kafka.ts';
 import { startServer } from '../test/helpers/server.ts';
 import { fmt, percentiles } from './lib.ts';
@@ -20,6 +22,14 @@ async function until(cond: () => boolean, ms: number, what: string): Promise<voi
     if (Date.now() > deadline) throw new Error(`timed out: ${what}`);
     await new Promise((r) => setTimeout(r, 20));
   }
+}
+
+/** A reader of an answer topic that counts what it sees. */
+async function countAnswers(conn: KafkaConnector, topic: string): Promise<{ seen: number; sub: Subscription }> {
+  await conn.ensureTopic(topic);
+  const counter = { seen: 0, sub: undefined as unknown as Subscription };
+  counter.sub = await conn.subscribe({ group: `bench-${topic}`, topic, onMessage: async () => void counter.seen++ });
+  return counter;
 }
 
 export async function kafkaBench(sandbox: 'bubblewrap' | 'none', count: number): Promise<string[][]> {
@@ -35,7 +45,9 @@ export async function kafkaBench(sandbox: 'bubblewrap' | 'none', count: number):
     await worker.specialize({ filepath: path.posix.join(worker.sandboxDirs.userfunc, 'deployarchive') }, 10_000);
     const direct = new Pool('http://localhost', { socketPath: worker.socketPath, connections: 1 });
     for (let i = 0; i < count; i++) await conn.publish('base-in', { value: JSON.stringify({ i }) });
-    let baseDone = 0;
+    // Both sides are timed the same way: until a reader of the output topic
+    // has seen every answer.
+    const baseOut = await countAnswers(conn, 'base-out');
     const t0 = performance.now();
     const base = await conn.subscribe({
       group: 'bench-base',
@@ -44,12 +56,12 @@ export async function kafkaBench(sandbox: 'bubblewrap' | 'none', count: number):
         const r = await direct.request({ path: '/', method: 'POST', headers: { 'content-type': 'application/json' }, body: m.value });
         const body = await r.body.text();
         await conn.publish('base-out', { key: m.key, value: body });
-        baseDone++;
       },
     });
-    await until(() => baseDone >= count, 300_000, 'baseline consumer');
+    await until(() => baseOut.seen >= count, 300_000, 'baseline consumer');
     const baseRate = count / ((performance.now() - t0) / 1000);
     await base.close();
+    await baseOut.sub.close();
     await direct.close();
     await worker.kill();
 
@@ -63,18 +75,17 @@ export async function kafkaBench(sandbox: 'bubblewrap' | 'none', count: number):
     await api('functions', { metadata: { name: 'sink' }, spec: { environment: { name: 'nodejs' }, package: { packageref: { name: 'sink-pkg' } } } });
     await fetch(`${server.routerUrl}/flint-function/sink`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{"i":-1}' }).then((r) => r.text());
     for (let i = 0; i < count; i++) await conn.publish('flint-in', { value: JSON.stringify({ i }) });
-    let flintDone = 0;
-    const out = await conn.subscribe({ group: 'bench-out', topic: 'flint-out', onMessage: async () => void flintDone++ });
+    const out = await countAnswers(conn, 'flint-out');
     const t1 = performance.now();
     await api('messagequeuetriggers', { metadata: { name: 'bench' }, spec: { functionref: { name: 'sink' }, messageQueueType: 'kafka', topic: 'flint-in', respTopic: 'flint-out' } });
-    await until(() => flintDone >= count, 300_000, 'trigger throughput');
+    await until(() => out.seen >= count, 300_000, 'trigger throughput');
     const flintRate = count / ((performance.now() - t1) / 1000);
     rows.push(['Kafka trigger throughput / hand-written consumer', `${fmt(flintRate / baseRate, 2)}x`, `trigger ${fmt(flintRate)} msg/s, direct consumer ${fmt(baseRate)} msg/s (${count} messages)`, '≥ 0.7x']);
 
     // End-to-end latency, one message at a time.
     const sentAt = new Map<number, number>();
     const lat: number[] = [];
-    await out.close();
+    await out.sub.close();
     const timed = await conn.subscribe({
       group: 'bench-latency',
       topic: 'flint-out',

@@ -69,6 +69,39 @@ export function runConnectorContract(name: string, open: () => Promise<Connector
       }
     });
 
+    it('commits a message only once its background work settled, and stops at the first that fails', async () => {
+      const c = await open();
+      try {
+        const topic = unique('settle');
+        const group = unique('g');
+        await c.ensureTopic(topic);
+        for (const v of ['a', 'b', 'c']) await c.publish(topic, { value: v });
+        const first: string[] = [];
+        const sub1 = await c.subscribe({
+          group,
+          topic,
+          onMessage: async (m) => {
+            const v = m.value.toString();
+            first.push(v);
+            const settled = new Promise<void>((resolve, reject) =>
+              setTimeout(() => (v === 'b' ? reject(new Error('publishing failed')) : resolve()), 100),
+            );
+            return { settled };
+          },
+        });
+        await sub1.done.catch(() => {});
+        await sub1.close();
+        assert.deepEqual(first.slice(0, 2), ['a', 'b']);
+        const second: string[] = [];
+        const sub2 = await c.subscribe({ group, topic, onMessage: async (m) => void second.push(m.value.toString()) });
+        await until(() => second.length >= 2, "the messages from 'b' on");
+        await sub2.close();
+        assert.deepEqual(second, ['b', 'c'], "'a' settled and was committed; 'b' failed, so neither it nor 'c' was");
+      } finally {
+        await c.close();
+      }
+    });
+
     it('gives each group every message, and a group resumes where it left off', { skip: independentGroups ? false : `${name} is a queue: consumers share its messages` }, async () => {
       const c = await open();
       try {

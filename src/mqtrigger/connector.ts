@@ -16,17 +16,34 @@ export interface OutgoingMessage {
   headers?: Record<string, string>;
 }
 
+/**
+ * What a handler may resolve to when part of its work can finish in the
+ * background (the trigger manager publishing a function's answer while the
+ * next message is already being handled).
+ */
+export interface Handled {
+  /**
+   * The message is committed only after this resolves; a rejection stops the
+   * subscription like a thrown error, and neither this message nor any later
+   * one is committed.
+   */
+  readonly settled: Promise<void>;
+}
+
 export interface SubscribeOptions {
   /** Consumer group: each group sees every message once. */
   group: string;
   topic: string;
   /**
-   * Called for each message, one at a time per partition, in order. The
-   * message is committed (acknowledged) only after the returned promise
-   * resolves; a rejection stops the subscription without committing, so the
-   * message is delivered again (at-least-once).
+   * Called for each message, one at a time per partition, in order: the call
+   * for a message starts only after the previous one's promise resolved. The
+   * message is committed (acknowledged) only after the promise resolves and,
+   * when it resolves to a Handled, after `settled` resolves too; commits
+   * follow message order. A connector may call onMessage for the next message
+   * while the previous one settles. A rejection stops the subscription
+   * without committing, so the message is delivered again (at-least-once).
    */
-  onMessage(msg: QueueMessage): Promise<void>;
+  onMessage(msg: QueueMessage): Promise<void> | Promise<Handled | undefined>;
   /** Where to start when the group has no committed position. */
   from?: 'earliest' | 'latest';
 }
@@ -44,6 +61,12 @@ export interface Connector {
   /** Makes sure a topic exists (brokers that need topics declared). */
   ensureTopic(topic: string): Promise<void>;
   close(): Promise<void>;
+}
+
+/** Waits for all of a handler's work: for connectors that handle one message at a time. */
+export async function handleFully(onMessage: SubscribeOptions['onMessage'], msg: QueueMessage): Promise<void> {
+  const handled = await onMessage(msg);
+  if (handled) await handled.settled;
 }
 
 /**

@@ -75,6 +75,8 @@ export class KafkaConnector implements Connector {
     let closing = false;
     let commits: Promise<unknown> = Promise.resolve();
     let commitError: Error | undefined;
+    // Settles when every message so far has settled and its commit is queued.
+    let tail: Promise<void> = Promise.resolve();
     const done = (async () => {
       try {
         for await (const m of stream as AsyncIterable<Message>) {
@@ -85,16 +87,27 @@ export class KafkaConnector implements Connector {
             partition: m.partition,
             offset: m.offset.toString(),
           };
-          await opts.onMessage(msg);
-          // The outcome is published; the commit may land in the background.
-          // Commits are chained, so offsets only move forward, and one lost
-          // to a crash means the message comes again (at least once).
-          commits = commits.then(() => m.commit()).catch((err) => {
-            commitError = err as Error;
-          });
+          const handled = await opts.onMessage(msg);
+          // This message's background work (publishing an answer) may run
+          // while the next message is handled; its commit waits for that
+          // and for every earlier message, so offsets only move forward.
+          // Commits themselves may land in the background: one lost to a
+          // crash means the message comes again (at least once).
+          const before = tail;
+          tail = (async () => {
+            await before;
+            if (handled) await handled.settled;
+            commits = commits.then(() => m.commit()).catch((err) => {
+              commitError = err as Error;
+            });
+          })();
+          tail.catch(() => {});
+          // At most one message settles behind the one being handled.
+          await before;
           if (commitError) throw commitError;
           if (closing) break;
         }
+        await tail;
       } finally {
         // Let pending commits land, but never wait on a broker that is gone:
         // a consumer that does not close keeps its partitions from the next one.

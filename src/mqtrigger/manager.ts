@@ -8,7 +8,7 @@ import type { Logger } from 'pino';
 import { Agent } from 'undici';
 import type { MessageQueueTrigger, MessageQueueType } from '../api/kinds.ts';
 import type { Store, Watch } from '../store/store.ts';
-import type { Connector, QueueMessage, Subscription } from './connector.ts';
+import type { Connector, Handled, OutgoingMessage, QueueMessage, Subscription } from './connector.ts';
 
 export interface TriggerManagerOptions {
   store: Store;
@@ -32,6 +32,8 @@ interface Running {
   trigger: MessageQueueTrigger;
   specKey: string;
   sub?: Subscription;
+  /** This subscription's answers, published one after another in message order. */
+  outbox: Promise<void>;
   stopped: boolean;
   loop: Promise<void>;
 }
@@ -80,7 +82,7 @@ export class TriggerManager {
       return;
     }
     const start = () => {
-      const r: Running = { trigger: t, specKey, stopped: false, loop: Promise.resolve() };
+      const r: Running = { trigger: t, specKey, outbox: Promise.resolve(), stopped: false, loop: Promise.resolve() };
       r.loop = this.#run(r);
       this.#running.set(key, r);
     };
@@ -120,6 +122,7 @@ export class TriggerManager {
         // Output topics exist before the first answer is published, so no
         // answer depends on a broker creating a topic on the fly.
         for (const t of [r.trigger.spec.respTopic, r.trigger.spec.errorTopic]) if (t) await connector.ensureTopic(t);
+        r.outbox = Promise.resolve();
         r.sub = await connector.subscribe({ group: consumerGroup(r.trigger), topic: r.trigger.spec.topic, onMessage: (m) => this.#handle(r, connector, m, log) });
         log.info({ topic: r.trigger.spec.topic, group: consumerGroup(r.trigger) }, 'consuming');
         backoff = 500;
@@ -133,7 +136,25 @@ export class TriggerManager {
     }
   }
 
-  async #handle(r: Running, connector: Connector, m: QueueMessage, log: Logger): Promise<void> {
+  /**
+   * Publishes after every answer queued before it; once one fails, the later
+   * ones fail without publishing, so an output topic never gets an answer
+   * ahead of an earlier message's (the subscription stops and redelivers).
+   */
+  #publishInOrder(r: Running, connector: Connector, topic: string, msg: OutgoingMessage): Handled {
+    const settled = r.outbox.then(() => connector.publish(topic, msg));
+    // Observed by the connector; this keeps a connector that stopped early from leaving it unhandled.
+    settled.catch(() => {});
+    r.outbox = settled;
+    return { settled };
+  }
+
+  /**
+   * Calls the function (with retries) and resolves once it answered; the
+   * answer's publication is the returned `settled`, so the connector can
+   * hand over the next message while it is under way.
+   */
+  async #handle(r: Running, connector: Connector, m: QueueMessage, log: Logger): Promise<Handled | undefined> {
     const t = r.trigger;
     const spec = t.spec;
     const ns = t.metadata.namespace;
@@ -165,9 +186,9 @@ export class TriggerManager {
             for (const [k, v] of Object.entries(res.headers)) {
               if (!HOP_BY_HOP.has(k) && v !== undefined) out[k] = Array.isArray(v) ? v.join(', ') : v;
             }
-            await connector.publish(spec.respTopic, { key: m.key, value: body, headers: out });
+            return this.#publishInOrder(r, connector, spec.respTopic, { key: m.key, value: body, headers: out });
           }
-          return;
+          return undefined;
         }
         failure = `Request returned failure: ${res.statusCode}`;
       } catch (err) {
@@ -177,7 +198,7 @@ export class TriggerManager {
       if (i < attempts - 1) await sleep(Math.min((this.#o.retryBaseMs ?? 100) * 2 ** i, 10_000));
     }
     log.warn({ failure, errorTopic: spec.errorTopic }, 'giving up on the message');
-    if (spec.errorTopic) await connector.publish(spec.errorTopic, { key: m.key, value: failure });
+    return spec.errorTopic ? this.#publishInOrder(r, connector, spec.errorTopic, { key: m.key, value: failure }) : undefined;
   }
 }
 

@@ -6,7 +6,7 @@
 // The message key travels in the header `Flint-Key`.
 import { AckPolicy, DeliverPolicy, type JetStreamManager, jetstream, jetstreamManager } from '@nats-io/jetstream';
 import { connect, headers as natsHeaders, type NatsConnection } from '@nats-io/transport-node';
-import { type Connector, type OutgoingMessage, type QueueMessage, type SubscribeOptions, type Subscription, SubscriptionSet } from './connector.ts';
+import { type Connector, type OutgoingMessage, type QueueMessage, type SubscribeOptions, type Subscription, SubscriptionSet, handleFully } from './connector.ts';
 
 const KEY_HEADER = 'Flint-Key';
 
@@ -95,7 +95,7 @@ export class NatsConnector implements Connector {
         }
         const msg: QueueMessage = { key, value: Buffer.from(m.data), headers: h, partition: 0, offset: String(m.seq) };
         try {
-          await opts.onMessage(msg);
+          await handleFully(opts.onMessage, msg);
         } catch (err) {
           m.nak();
           throw err;

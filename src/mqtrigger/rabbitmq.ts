@@ -6,7 +6,7 @@
 // topic shares its messages whatever its group (the group names the consumer).
 // The message key travels in the header `flint-key`.
 import amqp from 'amqplib';
-import { type Connector, type OutgoingMessage, type QueueMessage, type SubscribeOptions, type Subscription, SubscriptionSet } from './connector.ts';
+import { type Connector, type OutgoingMessage, type QueueMessage, type SubscribeOptions, type Subscription, SubscriptionSet, handleFully } from './connector.ts';
 
 const KEY_HEADER = 'flint-key';
 
@@ -90,7 +90,7 @@ export class RabbitConnector implements Connector {
         else headers[k] = String(v);
       }
       const msg: QueueMessage = { key, value: m.content, headers, partition: 0, offset: String(m.fields.deliveryTag) };
-      opts.onMessage(msg).then(
+      handleFully(opts.onMessage, msg).then(
         () => {
           if (!closing) ch.ack(m);
           else ch.nack(m, false, true);

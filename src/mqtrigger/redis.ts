@@ -6,7 +6,7 @@
 // (JSON), so any bytes survive the trip.
 import { randomBytes } from 'node:crypto';
 import { createClient } from '@redis/client';
-import { type Connector, type OutgoingMessage, type QueueMessage, type SubscribeOptions, type Subscription, SubscriptionSet } from './connector.ts';
+import { type Connector, type OutgoingMessage, type QueueMessage, type SubscribeOptions, type Subscription, SubscriptionSet, handleFully } from './connector.ts';
 
 /** The part of the client this connector uses. */
 interface Client {
@@ -85,7 +85,7 @@ export class RedisConnector implements Connector {
     const handle = async (entries: Entry[]) => {
       for (const e of entries) {
         if (closing) return;
-        await opts.onMessage(toMessage(e));
+        await handleFully(opts.onMessage, toMessage(e));
         await c.sendCommand(['XACK', opts.topic, opts.group, e[0]]);
       }
     };

@@ -32,7 +32,9 @@ export interface StartOptions {
 export async function startServer(opts: StartOptions = {}): Promise<TestServer> {
   const dataDir = opts.dataDir ?? fs.mkdtempSync(path.join(os.tmpdir(), 'flint-sys-'));
   const sets = ['controller.port=0', 'router.port=0', 'ingress.port=0', 'ingress.httpsPort=0', `dataDir=${dataDir}`, 'logLevel=warn', 'executor.reapIntervalSeconds=1', ...(opts.sets ?? [])];
-  const args = [FLINT_BIN, 'server', ...sets.flatMap((s) => ['--set', s])];
+  // FLINT_SERVER_NODE_ARGS passes flags to the server's node (e.g. --cpu-prof when profiling a benchmark).
+  const nodeArgs = (process.env.FLINT_SERVER_NODE_ARGS ?? '').split(' ').filter(Boolean);
+  const args = [...nodeArgs, FLINT_BIN, 'server', ...sets.flatMap((s) => ['--set', s])];
   const child = spawn(process.execPath, args, { cwd: REPO, stdio: ['ignore', 'pipe', 'pipe'] });
   let out = '';
   child.stdout!.on('data', (c) => (out += c));
