@@ -33,6 +33,30 @@ export async function sequentialLatency(once: () => Promise<void>, n: number, wa
   return percentiles(samples);
 }
 
+export interface Interleaved {
+  /** Median over the rounds of each side's p50, and of its p99. */
+  a: { p50: number; p99: number };
+  b: { p50: number; p99: number };
+  rounds: number;
+}
+
+/**
+ * Two latency measurements taken in alternating rounds, so that drift on a
+ * busy machine (another process waking up, the CPU's clock) hits both alike.
+ */
+export async function interleavedLatency(a: () => Promise<void>, b: () => Promise<void>, n: number, rounds = 5): Promise<Interleaved> {
+  const per = Math.max(1, Math.floor(n / rounds));
+  const ra: Percentiles[] = [];
+  const rb: Percentiles[] = [];
+  for (let i = 0; i < rounds; i++) {
+    ra.push(await sequentialLatency(a, per, 50));
+    rb.push(await sequentialLatency(b, per, 50));
+  }
+  const med = (xs: number[]) => [...xs].sort((x, y) => x - y)[Math.floor(xs.length / 2)];
+  const sum = (ps: Percentiles[]) => ({ p50: med(ps.map((p) => p.p50)), p99: med(ps.map((p) => p.p99)) });
+  return { a: sum(ra), b: sum(rb), rounds };
+}
+
 export interface WrkResult {
   rps: number;
   p50Us: number;

@@ -13,7 +13,7 @@ import path from 'node:path';
 import { Pool } from 'undici';
 import { startWorker } from '../src/executor/process/worker-process.ts';
 import { startServer } from '../test/helpers/server.ts';
-import { fmt, forkUntilServed, hasWrk, percentiles, sequentialLatency, startBareServer, wrk } from './lib.ts';
+import { fmt, forkUntilServed, hasWrk, interleavedLatency, percentiles, startBareServer, wrk } from './lib.ts';
 import { kafkaBench } from './mq.ts';
 import { packagesBench } from './packages.ts';
 
@@ -70,10 +70,10 @@ try {
     const r = await p.request({ path: pathName, method: 'GET' });
     await r.body.text();
   };
-  const d = await sequentialLatency(call(direct, '/'), N);
-  const r = await sequentialLatency(call(viaRouter, '/hello'), N);
-  rows.push(['router added latency p50', `${fmt(r.p50 - d.p50)} µs`, `direct ${fmt(d.p50)} µs, router ${fmt(r.p50)} µs`, '≤ 150 µs']);
-  rows.push(['router added latency p99', `${fmt(r.p99 - d.p99)} µs`, `direct ${fmt(d.p99)} µs, router ${fmt(r.p99)} µs`, '']);
+  const { a: d, b: r, rounds } = await interleavedLatency(call(direct, '/'), call(viaRouter, '/hello'), N);
+  const how = `median of ${rounds} interleaved rounds`;
+  rows.push(['router added latency p50', `${fmt(r.p50 - d.p50)} µs`, `direct ${fmt(d.p50)} µs, router ${fmt(r.p50)} µs (${how})`, '≤ 150 µs']);
+  rows.push(['router added latency p99', `${fmt(r.p99 - d.p99)} µs`, `direct ${fmt(d.p99)} µs, router ${fmt(r.p99)} µs (${how})`, '']);
   await direct.close();
   await viaRouter.close();
   await worker.kill();
@@ -103,17 +103,8 @@ try {
     for (let i = 0; i < 200; i++) await withToken().catch(() => new Promise((r) => setTimeout(r, 20)));
     const plainPool = new Pool(server.routerUrl, { connections: 1 });
     const plainCall = call(plainPool, '/hello');
-    // Interleave the two so drift on a busy machine hits both alike.
-    const a: number[] = [];
-    const p: number[] = [];
-    for (let round = 0; round < 5; round++) {
-      const pa = await sequentialLatency(withToken, Math.floor(N / 5), 50);
-      const pp = await sequentialLatency(plainCall, Math.floor(N / 5), 50);
-      a.push(pa.p50);
-      p.push(pp.p50);
-    }
-    const med = (xs: number[]) => [...xs].sort((x, y) => x - y)[Math.floor(xs.length / 2)];
-    rows.push(['auth added latency p50 (auth on - off)', `${fmt(med(a) - med(p))} µs`, `auth on ${fmt(med(a))} µs, off ${fmt(med(p))} µs (median of 5 interleaved rounds)`, '≤ 30 µs']);
+    const { a, b: p, rounds: authRounds } = await interleavedLatency(withToken, plainCall, N);
+    rows.push(['auth added latency p50 (auth on - off)', `${fmt(a.p50 - p.p50)} µs`, `auth on ${fmt(a.p50)} µs, off ${fmt(p.p50)} µs (median of ${authRounds} interleaved rounds)`, '≤ 30 µs']);
     await authPool.close();
     await plainPool.close();
   } finally {
