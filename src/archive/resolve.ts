@@ -40,13 +40,20 @@ async function download(store: ArchiveStore, url: string, expected: string | und
   return store.put(Readable.fromWeb(res.body as import('node:stream/web').ReadableStream<Uint8Array>), { expectedSha256: expected, maxBytes: opts.maxBytes });
 }
 
+/** A literal archive's bytes, checked against the package's checksum when it gives one. */
+export function literalBytes(archive: Archive): { bytes: Buffer; sha: string } {
+  const bytes = Buffer.from(archive.literal ?? '', 'base64');
+  const sha = createHash('sha256').update(bytes).digest('hex');
+  const expected = archive.checksum?.sum;
+  if (expected && sha !== expected) throw new FlintError('FLINT_ERR_BAD_ARCHIVE', `archive checksum mismatch: expected sha256 ${expected}, got ${sha}`);
+  return { bytes, sha };
+}
+
 export async function resolveArchive(store: ArchiveStore, archive: Archive, opts: ResolveOptions = {}): Promise<ResolvedArchive> {
   const expected = archive.checksum?.sum;
   if (archive.type === 'literal') {
-    const bytes = Buffer.from(archive.literal ?? '', 'base64');
+    const { bytes, sha } = literalBytes(archive);
     // Stored already (every cold start of this code asks): no write, no fsync.
-    const sha = createHash('sha256').update(bytes).digest('hex');
-    if (expected && sha !== expected) throw new FlintError('FLINT_ERR_BAD_ARCHIVE', `archive checksum mismatch: expected sha256 ${expected}, got ${sha}`);
     if (!(await store.get(sha))) await store.put(Readable.from([bytes]), { expectedSha256: sha });
     return { sha256: sha, path: await store.pathOf(sha) };
   }

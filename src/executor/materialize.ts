@@ -6,8 +6,8 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { FlintError } from '../api/errors.ts';
 import type { FunctionResource, Package } from '../api/kinds.ts';
-import { type ArchiveStore, isZipFile } from '../archive/index.ts';
-import { resolveArchive } from '../archive/resolve.ts';
+import { type ArchiveStore, isZipBuffer, isZipFile } from '../archive/index.ts';
+import { literalBytes, resolveArchive } from '../archive/resolve.ts';
 import type { Store } from '../store/store.ts';
 import type { DeployCache } from './deploy-cache.ts';
 import type { WorkerHandle } from './process/worker-process.ts';
@@ -44,10 +44,16 @@ export async function materialize(src: CodeSource, fn: FunctionResource, pkg: Pa
     const why = status === 'failed' ? `its build failed: see flint package info --name ${pkg.metadata.name}` : `build status: ${status}`;
     throw new FlintError('FLINT_ERR_UNAVAILABLE', `package '${pkg.metadata.name}' has no deployment archive yet (${why})`);
   }
-  const resolved = await resolveArchive(src.archives, archive);
   const target = path.join(worker.hostDirs.userfunc, 'deployarchive');
-  if (!keepArchive && (await isZipFile(resolved.path))) await src.deployCache.checkout(resolved.sha256, resolved.path, target);
-  else fs.copyFileSync(resolved.path, target);
+  const literal = archive.type === 'literal' ? literalBytes(archive).bytes : undefined;
+  if (literal !== undefined && (keepArchive || !isZipBuffer(literal))) {
+    // A single-file function straight from the package: no store round trip on its cold start.
+    fs.writeFileSync(target, literal);
+  } else {
+    const resolved = await resolveArchive(src.archives, archive);
+    if (!keepArchive && (await isZipFile(resolved.path))) await src.deployCache.checkout(resolved.sha256, resolved.path, target);
+    else fs.copyFileSync(resolved.path, target);
+  }
   await writeData(src.store, 'Secret', fn.spec.secrets, fn.metadata.namespace, worker.hostDirs.secrets);
   await writeData(src.store, 'ConfigMap', fn.spec.configmaps, fn.metadata.namespace, worker.hostDirs.configs);
   return {

@@ -1,6 +1,8 @@
-// One small HTTP request over a worker's Unix socket, for the control calls
-// (health probe, specialize). The data path uses the router's pooled client.
+// Control calls to a worker over its Unix socket (health probe, specialize):
+// a kept-alive channel per worker, and a one-off request for tests and tools.
+// The data path uses the router's pooled client.
 import http from 'node:http';
+import { Client, type Dispatcher } from 'undici';
 
 export interface UnixReply {
   status: number;
@@ -42,3 +44,38 @@ export function unixRequest(
 }
 
 export class TimeoutError extends Error {}
+
+/**
+ * A kept-alive connection to one worker for its control calls. The health
+ * probe that finds the worker ready leaves the connection open, so the
+ * specialization, which a cold start waits for, does not pay for a connect.
+ */
+export class ControlChannel {
+  readonly #client: Client;
+
+  constructor(socketPath: string) {
+    // The worker's keep-alive hint (120 s) tells undici how long the idle connection lasts.
+    this.#client = new Client('http://localhost', { socketPath, pipelining: 1, headersTimeout: 0, bodyTimeout: 0 });
+  }
+
+  async request(method: string, urlPath: string, opts: { body?: unknown; timeoutMs: number }): Promise<UnixReply> {
+    const payload = opts.body === undefined ? undefined : JSON.stringify(opts.body);
+    try {
+      const res = await this.#client.request({
+        method: method as Dispatcher.HttpMethod,
+        path: urlPath,
+        headers: payload === undefined ? {} : { 'content-type': 'application/json' },
+        body: payload,
+        signal: AbortSignal.timeout(opts.timeoutMs),
+      });
+      return { status: res.statusCode, text: await res.body.text() };
+    } catch (err) {
+      if ((err as Error)?.name === 'TimeoutError') throw new TimeoutError(`no answer within ${opts.timeoutMs} ms`);
+      throw err;
+    }
+  }
+
+  close(): void {
+    void this.#client.destroy().catch(() => {});
+  }
+}

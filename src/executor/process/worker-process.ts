@@ -22,7 +22,7 @@ import { BWRAP, bwrapArgs, SANDBOX_PATHS, SANDBOX_UID, sandboxAvailable, sandbox
 import { createWorkerCgroups, type WorkerCgroups } from '../../sandbox/cgroup.ts';
 import { withLimits } from '../../sandbox/limits.ts';
 import { LineSplitter, Tail } from '../../sandbox/lines.ts';
-import { TimeoutError, unixRequest } from './unix-http.ts';
+import { ControlChannel, TimeoutError } from './unix-http.ts';
 
 export { sandboxAvailable };
 
@@ -325,6 +325,8 @@ export async function startWorker(opts: WorkerOptions): Promise<WorkerHandle> {
     return killing;
   };
 
+  const control = new ControlChannel(socketPath);
+  void exited.then(() => control.close());
   const startTimeout = opts.startTimeoutMs ?? 15_000;
   const deadline = Date.now() + startTimeout;
   let exit: WorkerExit | undefined;
@@ -336,7 +338,7 @@ export async function startWorker(opts: WorkerOptions): Promise<WorkerHandle> {
       throw new FlintError('FLINT_ERR_UNAVAILABLE', `worker ${opts.id} ${why}: ${tail.text() || 'no output'}`);
     }
     try {
-      const r = await unixRequest(socketPath, 'GET', '/healthz', { timeoutMs: 2000 });
+      const r = await control.request('GET', '/healthz', { timeoutMs: 2000 });
       if (r.status === 200) break;
     } catch {
       // not listening yet
@@ -361,7 +363,7 @@ export async function startWorker(opts: WorkerOptions): Promise<WorkerHandle> {
       if (!alive) throw new FlintError('FLINT_ERR_SPECIALIZE_FAILED', `worker ${opts.id} is not running`);
       let r: { status: number; text: string };
       try {
-        r = await unixRequest(socketPath, 'POST', '/v2/specialize', { body: req, timeoutMs });
+        r = await control.request('POST', '/v2/specialize', { body: req, timeoutMs });
       } catch (err) {
         if (err instanceof TimeoutError) {
           throw new FlintError('FLINT_ERR_SPECIALIZE_FAILED', `specialization did not finish within ${timeoutMs} ms`);

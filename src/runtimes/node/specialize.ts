@@ -4,6 +4,7 @@
 // v1: POST /specialize with any body loads the codepath (/userfunc/user).
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import path from 'node:path';
+import { readBody } from './body.ts';
 import { type Handler, LoadError, loadHandler } from './loader.ts';
 import { sendJson } from './respond.ts';
 
@@ -16,17 +17,6 @@ export interface SpecializeRequest {
 }
 
 class BadRequest extends Error {}
-
-async function readText(req: IncomingMessage): Promise<string> {
-  const chunks: Buffer[] = [];
-  let size = 0;
-  for await (const chunk of req) {
-    size += (chunk as Buffer).length;
-    if (size > MAX_SPECIALIZE_BODY) throw new BadRequest(`specialize request larger than ${MAX_SPECIALIZE_BODY} bytes`);
-    chunks.push(chunk as Buffer);
-  }
-  return Buffer.concat(chunks, size).toString('utf8');
-}
 
 function parseV2(text: string): SpecializeRequest {
   let body: unknown;
@@ -75,15 +65,21 @@ export class Specializer {
       return;
     }
     this.#attempted = true;
+    // The request path's own reader: warmed while the worker was generic.
+    const raw = await readBody(req, res, MAX_SPECIALIZE_BODY);
+    // Until something is loaded, the worker stays generic.
+    if (raw === undefined) {
+      // Too large (answered already) or the client went away.
+      this.#attempted = false;
+      return;
+    }
     let spec: SpecializeRequest;
     try {
-      const text = await readText(req);
-      spec = version === 2 ? parseV2(text) : { filepath: this.#codepath };
+      spec = version === 2 ? parseV2(raw.toString('utf8')) : { filepath: this.#codepath };
     } catch (err) {
-      // Nothing was loaded: the worker is still generic.
       this.#attempted = false;
-      if (err instanceof BadRequest) sendJson(res, 400, { error: err.message });
-      else res.destroy();
+      if (!(err instanceof BadRequest)) throw err;
+      sendJson(res, 400, { error: err.message });
       return;
     }
     try {
