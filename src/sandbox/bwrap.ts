@@ -1,3 +1,8 @@
+// src/sandbox is a folder DESIGN section 3 does not list: the sandbox began
+// inside executor/process, but the builder runs builds in the same sandbox
+// and components must not import each other's insides, so it sits beside
+// store, auth and archive, below both executor and builder.
+//
 // The bubblewrap command line for a function's worker or a package's build.
 // Inside: the system's /usr read-only, the caller's binds (for a worker: the
 // runtime, the function's code, secrets and configmaps read-only and a
