@@ -21,7 +21,8 @@ function checkChecksum(flag: string, sum: string | undefined): string | undefine
   return lower;
 }
 
-async function fromFile(c: Ctx, file: string, checksum: string | undefined, flag: string): Promise<Archive> {
+/** One file as a package archive: embedded when small, uploaded otherwise. */
+export async function archiveOfFile(c: Ctx, file: string, checksum?: string, flag = 'archive'): Promise<Archive> {
   const sum = await sha256File(file);
   if (checksum && checksum !== sum) throw usage(`${flag}: the archive's sha256 is ${sum}, not ${checksum}`);
   const size = fs.statSync(file).size;
@@ -50,7 +51,7 @@ export async function archiveFrom(c: Ctx, flag: string, inputs: string[], opts: 
     return checksum ? { type: 'url', url: inputs[0], checksum: { type: 'sha256', sum: checksum } } : { type: 'url', url: inputs[0] };
   }
   const items = inputs.map((i) => statOrUsage(flag, c.io.cwd, i));
-  if (items.length === 1 && !items[0].dir && (opts.keepAsIs || (await isZipFile(items[0].file)))) return fromFile(c, items[0].file, checksum, flag);
+  if (items.length === 1 && !items[0].dir && (opts.keepAsIs || (await isZipFile(items[0].file)))) return archiveOfFile(c, items[0].file, checksum, flag);
   if (items.some((i) => i.dir) && items.length > 1) throw usage(`${flag}: give one directory, or files, not both`);
   if (checksum) throw usage(`${opts.checksumFlag ?? flag}: a checksum applies to a zip file or a URL, not to files the CLI zips`);
   const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'flint-archive-'));
@@ -58,7 +59,7 @@ export async function archiveFrom(c: Ctx, flag: string, inputs: string[], opts: 
     const zip = path.join(tmp, 'archive.zip');
     if (items[0].dir) await zipDirectory(items[0].file, zip);
     else await zipFiles(items.map((i) => ({ path: i.file, name: path.basename(i.file) })), zip);
-    return await fromFile(c, zip, undefined, flag);
+    return await archiveOfFile(c, zip, undefined, flag);
   } finally {
     fs.rmSync(tmp, { recursive: true, force: true });
   }

@@ -7,6 +7,7 @@ import { registerFn } from './commands/fn.ts';
 import { registerMqt } from './commands/mqt.ts';
 import { registerPkg } from './commands/pkg.ts';
 import { registerRoute } from './commands/route.ts';
+import { registerSpec } from './commands/spec.ts';
 import { registerToken } from './commands/token.ts';
 import { registerTopic } from './commands/topic.ts';
 import { collect } from './flags.ts';
@@ -37,6 +38,7 @@ export function buildProgram(io: Io): Command {
   registerMqt(program, ctx);
   registerData(program, ctx);
   registerTopic(program, ctx);
+  registerSpec(program, ctx);
   program
     .command('version')
     .description('Print the client and server versions')

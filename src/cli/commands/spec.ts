@@ -1,0 +1,70 @@
+// `flint spec`: a directory of resource files, applied as a whole.
+import { randomUUID } from 'node:crypto';
+import fs from 'node:fs';
+import path from 'node:path';
+import type { Command } from 'commander';
+import { kubifyName, usage } from '../flags.ts';
+import type { Ctx } from '../io.ts';
+import { table } from '../output.ts';
+import { applySpecs, destroySpecs, ownedResources } from '../spec/apply.ts';
+import { DEPLOYMENT_CONFIG_FILE, readSpecs, type SpecSet } from '../spec/documents.ts';
+
+const DEFAULT_DIR = 'specs';
+
+function specSet(c: Ctx, dir: string): SpecSet {
+  const set = readSpecs(path.resolve(c.io.cwd, dir));
+  for (const w of set.warnings) c.warn(w);
+  return set;
+}
+
+export function registerSpec(program: Command, ctx: () => Ctx): void {
+  const cmd = program.command('spec').description('Spec files: resources declared in a directory (Flint or Fission YAML), applied together');
+  const withDir = (x: Command) => x.option('--specdir <dir>', 'the spec directory', DEFAULT_DIR);
+
+  withDir(cmd.command('init').description('Create a spec directory with its deployment config'))
+    .option('--name <name>', 'deployment name (default: the current directory name)')
+    .action((f: { specdir: string; name?: string }) => {
+      const c = ctx();
+      const dir = path.resolve(c.io.cwd, f.specdir);
+      const file = path.join(dir, DEPLOYMENT_CONFIG_FILE);
+      if (fs.existsSync(file)) throw usage(`${path.relative(c.io.cwd, file)} already exists`);
+      fs.mkdirSync(dir, { recursive: true });
+      const name = kubifyName(f.name ?? path.basename(c.io.cwd));
+      fs.writeFileSync(
+        file,
+        `# flint spec apply reads every .yaml, .yml and .json file in this directory.\n# The uid marks the resources this directory owns; keep it.\napiVersion: flint.dev/v1\nkind: DeploymentConfig\nname: ${name}\nuid: ${randomUUID()}\n`,
+      );
+      c.io.out(`Creating spec directory '${path.relative(c.io.cwd, dir) || '.'}'\n`);
+    });
+
+  withDir(cmd.command('validate').description('Check the specs without applying them')).action((f: { specdir: string }) => {
+    const c = ctx();
+    const set = specSet(c, f.specdir);
+    c.io.out(`${set.resources.length} resources and ${set.archives.size} archives are valid\n`);
+  });
+
+  withDir(cmd.command('apply').description('Create or update every resource of the specs'))
+    .option('--delete', 'also delete resources this spec directory applied before and no longer declares')
+    .action(async (f: { specdir: string; delete?: boolean }) => {
+      const c = ctx();
+      const report = await applySpecs(c, specSet(c, f.specdir), { delete: f.delete === true });
+      const lines = report.lines();
+      c.io.out(lines.length > 0 ? `${lines.join('\n')}\n` : `nothing to change (${report.unchanged} resources up to date)\n`);
+    });
+
+  withDir(cmd.command('destroy').description('Delete every resource this spec directory applied')).action(async (f: { specdir: string }) => {
+    const c = ctx();
+    const lines = (await destroySpecs(c, specSet(c, f.specdir))).lines();
+    c.io.out(lines.length > 0 ? `${lines.join('\n')}\n` : 'nothing to delete\n');
+  });
+
+  withDir(cmd.command('list').description('List the resources this spec directory applied')).action(async (f: { specdir: string }) => {
+    const c = ctx();
+    const owned = await ownedResources(c, specSet(c, f.specdir));
+    table(
+      c.io,
+      ['KIND', 'NAME', 'NAMESPACE'],
+      owned.map((r) => [r.kind, r.metadata.name, r.metadata.namespace]),
+    );
+  });
+}
