@@ -122,7 +122,7 @@ export class ApiClient {
     };
   }
 
-  info(): Promise<{ routerUrl: string; authentication: { enabled: boolean; authUriPath: string } }> {
+  info(): Promise<{ mode: 'local' | 'kubernetes'; routerUrl: string; authentication: { enabled: boolean; authUriPath: string } }> {
     return this.json('GET', '/v1/info');
   }
 }

@@ -88,6 +88,8 @@ export class KafkaConnector implements Connector {
             offset: m.offset.toString(),
           };
           const handled = await opts.onMessage(msg);
+          // Awaited below unless an earlier message failed first; never left unhandled.
+          handled?.settled.catch(() => {});
           // This message's background work (publishing an answer) may run
           // while the next message is handled; its commit waits for that
           // and for every earlier message, so offsets only move forward.
@@ -109,9 +111,12 @@ export class KafkaConnector implements Connector {
         }
         await tail;
       } finally {
-        // Let pending commits land, but never wait on a broker that is gone:
-        // a consumer that does not close keeps its partitions from the next one.
-        await Promise.race([commits, new Promise((r) => setTimeout(r, 3000).unref())]);
+        // Let the messages in hand settle (an answer still being published
+        // must not land after the next consumer's) and their commits land,
+        // but never wait on a broker that is gone: a consumer that does not
+        // close keeps its partitions from the next one.
+        const limit = new Promise((r) => setTimeout(r, 3000).unref());
+        await Promise.race([tail.catch(() => {}).then(() => commits), limit]);
         await stream.close().catch(() => {});
         await Promise.resolve(consumer.close(true)).catch(() => {});
       }

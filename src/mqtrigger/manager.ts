@@ -122,7 +122,8 @@ export class TriggerManager {
         // Output topics exist before the first answer is published, so no
         // answer depends on a broker creating a topic on the fly.
         for (const t of [r.trigger.spec.respTopic, r.trigger.spec.errorTopic]) if (t) await connector.ensureTopic(t);
-        r.outbox = Promise.resolve();
+        // A new subscription's answers queue behind any the last one left in flight.
+        r.outbox = r.outbox.catch(() => {});
         r.sub = await connector.subscribe({ group: consumerGroup(r.trigger), topic: r.trigger.spec.topic, onMessage: (m) => this.#handle(r, connector, m, log) });
         log.info({ topic: r.trigger.spec.topic, group: consumerGroup(r.trigger) }, 'consuming');
         backoff = 500;

@@ -6,13 +6,24 @@ import type { Command } from 'commander';
 import { kubifyName, usage } from '../flags.ts';
 import type { Ctx } from '../io.ts';
 import { table } from '../output.ts';
-import { applySpecs, destroySpecs, ownedResources } from '../spec/apply.ts';
+import { applySpecs, checkArchiveFiles, destroySpecs, ownedResources } from '../spec/apply.ts';
 import { DEPLOYMENT_CONFIG_FILE, readSpecs, type SpecSet } from '../spec/documents.ts';
 
 const DEFAULT_DIR = 'specs';
 
-function specSet(c: Ctx, dir: string): SpecSet {
-  const set = readSpecs(path.resolve(c.io.cwd, dir));
+/**
+ * Reads and checks the specs. With the server's mode known, images are
+ * checked as the server will (local mode runs built-in runtimes only), so
+ * apply does not stop half-way on one.
+ */
+async function specSet(c: Ctx, dir: string, server: 'required' | 'optional'): Promise<SpecSet> {
+  let mode: string | undefined;
+  try {
+    mode = (await c.client().info()).mode;
+  } catch (err) {
+    if (server === 'required') throw err;
+  }
+  const set = readSpecs(path.resolve(c.io.cwd, dir), { localImages: mode === 'local' });
   for (const w of set.warnings) c.warn(w);
   return set;
 }
@@ -37,9 +48,10 @@ export function registerSpec(program: Command, ctx: () => Ctx): void {
       c.io.out(`Creating spec directory '${path.relative(c.io.cwd, dir) || '.'}'\n`);
     });
 
-  withDir(cmd.command('validate').description('Check the specs without applying them')).action((f: { specdir: string }) => {
+  withDir(cmd.command('validate').description('Check the specs without applying them (images too when the control plane is reachable)')).action(async (f: { specdir: string }) => {
     const c = ctx();
-    const set = specSet(c, f.specdir);
+    const set = await specSet(c, f.specdir, 'optional');
+    checkArchiveFiles(set);
     c.io.out(`${set.resources.length} resources and ${set.archives.size} archives are valid\n`);
   });
 
@@ -47,20 +59,20 @@ export function registerSpec(program: Command, ctx: () => Ctx): void {
     .option('--delete', 'also delete resources this spec directory applied before and no longer declares')
     .action(async (f: { specdir: string; delete?: boolean }) => {
       const c = ctx();
-      const report = await applySpecs(c, specSet(c, f.specdir), { delete: f.delete === true });
+      const report = await applySpecs(c, await specSet(c, f.specdir, 'required'), { delete: f.delete === true });
       const lines = report.lines();
       c.io.out(lines.length > 0 ? `${lines.join('\n')}\n` : `nothing to change (${report.unchanged} resources up to date)\n`);
     });
 
   withDir(cmd.command('destroy').description('Delete every resource this spec directory applied')).action(async (f: { specdir: string }) => {
     const c = ctx();
-    const lines = (await destroySpecs(c, specSet(c, f.specdir))).lines();
+    const lines = (await destroySpecs(c, await specSet(c, f.specdir, 'required'))).lines();
     c.io.out(lines.length > 0 ? `${lines.join('\n')}\n` : 'nothing to delete\n');
   });
 
   withDir(cmd.command('list').description('List the resources this spec directory applied')).action(async (f: { specdir: string }) => {
     const c = ctx();
-    const owned = await ownedResources(c, specSet(c, f.specdir));
+    const owned = await ownedResources(c, await specSet(c, f.specdir, 'required'));
     table(
       c.io,
       ['KIND', 'NAME', 'NAMESPACE'],

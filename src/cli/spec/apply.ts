@@ -2,14 +2,14 @@
 // Every resource applied from a spec directory carries the directory's
 // deployment uid as a label, which is how `--delete` and `destroy` find what
 // the directory owns, and how apply refuses to take over what another
-// directory owns. Archives are built and every owner checked before the
-// first write.
+// directory owns. Every document is checked, every owner read and every
+// archive built before the first create or update.
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { FlintError } from '../../api/errors.ts';
 import type { AnyResource, Archive, KindName, Package } from '../../api/kinds.ts';
-import { zipFiles } from '../../archive/index.ts';
+import { isZipFile, zipFiles } from '../../archive/index.ts';
 import { archiveOfFile } from '../archive-input.ts';
 import type { Ctx } from '../io.ts';
 import { APPLY_ORDER, ARCHIVE_SPEC_SCHEME, type ArchiveUploadSpec, DEPLOYMENT_LABEL, type SpecSet } from './documents.ts';
@@ -48,56 +48,119 @@ export class ApplyReport {
   }
 }
 
-/** Files an archive spec names, relative to the project root, sorted. */
+function inside(root: string, full: string): boolean {
+  const rel = path.relative(root, full);
+  return rel === '' || (!rel.startsWith('..') && !path.isAbsolute(rel));
+}
+
+/** Excluded when the file or any directory above it matches an exclude glob. */
+function excluded(rel: string, exclude: string[]): boolean {
+  const parts = rel.split('/');
+  for (let i = 1; i <= parts.length; i++) {
+    const prefix = parts.slice(0, i).join('/');
+    if (exclude.some((ex) => path.matchesGlob(prefix, ex))) return true;
+  }
+  return false;
+}
+
+/**
+ * Files an archive spec names, relative to the project root, sorted. Nothing
+ * outside the project gets in: every match is resolved (globs such as
+ * `{..,src}` included), a symlink counts as the file it points to only when
+ * that file is inside the project, and symlinked directories are not followed.
+ */
 export function archiveFiles(root: string, spec: ArchiveUploadSpec): string[] {
+  const realRoot = fs.realpathSync(root);
   const found = new Set<string>();
+  const refuse = (rel: string, why: string) => new FlintError('FLINT_ERR_VALIDATION', `${spec.where}: ArchiveUploadSpec '${spec.name}': '${rel}' ${why}`);
   const addTree = (rel: string) => {
     const full = path.join(root, rel);
-    const st = fs.statSync(full);
-    if (st.isDirectory()) for (const e of fs.readdirSync(full)) addTree(path.join(rel, e));
-    else if (st.isFile()) found.add(rel.split(path.sep).join('/'));
+    const st = fs.lstatSync(full);
+    if (st.isSymbolicLink()) {
+      const target = fs.realpathSync(full);
+      if (!inside(realRoot, target)) throw refuse(rel, 'is a symlink that leaves the project directory');
+      if (!fs.statSync(target).isFile()) throw refuse(rel, 'is a symlink to a directory, which is not followed');
+    } else if (st.isDirectory()) {
+      for (const e of fs.readdirSync(full)) addTree(path.join(rel, e));
+      return;
+    } else if (!st.isFile()) return;
+    if (!inside(realRoot, fs.realpathSync(path.dirname(full)))) throw refuse(rel, 'leaves the project directory');
+    found.add(rel.split(path.sep).join('/'));
   };
-  for (const pattern of spec.include) for (const rel of fs.globSync(pattern, { cwd: root })) addTree(rel);
-  const kept = [...found].filter((rel) => !spec.exclude.some((ex) => path.matchesGlob(rel, ex)));
+  for (const pattern of spec.include) {
+    for (const rel of fs.globSync(pattern, { cwd: root })) {
+      let real: string;
+      try {
+        real = fs.realpathSync(path.join(root, rel));
+      } catch {
+        throw refuse(rel, 'is a broken symlink');
+      }
+      if (!inside(realRoot, real)) throw refuse(rel, 'leaves the project directory');
+      addTree(rel);
+    }
+  }
+  const kept = [...found].filter((rel) => !excluded(rel, spec.exclude));
   if (kept.length === 0) throw new FlintError('FLINT_ERR_VALIDATION', `${spec.where}: ArchiveUploadSpec '${spec.name}' matches no files under ${root}`);
   return kept.sort();
 }
 
-/**
- * The archives the packages name, from the files their specs include: one
- * plain file is kept as it is (a single-file function), one zip is used as
- * it is, anything else is zipped with paths relative to the project root.
- */
-async function buildArchives(c: Ctx, set: SpecSet): Promise<Map<string, Archive>> {
-  const root = path.dirname(path.resolve(set.dir));
-  const used = new Set<string>();
+/** Where an archive spec is used: a build's source is always a zip; a deployment of one plain file stays that file. */
+type ArchiveUse = 'source' | 'deployment';
+
+function archiveUses(set: SpecSet): Map<string, Set<ArchiveUse>> {
+  const uses = new Map<string, Set<ArchiveUse>>();
   for (const { resource } of set.resources) {
     if (resource.kind !== 'Package') continue;
-    for (const a of [resource.spec.source, resource.spec.deployment]) {
-      if (a?.url?.startsWith(ARCHIVE_SPEC_SCHEME)) used.add(a.url.slice(ARCHIVE_SPEC_SCHEME.length));
+    for (const field of ['source', 'deployment'] as const) {
+      const url = resource.spec[field]?.url;
+      if (!url?.startsWith(ARCHIVE_SPEC_SCHEME)) continue;
+      const name = url.slice(ARCHIVE_SPEC_SCHEME.length);
+      uses.set(name, (uses.get(name) ?? new Set()).add(field));
     }
   }
+  return uses;
+}
+
+/** Checks that every archive a package names has files, without reading them (for `spec validate`). */
+export function checkArchiveFiles(set: SpecSet): void {
+  const root = path.dirname(path.resolve(set.dir));
+  for (const name of archiveUses(set).keys()) archiveFiles(root, set.archives.get(name) as ArchiveUploadSpec);
+}
+
+/**
+ * The archives the packages name, from the files their specs include: one
+ * zip is used as it is, one plain file used as a deployment stays that file
+ * (a single-file function), anything else is zipped with paths relative to
+ * the project root. Keyed `<use> <name>`.
+ */
+export async function buildArchives(c: Ctx, set: SpecSet): Promise<Map<string, Archive>> {
+  const root = path.dirname(path.resolve(set.dir));
   const built = new Map<string, Archive>();
-  for (const name of used) {
-    const spec = set.archives.get(name) as ArchiveUploadSpec;
-    const files = archiveFiles(root, spec);
-    if (files.length === 1) {
-      built.set(name, await archiveOfFile(c, path.join(root, files[0])));
-      continue;
-    }
-    const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'flint-spec-'));
-    try {
-      const zip = path.join(tmp, `${name}.zip`);
-      await zipFiles(
-        files.map((rel) => ({ path: path.join(root, rel), name: rel })),
-        zip,
-      );
-      built.set(name, await archiveOfFile(c, zip));
-    } finally {
-      fs.rmSync(tmp, { recursive: true, force: true });
+  for (const [name, uses] of archiveUses(set)) {
+    const files = archiveFiles(root, set.archives.get(name) as ArchiveUploadSpec);
+    const single = files.length === 1 ? path.join(root, files[0]) : undefined;
+    const asIs = single !== undefined && (await isZipFile(single)) ? await archiveOfFile(c, single) : undefined;
+    for (const use of uses) {
+      if (asIs) built.set(`${use} ${name}`, asIs);
+      else if (single !== undefined && use === 'deployment') built.set(`${use} ${name}`, await archiveOfFile(c, single));
+      else built.set(`${use} ${name}`, await zipped(c, root, name, files));
     }
   }
   return built;
+}
+
+async function zipped(c: Ctx, root: string, name: string, files: string[]): Promise<Archive> {
+  const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'flint-spec-'));
+  try {
+    const zip = path.join(tmp, `${name}.zip`);
+    await zipFiles(
+      files.map((rel) => ({ path: path.join(root, rel), name: rel })),
+      zip,
+    );
+    return await archiveOfFile(c, zip);
+  } finally {
+    fs.rmSync(tmp, { recursive: true, force: true });
+  }
 }
 
 /** JSON with sorted keys: objects from the server and from a file compare equal when they mean the same. */
@@ -124,7 +187,7 @@ function desiredOf(r: AnyResource, uid: string, archives: Map<string, Archive>):
   if (obj.kind === 'Package') {
     for (const field of ['source', 'deployment'] as const) {
       const url = obj.spec[field]?.url;
-      if (url?.startsWith(ARCHIVE_SPEC_SCHEME)) obj.spec[field] = archives.get(url.slice(ARCHIVE_SPEC_SCHEME.length));
+      if (url?.startsWith(ARCHIVE_SPEC_SCHEME)) obj.spec[field] = archives.get(`${field} ${url.slice(ARCHIVE_SPEC_SCHEME.length)}`);
     }
   }
   return obj;
@@ -135,10 +198,9 @@ const keyOf = (r: AnyResource) => `${r.kind} ${r.metadata.namespace}/${r.metadat
 export async function applySpecs(c: Ctx, set: SpecSet, opts: { delete?: boolean } = {}): Promise<ApplyReport> {
   const client = c.client();
   const uid = set.deployment.uid;
-  const archives = await buildArchives(c, set);
-  const plan = [];
+  // Read and check everything first: uploads, creates and updates come after.
+  const found = [];
   for (const { resource } of set.resources) {
-    const desired = desiredOf(resource, uid, archives);
     const current = await client.tryGet(resource.kind, resource.metadata.namespace, resource.metadata.name);
     const owner = current?.metadata.labels?.[DEPLOYMENT_LABEL];
     if (owner !== undefined && owner !== uid) {
@@ -147,8 +209,10 @@ export async function applySpecs(c: Ctx, set: SpecSet, opts: { delete?: boolean 
         `${resource.kind} '${resource.metadata.name}' in namespace '${resource.metadata.namespace}' belongs to another spec directory (deployment uid ${owner}); nothing was applied`,
       );
     }
-    plan.push({ desired, current });
+    found.push({ resource, current });
   }
+  const archives = await buildArchives(c, set);
+  const plan = found.map(({ resource, current }) => ({ desired: desiredOf(resource, uid, archives), current }));
   const report = new ApplyReport();
   for (const { desired, current } of plan) {
     const name = desired.metadata.name;

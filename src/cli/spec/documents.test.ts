@@ -3,7 +3,9 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { after, describe, it } from 'node:test';
-import { archiveFiles } from './apply.ts';
+import { isZipBuffer } from '../../archive/index.ts';
+import type { Ctx } from '../io.ts';
+import { archiveFiles, buildArchives } from './apply.ts';
 import { readSpecs } from './documents.ts';
 import { fromFission } from './fission.ts';
 
@@ -44,6 +46,16 @@ describe('spec documents', () => {
         package: { packageref: { name: 'p' } },
       },
     });
+  });
+
+  it("keeps the user's own maps as written: data, labels, env", () => {
+    const out = fromFission({
+      apiVersion: 'fission.io/v1',
+      kind: 'ConfigMap',
+      metadata: { name: 'c', creationTimestamp: null, labels: { tier: '' } },
+      data: { EMPTY_FLAG: '', MaxScale: '3' },
+    });
+    assert.deepEqual(out, { apiVersion: 'flint.dev/v1', kind: 'ConfigMap', metadata: { name: 'c', labels: { tier: '' } }, data: { EMPTY_FLAG: '', MaxScale: '3' } });
   });
 
   it('leaves Fission fields Flint does not know in place, so validation names them', () => {
@@ -96,6 +108,47 @@ include: [src/*.js]
     }
     const spec = { name: 'x', include: ['src/*.js', 'lib'], exclude: ['**/*.test.js'], where: 'here' };
     assert.deepEqual(archiveFiles(proj, spec), ['lib/deep/c.json', 'src/a.js', 'src/b.js']);
+    assert.deepEqual(archiveFiles(proj, { ...spec, exclude: ['lib'] }), ['src/a.js', 'src/b.js', 'src/b.test.js'], 'excluding a directory excludes what is under it');
     assert.throws(() => archiveFiles(proj, { ...spec, include: ['nothing/*'] }), /here: ArchiveUploadSpec 'x' matches no files/);
+  });
+
+  it('keeps everything outside the project out of an archive', () => {
+    const base = path.join(root, 'escape');
+    const proj = path.join(base, 'proj');
+    fs.mkdirSync(path.join(proj, 'src'), { recursive: true });
+    fs.mkdirSync(path.join(base, 'outside'), { recursive: true });
+    fs.writeFileSync(path.join(base, 'outside', 'secret.txt'), 'secret');
+    fs.writeFileSync(path.join(proj, 'src', 'a.js'), 'a');
+    const spec = (include: string[]) => ({ name: 'x', include, exclude: [], where: 'here' });
+    assert.throws(() => archiveFiles(proj, spec(['{..,src}/outside/secret.txt'])), /'\.\.\/outside\/secret\.txt' leaves the project directory/);
+    fs.symlinkSync(path.join(base, 'outside', 'secret.txt'), path.join(proj, 'src', 'link.txt'));
+    assert.throws(() => archiveFiles(proj, spec(['src'])), /'src\/link\.txt' is a symlink that leaves the project directory/);
+    fs.rmSync(path.join(proj, 'src', 'link.txt'));
+    fs.symlinkSync(proj, path.join(proj, 'src', 'loop'));
+    assert.throws(() => archiveFiles(proj, spec(['src'])), /'src\/loop' is a symlink to a directory, which is not followed/);
+    fs.rmSync(path.join(proj, 'src', 'loop'));
+    fs.symlinkSync(path.join(proj, 'src', 'a.js'), path.join(proj, 'src', 'b.js'));
+    assert.deepEqual(archiveFiles(proj, spec(['src'])), ['src/a.js', 'src/b.js'], 'a symlink to a file inside counts as that file');
+  });
+
+  it('zips a one-file archive used as a build source, and keeps it as the file when it is the deployment', async () => {
+    const dir = specDir({
+      'a.yaml': `${ENV}---
+apiVersion: flint.dev/v1
+kind: Package
+metadata: {name: p}
+spec: {environment: {name: node}, source: {type: url, url: "archive://one"}, deployment: {type: url, url: "archive://one"}}
+---
+kind: ArchiveUploadSpec
+name: one
+include: [main.py]
+`,
+    });
+    fs.writeFileSync(path.join(path.dirname(dir), 'main.py'), 'def main():\n    return "hi"\n');
+    const ctx = { client: () => assert.fail('small archives are embedded, not uploaded') } as unknown as Ctx;
+    const built = await buildArchives(ctx, readSpecs(dir));
+    const bytes = (key: string) => Buffer.from(built.get(key)?.literal ?? '', 'base64');
+    assert.ok(isZipBuffer(bytes('source one')), 'the source is a zip');
+    assert.equal(bytes('deployment one').toString(), 'def main():\n    return "hi"\n');
   });
 });

@@ -10,7 +10,7 @@ import { parseAllDocuments } from 'yaml';
 import { FlintError } from '../../api/errors.ts';
 import { type AnyResource, isKindName, KIND_NAMES, type KindName, type Package } from '../../api/kinds.ts';
 import { API_VERSION, FISSION_API_VERSION } from '../../api/meta.ts';
-import { validateResource } from '../../api/validate.ts';
+import { type ValidateOptions, validateResource } from '../../api/validate.ts';
 import { fromFission } from './fission.ts';
 
 export const DEPLOYMENT_CONFIG_FILE = 'flint-deployment-config.yaml';
@@ -108,7 +108,7 @@ function setAsideArchiveSpecs(pkg: Record<string, unknown>): { field: 'source' |
 }
 
 /** Reads and checks a spec directory; throws one error listing every problem. */
-export function readSpecs(dir: string): SpecSet {
+export function readSpecs(dir: string, validation: ValidateOptions = {}): SpecSet {
   const problems: string[] = [];
   const warnings: string[] = [];
   let deployment: DeploymentConfig | undefined;
@@ -157,7 +157,7 @@ export function readSpecs(dir: string): SpecSet {
       const named = o.kind === 'Package' ? setAsideArchiveSpecs(input) : [];
       let resource: AnyResource;
       try {
-        resource = validateResource(o.kind, input);
+        resource = validateResource(o.kind, input, validation);
       } catch (err) {
         const name = (o.metadata as { name?: unknown } | undefined)?.name;
         problems.push(`${where}: ${o.kind}${typeof name === 'string' ? ` '${name}'` : ''}: ${(err as Error).message}`);

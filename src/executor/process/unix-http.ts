@@ -54,7 +54,8 @@ export class ControlChannel {
   readonly #client: Client;
 
   constructor(socketPath: string) {
-    // The worker's keep-alive hint (120 s) tells undici how long the idle connection lasts.
+    // How long the idle connection is kept: the Node runtime's keep-alive hint (120 s);
+    // the Python and Go runtimes send none, and undici then keeps it its default 4 s.
     this.#client = new Client('http://localhost', { socketPath, pipelining: 1, headersTimeout: 0, bodyTimeout: 0 });
   }
 

@@ -74,10 +74,11 @@ const requireHere = createRequire(import.meta.url);
 
 /**
  * require() first: the CommonJS loader is several times faster than import()
- * on a cold start, and Node 24 requires ES modules too. A module graph with
- * top-level await cannot be required (Node refuses it before running
- * anything), so it goes through import(). Either way the result is shaped
- * as import() gives it: CommonJS exports as `default`.
+ * on a cold start, and Node 24 requires ES modules too. An ES module with
+ * top-level await cannot be required (Node refuses it before running it), so
+ * it goes through import(). Either way the result is shaped as import()
+ * gives it: CommonJS exports as `default`. (One difference remains: an ES
+ * module that exports the name "module.exports" is that export under require().)
  */
 function loadModule(file: string): Record<string, unknown> | Promise<Record<string, unknown>> {
   let exported: unknown;
@@ -85,8 +86,14 @@ function loadModule(file: string): Record<string, unknown> | Promise<Record<stri
     exported = requireHere(file);
   } catch (err) {
     const code = (err as { code?: unknown })?.code;
-    if (code === 'ERR_REQUIRE_ASYNC_MODULE' || code === 'ERR_REQUIRE_ESM') return import(pathToFileURL(file).href) as Promise<Record<string, unknown>>;
-    throw err;
+    if (code !== 'ERR_REQUIRE_ASYNC_MODULE' && code !== 'ERR_REQUIRE_ESM') throw err;
+    // Only the entry's own top-level await is a reason to start again with
+    // import(). A CommonJS entry that requires such a module has already run
+    // up to that call, and import() would run it a second time, only to fail
+    // the same way.
+    const required = /\nRequired module: (.+)\n/.exec(String((err as Error).message))?.[1];
+    if (required !== undefined && required !== file) throw err;
+    return import(pathToFileURL(file).href) as Promise<Record<string, unknown>>;
   }
   return isModuleNamespaceObject(exported) ? (exported as Record<string, unknown>) : { default: exported };
 }

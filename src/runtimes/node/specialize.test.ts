@@ -159,6 +159,17 @@ describe('node runtime: load failures', () => {
     await waitFor(() => rt.stderr().includes('boom-at-load'), 'the load error on stderr');
   });
 
+  it('runs a CommonJS entry once when it requires a module with top-level await', async () => {
+    const { rt, s } = await failing(
+      { 'index.js': 'console.error("entry ran");\nrequire("./slow.mjs");\nmodule.exports = async () => ({});', 'slow.mjs': 'await 0;\nexport default 1;' },
+      'index.js',
+    );
+    assert.equal(s.status, 500);
+    assert.match(s.json.error, /top-level await/);
+    await waitFor(() => rt.stderr().includes('error specializing'), 'the error on stderr');
+    assert.equal(rt.stderr().split('entry ran').length - 1, 1, 'the entry was not run a second time through import()');
+  });
+
   it('answers 404 for a path that does not exist', async () => {
     const { s } = await failing({}, 'missing-file');
     assert.equal(s.status, 404);
