@@ -124,7 +124,11 @@ export async function startServer(src: ValuesSources, out: (line: string) => voi
     let ingressUrl: string | undefined;
     const ingressProvider = createIngressProvider({ values, routerUrl, logger: logger.child({ component: 'ingress' }) });
     if (ingressProvider) {
-      const ingress = createIngressController({ store, provider: ingressProvider, logger: logger.child({ component: 'ingress' }) });
+      // The builtin gateway swaps a table in memory: apply at once, so a route is
+      // exposed by the time the CLI returns. nginx reloads and kubernetes API
+      // calls are worth coalescing over a burst of changes.
+      const debounceMs = ingressProvider.kind === 'builtin' ? 0 : 50;
+      const ingress = createIngressController({ store, provider: ingressProvider, debounceMs, logger: logger.child({ component: 'ingress' }) });
       await ingress.start();
       stops.push(() => ingress.stop());
       const urls = ingressUrls(ingressProvider);
