@@ -16,7 +16,7 @@ const DEFAULT_DIR = 'specs';
  * checked as the server will (local mode runs built-in runtimes only), so
  * apply does not stop half-way on one.
  */
-async function specSet(c: Ctx, dir: string, server: 'required' | 'optional'): Promise<SpecSet> {
+async function specSet(c: Ctx, dir: string, server: 'required' | 'optional', warn = false): Promise<SpecSet> {
   let mode: string | undefined;
   try {
     mode = (await c.client().info()).mode;
@@ -24,7 +24,7 @@ async function specSet(c: Ctx, dir: string, server: 'required' | 'optional'): Pr
     if (server === 'required') throw err;
   }
   const set = readSpecs(path.resolve(c.io.cwd, dir), { localImages: mode === 'local' });
-  for (const w of set.warnings) c.warn(w);
+  if (warn) for (const w of set.warnings) c.warn(w);
   return set;
 }
 
@@ -50,7 +50,7 @@ export function registerSpec(program: Command, ctx: () => Ctx): void {
 
   withDir(cmd.command('validate').description('Check the specs without applying them (images too when the control plane is reachable)')).action(async (f: { specdir: string }) => {
     const c = ctx();
-    const set = await specSet(c, f.specdir, 'optional');
+    const set = await specSet(c, f.specdir, 'optional', true);
     checkArchiveFiles(set);
     c.io.out(`${set.resources.length} resources and ${set.archives.size} archives are valid\n`);
   });
@@ -59,7 +59,7 @@ export function registerSpec(program: Command, ctx: () => Ctx): void {
     .option('--delete', 'also delete resources this spec directory applied before and no longer declares')
     .action(async (f: { specdir: string; delete?: boolean }) => {
       const c = ctx();
-      const report = await applySpecs(c, await specSet(c, f.specdir, 'required'), { delete: f.delete === true });
+      const report = await applySpecs(c, await specSet(c, f.specdir, 'required', true), { delete: f.delete === true });
       const lines = report.lines();
       c.io.out(lines.length > 0 ? `${lines.join('\n')}\n` : `nothing to change (${report.unchanged} resources up to date)\n`);
     });
