@@ -35,3 +35,11 @@ export interface Executor {
   start(): Promise<void>;
   stop(): Promise<void>;
 }
+
+/**
+ * How long an idle connection to a worker is kept when the worker sends no
+ * keep-alive hint: shorter than any runtime closes one (Go after 120 s,
+ * Python never), so a request is never sent on a connection being closed.
+ * The Node runtime's hint (120 s) takes precedence where it is sent.
+ */
+export const WORKER_IDLE_KEEPALIVE_MS = 60_000;

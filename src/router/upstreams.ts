@@ -4,7 +4,7 @@
 // request used for a while, are closed by a sweep.
 import fs from 'node:fs';
 import { Pool } from 'undici';
-import type { Lease } from '../executor/types.ts';
+import { type Lease, WORKER_IDLE_KEEPALIVE_MS } from '../executor/types.ts';
 
 export interface UpstreamOptions {
   /** How often to look for pools to close. */
@@ -44,10 +44,10 @@ export class Upstreams {
     let e = this.#pools.get(key);
     if (e === undefined) {
       const socketPath = lease.socketPath;
-      const pool =
-        socketPath !== undefined
-          ? new Pool('http://localhost', { socketPath, pipelining: 1 })
-          : new Pool(`http://${lease.address}`, { pipelining: 1 });
+      // Runtimes that send no keep-alive hint would otherwise see their
+      // connections dropped after undici's default 4 s of quiet.
+      const common = { pipelining: 1, keepAliveTimeout: WORKER_IDLE_KEEPALIVE_MS };
+      const pool = socketPath !== undefined ? new Pool('http://localhost', { socketPath, ...common }) : new Pool(`http://${lease.address}`, common);
       e = { pool, socketPath, used: true, idleSweeps: 0 };
       this.#pools.set(key, e);
     }

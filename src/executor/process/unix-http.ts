@@ -3,6 +3,7 @@
 // The data path uses the router's pooled client.
 import http from 'node:http';
 import { Client, type Dispatcher } from 'undici';
+import { WORKER_IDLE_KEEPALIVE_MS } from '../types.ts';
 
 export interface UnixReply {
   status: number;
@@ -50,13 +51,12 @@ export class TimeoutError extends Error {}
  * probe that finds the worker ready leaves the connection open, so the
  * specialization, which a cold start waits for, does not pay for a connect.
  */
+
 export class ControlChannel {
   readonly #client: Client;
 
   constructor(socketPath: string) {
-    // How long the idle connection is kept: the Node runtime's keep-alive hint (120 s);
-    // the Python and Go runtimes send none, and undici then keeps it its default 4 s.
-    this.#client = new Client('http://localhost', { socketPath, pipelining: 1, headersTimeout: 0, bodyTimeout: 0 });
+    this.#client = new Client('http://localhost', { socketPath, pipelining: 1, headersTimeout: 0, bodyTimeout: 0, keepAliveTimeout: WORKER_IDLE_KEEPALIVE_MS });
   }
 
   async request(method: string, urlPath: string, opts: { body?: unknown; timeoutMs: number }): Promise<UnixReply> {
