@@ -207,4 +207,45 @@ spec: {runtime: {image: flint/node-env}, poolsize: 1}
     assert.equal(run(two, ['env', 'get', '--name', 'two-only']).code, 4);
     ok(one, ['spec', 'destroy']);
   });
+
+  it('refuses, before writing anything, what the server would refuse half-way', async () => {
+    const env = (name: string) => `apiVersion: flint.dev/v1
+kind: Environment
+metadata: {name: ${name}}
+spec: {runtime: {image: flint/node-env}, poolsize: 1}
+`;
+    // A route that collides with one created by hand.
+    const hand = path.join(work, 'by-hand');
+    fs.mkdirSync(hand);
+    fs.writeFileSync(path.join(hand, 'f.js'), code('hand'));
+    ok(hand, ['env', 'create', '--name', 'hand-env', '--image', 'flint/node-env', '--poolsize', '1']);
+    ok(hand, ['fn', 'create', '--name', 'hand-fn', '--env', 'hand-env', '--code', 'f.js']);
+    ok(hand, ['route', 'create', '--name', 'hand-route', '--url', '/taken', '--function', 'hand-fn']);
+    const clash = project(
+      'clash',
+      code('x'),
+      `${env('clash-env')}---
+apiVersion: flint.dev/v1
+kind: HTTPTrigger
+metadata: {name: clash-route}
+spec: {relativeurl: /taken, methods: [GET], functionref: {name: hand-fn}}
+`,
+    );
+    const r = run(clash, ['spec', 'apply']);
+    assert.equal(r.code, 5, r.stdout + r.stderr);
+    assert.match(r.stderr, /HTTPTrigger 'clash-route' has the same host, URL and method as HTTPTrigger 'default\/hand-route'; nothing was applied/);
+    assert.equal(run(clash, ['env', 'get', '--name', 'clash-env']).code, 4);
+
+    // --delete of an environment that a function outside the specs uses.
+    const owner = project('owner', code('x'), `${env('owned-env')}---\n${env('kept-env')}`);
+    ok(owner, ['spec', 'apply']);
+    ok(hand, ['fn', 'create', '--name', 'outside-fn', '--env', 'owned-env', '--code', 'f.js']);
+    fs.writeFileSync(path.join(owner, 'specs', 'app.yaml'), `${env('kept-env')}---\n${env('new-env')}`);
+    const d = run(owner, ['spec', 'apply', '--delete']);
+    assert.equal(d.code, 5, d.stdout + d.stderr);
+    assert.match(d.stderr, /--delete would remove Environment 'owned-env', which function 'outside-fn' still uses; nothing was applied/);
+    assert.equal(run(owner, ['env', 'get', '--name', 'new-env']).code, 4);
+    ok(hand, ['fn', 'delete', '--name', 'outside-fn']);
+    assert.match(ok(owner, ['spec', 'apply', '--delete']), /1 environment created: new-env\n1 environment deleted: owned-env/);
+  });
 });

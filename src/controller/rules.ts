@@ -2,7 +2,8 @@
 // deleted while still in use, what is refused as a duplicate, and what is
 // accepted with a warning because it may be created later.
 import { FlintError } from '../api/errors.ts';
-import type { AnyResource, FunctionReference, HTTPTrigger, KindName } from '../api/kinds.ts';
+import { functionUses, routesCollide } from '../api/conflicts.ts';
+import type { AnyResource, FunctionReference, KindName } from '../api/kinds.ts';
 import type { Store } from '../store/store.ts';
 
 function refNames(ref: FunctionReference): string[] {
@@ -13,27 +14,11 @@ function refNames(ref: FunctionReference): string[] {
 export async function checkDeletable(store: Store, kind: KindName, namespace: string, name: string): Promise<void> {
   if (kind !== 'Environment' && kind !== 'Package') return;
   const { items } = await store.list('Function');
-  const users = items.filter((fn) =>
-    kind === 'Environment'
-      ? fn.spec.environment.name === name && (fn.spec.environment.namespace ?? fn.metadata.namespace) === namespace
-      : fn.spec.package.packageref.name === name && (fn.spec.package.packageref.namespace ?? fn.metadata.namespace) === namespace,
-  );
+  const users = items.filter((fn) => functionUses(fn, kind, namespace, name));
   if (users.length === 0) return;
   const list = users.map((f) => f.metadata.name).join(', ');
   const what = kind === 'Environment' ? 'environment' : 'package';
   throw new FlintError('FLINT_ERR_IN_USE', `${what} '${name}' is used by at least one function (${list}); use --force to delete it anyway`);
-}
-
-function methodSet(spec: HTTPTrigger['spec']): string[] {
-  const set = new Set((spec.methods ?? []).map((m) => m.toUpperCase()));
-  if (spec.method) set.add(spec.method.toUpperCase());
-  if (set.size === 0) set.add('GET');
-  return [...set].sort();
-}
-
-function routeKey(spec: HTTPTrigger['spec']): string {
-  const path = spec.prefix ? `prefix:${spec.prefix}` : `url:${spec.relativeurl}`;
-  return `${spec.host ?? ''}|${path}`;
 }
 
 /** Warnings for a write that is accepted; throws for one that is not. */
@@ -74,13 +59,10 @@ export async function checkReferences(store: Store, obj: AnyResource): Promise<s
       await fnMissing(refNames(obj.spec.functionref));
       // Two triggers with the same host, path and an overlapping method set
       // would shadow each other; refuse the second, across all namespaces.
-      const key = routeKey(obj.spec);
-      const methods = methodSet(obj.spec);
       const { items } = await store.list('HTTPTrigger');
       for (const other of items) {
         if (other.metadata.namespace === ns && other.metadata.name === obj.metadata.name) continue;
-        if (routeKey(other.spec) !== key) continue;
-        if (methodSet(other.spec).some((m) => methods.includes(m))) {
+        if (routesCollide(obj.spec, other.spec)) {
           throw new FlintError(
             'FLINT_ERR_ALREADY_EXISTS',
             `HTTPTrigger with same host, URL and method already exists (${other.metadata.namespace}/${other.metadata.name})`,

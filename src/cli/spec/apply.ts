@@ -8,7 +8,8 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { FlintError } from '../../api/errors.ts';
-import type { AnyResource, Archive, KindName, Package } from '../../api/kinds.ts';
+import { functionUses, routesCollide } from '../../api/conflicts.ts';
+import type { AnyResource, Archive, FunctionResource, HTTPTrigger, KindName, Package } from '../../api/kinds.ts';
 import { isZipFile, zipFiles } from '../../archive/index.ts';
 import { archiveOfFile } from '../archive-input.ts';
 import type { Ctx } from '../io.ts';
@@ -211,6 +212,9 @@ export async function applySpecs(c: Ctx, set: SpecSet, opts: { delete?: boolean 
     }
     found.push({ resource, current });
   }
+  const wanted = new Set(set.resources.map((r) => keyOf(r.resource)));
+  const doomed = opts.delete ? (await ownedResources(c, set)).filter((r) => !wanted.has(keyOf(r))) : [];
+  await checkAhead(c, set, doomed);
   const archives = await buildArchives(c, set);
   const plan = found.map(({ resource, current }) => ({ desired: desiredOf(resource, uid, archives), current }));
   const report = new ApplyReport();
@@ -231,11 +235,49 @@ export async function applySpecs(c: Ctx, set: SpecSet, opts: { delete?: boolean 
       report.add(desired.kind, 'updated', name);
     }
   }
-  if (opts.delete) {
-    const wanted = new Set(set.resources.map((r) => keyOf(r.resource)));
-    await deleteOwned(c, uid, report, (r) => !wanted.has(keyOf(r)));
-  }
+  if (opts.delete) await deleteOwned(c, uid, report, (r) => !wanted.has(keyOf(r)));
   return report;
+}
+
+/**
+ * What the control plane would refuse half-way through, checked before the
+ * first write: a route that collides with another (on the server or in the
+ * specs), and, with --delete, an environment or package to delete that a
+ * function outside the specs still uses.
+ */
+async function checkAhead(c: Ctx, set: SpecSet, doomed: AnyResource[]): Promise<void> {
+  const client = c.client();
+  const declared = set.resources.map((r) => r.resource);
+  const routes = declared.filter((r): r is HTTPTrigger => r.kind === 'HTTPTrigger');
+  if (routes.length > 0) {
+    const mine = new Set(routes.map(keyOf));
+    const others = [...(await client.list('HTTPTrigger', undefined)).filter((t) => !mine.has(keyOf(t))), ...routes];
+    for (const r of routes) {
+      const hit = others.find((o) => keyOf(o) !== keyOf(r) && routesCollide(r.spec, o.spec));
+      if (hit) {
+        throw new FlintError(
+          'FLINT_ERR_ALREADY_EXISTS',
+          `HTTPTrigger '${r.metadata.name}' has the same host, URL and method as HTTPTrigger '${hit.metadata.namespace}/${hit.metadata.name}'; nothing was applied`,
+        );
+      }
+    }
+  }
+  const gone = doomed.filter((r) => r.kind === 'Environment' || r.kind === 'Package');
+  if (gone.length > 0) {
+    const byKey = new Map<string, FunctionResource>();
+    for (const f of await client.list('Function', undefined)) byKey.set(keyOf(f), f);
+    for (const f of declared) if (f.kind === 'Function') byKey.set(keyOf(f), f);
+    for (const d of doomed) if (d.kind === 'Function') byKey.delete(keyOf(d));
+    for (const r of gone) {
+      const users = [...byKey.values()].filter((f) => functionUses(f, r.kind as 'Environment' | 'Package', r.metadata.namespace, r.metadata.name));
+      if (users.length > 0) {
+        throw new FlintError(
+          'FLINT_ERR_IN_USE',
+          `--delete would remove ${r.kind} '${r.metadata.name}', which function ${users.map((f) => `'${f.metadata.name}'`).join(', ')} still uses; nothing was applied`,
+        );
+      }
+    }
+  }
 }
 
 /** Deletes what the deployment owns (and `which` selects), triggers first. */
