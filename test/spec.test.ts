@@ -248,4 +248,36 @@ spec: {relativeurl: /taken, methods: [GET], functionref: {name: hand-fn}}
     ok(hand, ['fn', 'delete', '--name', 'outside-fn']);
     assert.match(ok(owner, ['spec', 'apply', '--delete']), /1 environment created: new-env\n1 environment deleted: owned-env/);
   });
+
+  it('writes specs from the create commands (--spec, --dry), which apply creates', async () => {
+    const dir = path.join(work, 'generated');
+    fs.mkdirSync(path.join(dir, 'lib'), { recursive: true });
+    fs.writeFileSync(path.join(dir, 'gen.js'), code('generated\n'));
+    fs.writeFileSync(path.join(dir, 'lib', 'index.js'), code('from a directory\n'));
+    const noInit = run(dir, ['env', 'create', '--spec', '--name', 'gen-env', '--image', 'flint/node-env']);
+    assert.equal(noInit.code, 2);
+    assert.match(noInit.stderr, /not a spec directory \(run 'flint spec init' first\)/);
+    ok(dir, ['spec', 'init']);
+    assert.equal(ok(dir, ['env', 'create', '--spec', '--name', 'gen-env', '--image', 'flint/node-env', '--poolsize', '1']).trim(), 'Saved to specs/environment-gen-env.yaml');
+    ok(dir, ['fn', 'create', '--spec', '--name', 'gen-fn', '--env', 'gen-env', '--code', 'gen.js']);
+    ok(dir, ['route', 'create', '--spec', '--name', 'gen-route', '--url', '/generated', '--function', 'gen-fn']);
+    ok(dir, ['pkg', 'create', '--spec', '--name', 'gen-dir-pkg', '--env', 'gen-env', '--deploy', 'lib']);
+    ok(dir, ['fn', 'create', '--spec', '--name', 'gen-dir-fn', '--env', 'gen-env', '--pkg', 'gen-dir-pkg', '--url', '/generated-dir']);
+    ok(dir, ['mqt', 'create', '--spec', '--name', 'gen-mqt', '--function', 'gen-fn', '--mqtype', 'kafka', '--topic', 'gen-in']);
+    const again = run(dir, ['fn', 'create', '--spec', '--name', 'gen-fn', '--env', 'gen-env', '--code', 'gen.js']);
+    assert.equal(again.code, 2);
+    assert.match(again.stderr, /specs\/function-gen-fn\.yaml already exists/);
+    assert.equal(run(dir, ['env', 'get', '--name', 'gen-env']).code, 4, '--spec creates nothing on the server');
+
+    const dry = ok(dir, ['route', 'create', '--dry', '--name', 'dry-route', '--url', '/dry', '--function', 'gen-fn']);
+    assert.match(dry, /^apiVersion: flint.dev\/v1\nkind: HTTPTrigger\n/);
+    assert.ok(!fs.existsSync(path.join(dir, 'specs', 'route-dry-route.yaml')));
+
+    const applied = ok(dir, ['spec', 'apply']);
+    assert.match(applied, /^2 functions created: gen-dir-fn, gen-fn$/m);
+    assert.match(applied, /^1 mqtrigger created: gen-mqt$/m);
+    await eventually(async () => ((await get('/generated')).text === 'generated\n' ? true : undefined), 'the generated route');
+    await eventually(async () => ((await get('/generated-dir')).text === 'from a directory\n' ? true : undefined), 'the route to the directory package');
+    ok(dir, ['spec', 'destroy']);
+  });
 });

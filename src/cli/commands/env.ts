@@ -2,6 +2,7 @@ import type { Command } from 'commander';
 import type { Environment } from '../../api/kinds.ts';
 import { checkName, collect, cpuQuantity, intFlag, kvMap, memoryQuantity } from '../flags.ts';
 import type { Ctx } from '../io.ts';
+import { SpecOutput, type SpecOutputFlags, withSpecOutput } from '../spec/output.ts';
 import { printObject, table } from '../output.ts';
 
 interface EnvFlags {
@@ -67,23 +68,28 @@ function applyFlags(spec: Environment['spec'], f: EnvFlags): void {
 export function registerEnv(program: Command, ctx: () => Ctx): void {
   const env = program.command('environment').alias('env').description('Environments: the runtimes functions run in');
 
-  addSpecFlags(
-    env
-      .command('create')
-      .description('Create an environment')
-      .requiredOption('--name <name>', 'environment name')
-      .requiredOption('--image <image>', 'runtime image, e.g. flint/node-env'),
-  ).action(async (f: EnvFlags) => {
+  withSpecOutput(
+    addSpecFlags(
+      env
+        .command('create')
+        .description('Create an environment')
+        .requiredOption('--name <name>', 'environment name')
+        .requiredOption('--image <image>', 'runtime image, e.g. flint/node-env'),
+    ),
+  ).action(async (f: EnvFlags & SpecOutputFlags) => {
     const c = ctx();
     checkName('--name', f.name);
-    if (f.poolsize === undefined) c.io.out('poolsize setting default to 3\n');
     const spec: Environment['spec'] = { runtime: { image: f.image as string } };
     applyFlags(spec, f);
-    await c.client().create<Environment>({
-      kind: 'Environment',
-      metadata: { name: f.name, namespace: c.namespace, labels: kvMap('--labels', f.labels) },
-      spec,
-    });
+    const obj = { kind: 'Environment' as const, metadata: { name: f.name, namespace: c.namespace, labels: kvMap('--labels', f.labels) }, spec };
+    const out = SpecOutput.from(c, f);
+    if (out) {
+      out.add(obj);
+      out.save(`environment-${f.name}`);
+      return;
+    }
+    if (f.poolsize === undefined) c.io.out('poolsize setting default to 3\n');
+    await c.client().create<Environment>(obj);
     c.io.out(`environment '${f.name}' created\n`);
   });
 

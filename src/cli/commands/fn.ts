@@ -3,9 +3,10 @@ import type { Command } from 'commander';
 import type { ExecutionStrategy, FunctionResource, HTTPTrigger, Package } from '../../api/kinds.ts';
 import { checkName, collect, httpMethod, intFlag, kvMap, usage } from '../flags.ts';
 import type { Ctx } from '../io.ts';
+import { SpecOutput, type SpecOutputFlags, withSpecOutput } from '../spec/output.ts';
 import { printObject, table } from '../output.ts';
 import { invokeFunction } from './invoke.ts';
-import { archivesFromFlags } from './pkg.ts';
+import { archivesFromFlags, specArchiveMaker } from './pkg.ts';
 
 interface FnFlags {
   name: string;
@@ -112,18 +113,58 @@ async function createCodePackage(c: Ctx, fnName: string, envName: string, f: FnF
   return pkgName;
 }
 
+/** The route `fn create --url/--prefix` also makes, if asked. */
+function routeOf(c: Ctx, f: FnFlags): (Omit<HTTPTrigger, 'metadata' | 'apiVersion'> & { metadata: { name: string; namespace: string } }) | undefined {
+  if (!f.url && !f.prefix) return undefined;
+  const methods = (f.method ?? []).map(httpMethod);
+  const url = f.url && !f.url.startsWith('/') ? `/${f.url}` : f.url;
+  return {
+    kind: 'HTTPTrigger',
+    metadata: { name: randomUUID(), namespace: c.namespace },
+    spec: { relativeurl: url, prefix: f.prefix, methods: (methods.length ? methods : ['GET']) as HTTPTrigger['spec']['methods'], functionref: { type: 'name', name: f.name } },
+  };
+}
+
+/**
+ * `fn create --spec|--dry`: the function, and the package and archive its
+ * code needs, into one spec file. With --pkg the environment comes from
+ * --env (nothing is asked of the control plane).
+ */
+async function saveFunctionSpec(c: Ctx, out: SpecOutput, f: FnFlags): Promise<void> {
+  if (!f.env) throw usage('need --env argument (with --spec the package is not looked up)');
+  checkName('--env', f.env);
+  const pkgName = f.pkg ? checkName('--pkg', f.pkg) : `${f.name}-pkg`;
+  const spec: FunctionResource['spec'] = { environment: { name: f.env, namespace: c.namespace }, package: { packageref: { name: pkgName, namespace: c.namespace } } };
+  applySpec(spec, f);
+  if (givesCode(f)) {
+    const pkg: Package['spec'] = { environment: { name: f.env, namespace: c.namespace }, ...(await archivesFromFlags(c, f, specArchiveMaker(out, pkgName))) };
+    if (f.buildcmd) pkg.buildcmd = f.buildcmd;
+    out.add({ kind: 'Package', metadata: { name: pkgName, namespace: c.namespace }, spec: pkg });
+  }
+  out.add({ kind: 'Function', metadata: { name: f.name, namespace: c.namespace, labels: kvMap('--labels', f.labels) }, spec });
+  const route = routeOf(c, f);
+  if (route) out.add(route);
+  out.save(`function-${f.name}`);
+}
+
 export function registerFn(program: Command, ctx: () => Ctx): void {
   const fn = program.command('function').alias('fn').description('Functions: code that runs when a trigger fires');
 
-  addSpecFlags(fn.command('create').description('Create a function').requiredOption('--name <name>', 'function name'))
-    .option('--url <url>', 'also create a route with this URL')
-    .option('--prefix <prefix>', 'also create a prefix route')
-    .option('--method <method>', 'method of that route (repeatable, default GET)', collect)
-    .action(async (f: FnFlags) => {
+  withSpecOutput(
+    addSpecFlags(fn.command('create').description('Create a function').requiredOption('--name <name>', 'function name'))
+      .option('--url <url>', 'also create a route with this URL')
+      .option('--prefix <prefix>', 'also create a prefix route')
+      .option('--method <method>', 'method of that route (repeatable, default GET)', collect),
+  ).action(async (f: FnFlags & SpecOutputFlags) => {
       const c = ctx();
       checkName('--name', f.name);
       if (givesCode(f) && f.pkg) throw usage('use either --code/--src/--deploy or --pkg, not both');
       if (!givesCode(f) && !f.pkg) throw usage('need --code <file>, --src, --deploy or --pkg <package>');
+      const out = SpecOutput.from(c, f);
+      if (out) {
+        await saveFunctionSpec(c, out, f);
+        return;
+      }
       let envName = f.env;
       if (f.pkg) {
         checkName('--pkg', f.pkg);
@@ -137,22 +178,16 @@ export function registerFn(program: Command, ctx: () => Ctx): void {
       checkName('--env', envName);
       const spec: FunctionResource['spec'] = { environment: { name: envName, namespace: c.namespace }, package: { packageref: { name: f.pkg ?? '', namespace: c.namespace } } };
       applySpec(spec, f);
-      const methods = (f.method ?? []).map(httpMethod);
-      // Files are read (and refused) before anything is asked of the server.
+      // Flags and files are checked (and refused) before anything is asked of the server.
+      const route = routeOf(c, f);
       const archives = givesCode(f) ? await archivesFromFlags(c, f) : undefined;
       if (await c.client().tryGet('Function', c.namespace, f.name)) throw usage(`a function with the same name already exists: '${f.name}'`);
       if (archives) spec.package.packageref.name = await createCodePackage(c, f.name, envName, f, archives);
       await c.client().create<FunctionResource>({ kind: 'Function', metadata: { name: f.name, namespace: c.namespace, labels: kvMap('--labels', f.labels) }, spec });
       c.io.out(`function '${f.name}' created\n`);
-      if (f.url || f.prefix) {
-        const routeName = randomUUID();
-        const url = f.url && !f.url.startsWith('/') ? `/${f.url}` : f.url;
-        await c.client().create<HTTPTrigger>({
-          kind: 'HTTPTrigger',
-          metadata: { name: routeName, namespace: c.namespace },
-          spec: { relativeurl: url, prefix: f.prefix, methods: (methods.length ? methods : ['GET']) as HTTPTrigger['spec']['methods'], functionref: { type: 'name', name: f.name } },
-        });
-        c.io.out(`route created: [${(methods.length ? methods : ['GET']).join(' ')}] ${f.prefix ?? url} -> ${f.name}\n`);
+      if (route) {
+        await c.client().create<HTTPTrigger>(route);
+        c.io.out(`route created: [${route.spec.methods?.join(' ')}] ${f.prefix ?? route.spec.relativeurl} -> ${f.name}\n`);
       }
     });
 

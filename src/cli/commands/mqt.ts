@@ -2,6 +2,7 @@ import type { Command } from 'commander';
 import { MQ_TYPES, type MessageQueueTrigger } from '../../api/kinds.ts';
 import { checkName, collect, intFlag, kvMap, usage } from '../flags.ts';
 import type { Ctx } from '../io.ts';
+import { SpecOutput, type SpecOutputFlags, withSpecOutput } from '../spec/output.ts';
 import { printObject, table } from '../output.ts';
 
 interface MqtFlags {
@@ -61,13 +62,19 @@ function apply(spec: Partial<MessageQueueTrigger['spec']>, f: MqtFlags): void {
 export function registerMqt(program: Command, ctx: () => Ctx): void {
   const mqt = program.command('mqt').alias('mqtrigger').description('Message-queue triggers: call a function for each message on a topic');
 
-  addFlags(mqt.command('create').description('Create a message-queue trigger').requiredOption('--name <name>', 'trigger name')).action(async (f: MqtFlags) => {
+  withSpecOutput(addFlags(mqt.command('create').description('Create a message-queue trigger').requiredOption('--name <name>', 'trigger name'))).action(async (f: MqtFlags & SpecOutputFlags) => {
     const c = ctx();
     checkName('--name', f.name);
     if (!f.function) throw usage('need --function');
     if (!f.topic) throw usage('need --topic');
     const spec: Partial<MessageQueueTrigger['spec']> = { messageQueueType: 'kafka' };
     apply(spec, f);
+    const out = SpecOutput.from(c, f);
+    if (out) {
+      out.add({ kind: 'MessageQueueTrigger', metadata: { name: f.name, namespace: c.namespace }, spec });
+      out.save(`mqtrigger-${f.name}`);
+      return;
+    }
     await c.client().create<MessageQueueTrigger>({ kind: 'MessageQueueTrigger', metadata: { name: f.name, namespace: c.namespace }, spec: spec as MessageQueueTrigger['spec'] });
     c.io.out(`trigger '${f.name}' created\n`);
   });

@@ -2,11 +2,12 @@ import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 import type { Command } from 'commander';
-import type { Package } from '../../api/kinds.ts';
+import type { Archive, Package } from '../../api/kinds.ts';
 import { buildCommandProblem } from '../../api/build-command.ts';
 import { archiveBytes, archiveFrom } from '../archive-input.ts';
 import { checkName, collect, kubifyName, usage } from '../flags.ts';
 import type { Ctx } from '../io.ts';
+import { SpecOutput, type SpecOutputFlags, withSpecOutput } from '../spec/output.ts';
 import { table } from '../output.ts';
 
 interface PkgFlags {
@@ -21,16 +22,31 @@ interface PkgFlags {
   force?: boolean;
 }
 
-/** The archives the flags describe, for a new package or an update. */
-export async function archivesFromFlags(c: Ctx, f: Pick<PkgFlags, 'code' | 'deploy' | 'src' | 'srcchecksum' | 'deploychecksum'>): Promise<Pick<Package['spec'], 'source' | 'deployment'>> {
+type ArchiveMaker = (flag: '--src' | '--deploy' | '--code', inputs: string[], opts: { checksum?: string; checksumFlag?: string; keepAsIs?: boolean }) => Archive | Promise<Archive>;
+
+/**
+ * The archives the flags describe, for a new package or an update: made by
+ * `make`, which by default embeds or uploads them (with --spec it names
+ * ArchiveUploadSpecs instead).
+ */
+export async function archivesFromFlags(
+  c: Ctx,
+  f: Pick<PkgFlags, 'code' | 'deploy' | 'src' | 'srcchecksum' | 'deploychecksum'>,
+  make: ArchiveMaker = (flag, inputs, opts) => archiveFrom(c, flag, inputs, opts),
+): Promise<Pick<Package['spec'], 'source' | 'deployment'>> {
   if (f.code && f.deploy) throw usage('use either --code or --deploy, not both');
   const out: Pick<Package['spec'], 'source' | 'deployment'> = {};
-  if (f.src) out.source = await archiveFrom(c, '--src', f.src, { checksum: f.srcchecksum, checksumFlag: '--srcchecksum' });
+  if (f.src) out.source = await make('--src', f.src, { checksum: f.srcchecksum, checksumFlag: '--srcchecksum' });
   else if (f.srcchecksum) throw usage('--srcchecksum needs --src');
-  if (f.deploy) out.deployment = await archiveFrom(c, '--deploy', f.deploy, { checksum: f.deploychecksum, checksumFlag: '--deploychecksum' });
+  if (f.deploy) out.deployment = await make('--deploy', f.deploy, { checksum: f.deploychecksum, checksumFlag: '--deploychecksum' });
   else if (f.deploychecksum) throw usage('--deploychecksum needs --deploy');
-  if (f.code) out.deployment = await archiveFrom(c, '--code', [f.code], { keepAsIs: true });
+  if (f.code) out.deployment = await make('--code', [f.code], { keepAsIs: true });
   return out;
+}
+
+/** With --spec or --dry: a package's archives as ArchiveUploadSpecs named `<package>-src|deploy|code`. */
+export function specArchiveMaker(out: SpecOutput, pkgName: string): ArchiveMaker {
+  return (flag, inputs, opts) => out.archive(flag, inputs, `${pkgName}-${flag.slice(2)}`, opts.checksum);
 }
 
 function checkBuildcmd(cmd: string | undefined): string | undefined {
@@ -53,7 +69,7 @@ export function packageNameFor(file: string): string {
 export function registerPkg(program: Command, ctx: () => Ctx): void {
   const pkg = program.command('package').alias('pkg').description('Packages: the code of functions, as files or archives');
 
-  pkg
+  const pkgCreate = pkg
     .command('create')
     .description('Create a package')
     .option('--name <name>', 'package name (default: <file>-<4 random characters>)')
@@ -63,19 +79,26 @@ export function registerPkg(program: Command, ctx: () => Ctx): void {
     .option('--sourcearchive, --src <file|dir|url>', 'source the environment builder builds: a zip, a directory or files, or a URL (repeatable)', collect)
     .option('--srcchecksum <sha256>', 'expected sha256 of the source archive')
     .option('--deploychecksum <sha256>', 'expected sha256 of the deploy archive')
-    .option('--buildcmd <command>', "build command (default: the environment builder's)")
-    .action(async (f: PkgFlags) => {
-      const c = ctx();
-      checkName('--env', f.env as string);
-      if (!f.code && !f.deploy && !f.src) throw usage('need one of --code, --deploy or --src');
-      const spec: Package['spec'] = { environment: { name: f.env as string, namespace: c.namespace }, ...(await archivesFromFlags(c, f)) };
-      const buildcmd = checkBuildcmd(f.buildcmd);
-      if (buildcmd) spec.buildcmd = buildcmd;
-      const first = f.src?.[0] ?? f.deploy?.[0] ?? (f.code as string);
-      const name = f.name ? checkName('--name', f.name) : packageNameFor(first.replace(/[?#].*$/, '').replace(/\/+$/, ''));
-      await c.client().create<Package>({ kind: 'Package', metadata: { name, namespace: c.namespace }, spec });
-      c.io.out(`Package '${name}' created\n`);
-    });
+    .option('--buildcmd <command>', "build command (default: the environment builder's)");
+  withSpecOutput(pkgCreate).action(async (f: PkgFlags & SpecOutputFlags) => {
+    const c = ctx();
+    checkName('--env', f.env as string);
+    if (!f.code && !f.deploy && !f.src) throw usage('need one of --code, --deploy or --src');
+    const first = f.src?.[0] ?? f.deploy?.[0] ?? (f.code as string);
+    const name = f.name ? checkName('--name', f.name) : packageNameFor(first.replace(/[?#].*$/, '').replace(/\/+$/, ''));
+    const out = SpecOutput.from(c, f);
+    const archives = await archivesFromFlags(c, f, out ? specArchiveMaker(out, name) : undefined);
+    const spec: Package['spec'] = { environment: { name: f.env as string, namespace: c.namespace }, ...archives };
+    const buildcmd = checkBuildcmd(f.buildcmd);
+    if (buildcmd) spec.buildcmd = buildcmd;
+    if (out) {
+      out.add({ kind: 'Package', metadata: { name, namespace: c.namespace }, spec });
+      out.save(`package-${name}`);
+      return;
+    }
+    await c.client().create<Package>({ kind: 'Package', metadata: { name, namespace: c.namespace }, spec });
+    c.io.out(`Package '${name}' created\n`);
+  });
 
   pkg
     .command('update')

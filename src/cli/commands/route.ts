@@ -4,6 +4,7 @@ import type { HTTPTrigger } from '../../api/kinds.ts';
 import { applyIngressFlags, routeListHost } from '../../ingress/flags.ts';
 import { checkName, collect, httpMethod, usage } from '../flags.ts';
 import type { Ctx } from '../io.ts';
+import { SpecOutput, type SpecOutputFlags, withSpecOutput } from '../spec/output.ts';
 import { printObject, table } from '../output.ts';
 
 interface RouteFlags {
@@ -61,7 +62,7 @@ function applyIngress(c: Ctx, spec: HTTPTrigger['spec'], f: RouteFlags): HTTPTri
 export function registerRoute(program: Command, ctx: () => Ctx): void {
   const route = program.command('route').aliases(['httptrigger', 'ht']).description('Routes (HTTP triggers): call a function over HTTP');
 
-  addFlags(route.command('create').description('Create a route').option('--name <name>', 'route name (default: a UUID)')).action(async (f: RouteFlags) => {
+  withSpecOutput(addFlags(route.command('create').description('Create a route').option('--name <name>', 'route name (default: a UUID)'))).action(async (f: RouteFlags & SpecOutputFlags) => {
     const c = ctx();
     const ref = functionRef(f);
     if (!ref) throw usage('need a function name to create a trigger, use --function');
@@ -78,6 +79,12 @@ export function registerRoute(program: Command, ctx: () => Ctx): void {
     if (url === '/' && !prefix) throw usage('url with only root path is not allowed');
     const methods = (f.method?.length ? f.method : ['GET']).map(httpMethod) as HTTPTrigger['spec']['methods'];
     const spec = applyIngress(c, { relativeurl: url, prefix, keepPrefix: f.keepprefix === true, methods, functionref: ref, host: f.host }, f);
+    const out = SpecOutput.from(c, f);
+    if (out) {
+      out.add({ kind: 'HTTPTrigger', metadata: { name, namespace: c.namespace }, spec });
+      out.save(`route-${name}`);
+      return;
+    }
     await c.client().create<HTTPTrigger>({ kind: 'HTTPTrigger', metadata: { name, namespace: c.namespace }, spec });
     c.io.out(`trigger '${name}' created\n`);
   });

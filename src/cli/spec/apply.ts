@@ -144,20 +144,23 @@ export async function buildArchives(c: Ctx, set: SpecSet): Promise<Map<string, A
     for (const use of uses) {
       if (asIs) built.set(`${use} ${name}`, asIs);
       else if (single !== undefined && use === 'deployment') built.set(`${use} ${name}`, await archiveOfFile(c, single));
-      else built.set(`${use} ${name}`, await zipped(c, root, name, files));
+      else built.set(`${use} ${name}`, await zipped(c, root, set.archives.get(name) as ArchiveUploadSpec, files));
     }
   }
   return built;
 }
 
-async function zipped(c: Ctx, root: string, name: string, files: string[]): Promise<Archive> {
+async function zipped(c: Ctx, root: string, spec: ArchiveUploadSpec, files: string[]): Promise<Archive> {
+  const base = (spec.rootdir ?? '').replace(/\/+$/, '');
+  const entries = files.map((rel) => {
+    const name = base === '' ? rel : path.posix.relative(base, rel);
+    if (name.startsWith('../')) throw new FlintError('FLINT_ERR_VALIDATION', `${spec.where}: ArchiveUploadSpec '${spec.name}': '${rel}' is outside its rootdir '${spec.rootdir}'`);
+    return { path: path.join(root, rel), name };
+  });
   const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'flint-spec-'));
   try {
-    const zip = path.join(tmp, `${name}.zip`);
-    await zipFiles(
-      files.map((rel) => ({ path: path.join(root, rel), name: rel })),
-      zip,
-    );
+    const zip = path.join(tmp, `${spec.name}.zip`);
+    await zipFiles(entries, zip);
     return await archiveOfFile(c, zip);
   } finally {
     fs.rmSync(tmp, { recursive: true, force: true });

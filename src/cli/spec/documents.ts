@@ -29,6 +29,8 @@ export interface ArchiveUploadSpec {
   /** Globs relative to the project root (the spec directory's parent). */
   include: string[];
   exclude: string[];
+  /** Paths in the zip are relative to this directory of the project (default: the project root). */
+  rootdir?: string;
   where: string;
 }
 
@@ -79,13 +81,18 @@ function archiveSpec(doc: Record<string, unknown>, where: string, problems: stri
   else if (!include || include.length === 0) problems.push(`${where}: ArchiveUploadSpec '${name}' needs include: a list of file globs`);
   else if (!exclude) problems.push(`${where}: ArchiveUploadSpec '${name}': exclude must be a list of file globs`);
   else {
-    for (const g of [...include, ...exclude]) {
+    const rootdir = doc.rootdir;
+    if (rootdir !== undefined && rootdir !== null && typeof rootdir !== 'string') {
+      problems.push(`${where}: ArchiveUploadSpec '${name}': rootdir must be a directory of the project`);
+      return undefined;
+    }
+    for (const g of [...include, ...exclude, ...(rootdir ? [rootdir] : [])]) {
       if (path.isAbsolute(g) || g.split(/[\\/]/).includes('..')) {
         problems.push(`${where}: ArchiveUploadSpec '${name}': '${g}' leaves the project directory`);
         return undefined;
       }
     }
-    return { name, include, exclude, where };
+    return { name, include, exclude, ...(rootdir ? { rootdir } : {}), where };
   }
   return undefined;
 }
