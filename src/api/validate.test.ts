@@ -42,6 +42,7 @@ describe('validation', () => {
     fail('HTTPTrigger', { metadata: { name: 'r' }, spec: { relativeurl: '/a', functionref: { name: 'f' }, ingressconfig: { path: 'x' } } }, 'spec.ingressconfig.path', /absolute/);
     fail('HTTPTrigger', { metadata: { name: 'r' }, spec: { relativeurl: '/a', functionref: { name: 'f' }, ingressconfig: { host: 'a b' } } }, 'spec.ingressconfig.host', /DNS name/);
     fail('MessageQueueTrigger', { metadata: { name: 'q' }, spec: { functionref: { name: 'f' }, messageQueueType: 'kafka', topic: 'a', errorTopic: 'a' } }, 'spec.errorTopic', /differ/);
+    fail('MessageQueueTrigger', { metadata: { name: 'q' }, spec: { functionref: { type: 'function-weights', functionweights: { a: 50, b: 50 } }, messageQueueType: 'kafka', topic: 'a' } }, 'spec.functionref.type', /calls one function/);
     fail('Package', { metadata: { name: 'p' }, spec: { environment: { name: 'e' }, source: { type: 'url' } } }, 'spec.source.url', /required/);
     assert.throws(() => validateResource('Secret', 'text'), { code: 'FLINT_ERR_VALIDATION' });
   });

@@ -169,6 +169,8 @@ const RULES: Partial<Record<KindName, Rule>> = {
 
   MessageQueueTrigger(mqt: MessageQueueTrigger) {
     const s = mqt.spec;
+    // A message goes to one function; weights split HTTP traffic only.
+    if ((s.functionref.type ?? 'name') !== 'name') throw invalid('spec.functionref.type', "a message-queue trigger calls one function: use type 'name' with a name");
     checkFunctionRef(s.functionref);
     for (const f of ['topic', 'respTopic', 'errorTopic'] as const) {
       const t = s[f];

@@ -73,6 +73,16 @@ function memoryOf(env: Environment, fallback: number): number {
   return Math.max(16, Math.floor(mb));
 }
 
+/** resources.limits.cpu in thousandths of a core (`500m`, `0.5`, `2`), or undefined for no cap. */
+export function cpuMillisOf(env: Environment): number | undefined {
+  const cpu = env.spec.resources?.limits?.cpu;
+  if (cpu === undefined) return undefined;
+  const m = /^([0-9.]+)(m)?$/.exec(String(cpu));
+  if (!m) return undefined;
+  const millis = m[2] ? Number(m[1]) : Number(m[1]) * 1000;
+  return millis > 0 ? Math.ceil(millis) : undefined;
+}
+
 export class ProcessExecutor implements Executor {
   readonly #o: ProcessExecutorOptions;
   readonly #log: Logger;
@@ -190,6 +200,9 @@ export class ProcessExecutor implements Executor {
       sandbox: this.#o.sandbox,
       allowNetwork: env.spec.allowAccessToExternalNetwork === true,
       memoryMB: memoryOf(env, this.#o.memoryMB),
+      // SIGTERM, then this long to finish before SIGKILL, as a pod's terminationGracePeriodSeconds.
+      killGraceMs: (env.spec.terminationGracePeriod ?? 90) * 1000,
+      cpuMillis: cpuMillisOf(env),
       env: env.spec.runtime.env,
       onOutput: (line, stream) => (box.sink ?? outputSinks.get(id))?.(line, stream),
     });
@@ -292,7 +305,7 @@ export class ProcessExecutor implements Executor {
   #retire(st: FnState, inst: Instance, why: string): void {
     if (!st.instances.delete(inst)) return;
     this.#logs.write(st.fn.metadata.namespace, st.fn.metadata.name, 'flint', `instance ${inst.id} stopped (${why})`);
-    void inst.worker.kill();
+    void inst.worker.kill(why === 'timeout' ? 0 : undefined);
   }
 
   #isNewdeploy(fn: FunctionResource): boolean {
@@ -401,7 +414,7 @@ export class ProcessExecutor implements Executor {
         st.starting--;
         const inst: Instance = { id: worker.id, worker, version, active: 0, lastUsed: Date.now(), draining: false, served: 0 };
         if (this.#fns.get(st.key) !== st || this.#stopped) {
-          void worker.kill();
+          void worker.kill(0);
           return;
         }
         st.instances.add(inst);
@@ -418,7 +431,8 @@ export class ProcessExecutor implements Executor {
         this.#dispatch(st, inst);
       } catch (err) {
         st.starting--;
-        if (worker) void worker.kill();
+        // Never served a request; it may be stuck loading the code.
+        if (worker) void worker.kill(0);
         const e = err instanceof FlintError ? err : new FlintError('FLINT_ERR_SPECIALIZE_FAILED', String((err as Error)?.message ?? err));
         this.#logs.write(ns, name, 'flint', `specialization failed: ${e.message}`);
         this.#log.warn({ fn: st.key, err: e.message }, 'specialization failed');

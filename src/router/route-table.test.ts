@@ -98,6 +98,21 @@ describe('route table matching', () => {
     assert.equal(t.match('x.test', '/p', 'GET'), undefined);
   });
 
+  it('matches a wildcard host for one more label, after an exact host and before routes without a host', () => {
+    const t = table(FNS, [
+      routeObj('wild', { relativeurl: '/w', host: '*.example.com', fn: 'a' }),
+      routeObj('exact', { relativeurl: '/w', host: 'special.example.com', fn: 'b' }),
+      routeObj('any', { relativeurl: '/w', fn: 'hello' }),
+      routeObj('post', { relativeurl: '/only-post', host: '*.example.com', fn: 'a', methods: ['POST'] }),
+    ]);
+    assert.equal(fnOf(t.match('api.example.com', '/w', 'GET')), 'a');
+    assert.equal(fnOf(t.match('API.example.COM', '/w', 'GET')), 'a');
+    assert.equal(fnOf(t.match('special.example.com', '/w', 'GET')), 'b');
+    assert.equal(fnOf(t.match('example.com', '/w', 'GET')), 'hello', 'the bare domain is not covered');
+    assert.equal(fnOf(t.match('a.b.example.com', '/w', 'GET')), 'hello', 'only one label');
+    assert.deepEqual(t.match('api.example.com', '/only-post', 'GET'), { allow: 'POST' });
+  });
+
   it('ranks host exact, host prefix, exact, then prefixes longest first', () => {
     const t = table(FNS, [
       routeObj('prefix-short', { prefix: '/p', fn: 'd' }, { created: '2020-01-01T00:00:00Z' }),

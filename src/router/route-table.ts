@@ -189,6 +189,8 @@ export type MatchResult = RouteHit | { allow: string } | undefined;
 
 export class RouteTable {
   readonly #byHost: Map<string, Lane>;
+  /** Whether any host route is a wildcard (`*.example.com`): most tables have none. */
+  readonly #wildcards: boolean;
   readonly #anyHost: Lane;
   /** Every function by `namespace/name`: the internal function path. */
   readonly functions: ReadonlyMap<string, FnTarget>;
@@ -206,6 +208,7 @@ export class RouteTable {
       }
     }
     this.#byHost = new Map([...hosts].map(([h, list]) => [h, new Lane(list)]));
+    this.#wildcards = [...hosts.keys()].some((h) => h.startsWith('*.'));
     this.#anyHost = new Lane(any);
     this.functions = functions;
     this.size = entries.length;
@@ -217,16 +220,20 @@ export class RouteTable {
   match(host: string, path: string, method: string): MatchResult {
     const bit = methodBit(method);
     let lane: Lane | undefined;
+    let wild: Lane | undefined;
     if (this.#byHost.size > 0 && host !== '') {
       lane = this.#byHost.get(host) ?? this.#byHost.get(host.toLowerCase());
-      if (lane !== undefined) {
-        const hit = lane.find(path, bit);
-        if (hit !== undefined) return hit;
-      }
+      const hit = lane?.find(path, bit);
+      if (hit !== undefined) return hit;
+      // `*.example.com` stands for one more label, as in an Ingress rule.
+      const dot = this.#wildcards ? host.indexOf('.') : -1;
+      wild = dot > 0 ? this.#byHost.get(`*${host.slice(dot).toLowerCase()}`) : undefined;
+      const wildHit = wild?.find(path, bit);
+      if (wildHit !== undefined) return wildHit;
     }
     const hit = this.#anyHost.find(path, bit);
     if (hit !== undefined) return hit;
-    const mask = (lane?.allowedMask(path) ?? 0) | this.#anyHost.allowedMask(path);
+    const mask = (lane?.allowedMask(path) ?? 0) | (wild?.allowedMask(path) ?? 0) | this.#anyHost.allowedMask(path);
     return mask === 0 ? undefined : { allow: allowOf(mask) };
   }
 }

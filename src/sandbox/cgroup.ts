@@ -12,13 +12,21 @@ const ROOT = '/sys/fs/cgroup';
 export interface CgroupLimits {
   memoryBytes: number;
   pidsMax: number;
+  /** CPU time per wall-clock time, in thousandths of a core (resources.limits.cpu: 500m = half a core); unset: no cap. */
+  cpuMillis?: number;
 }
+
+/** The scheduler period the CPU quota is a share of (the kernel's default). */
+const CPU_PERIOD_US = 100_000;
+const cpuQuotaUs = (millis: number) => Math.max(1000, Math.round((millis / 1000) * CPU_PERIOD_US));
 
 export interface WorkerCgroups {
   /** cgroup.procs files the worker writes its pid into. */
   readonly procsFiles: string[];
   readonly memory: boolean;
   readonly pids: boolean;
+  /** Whether a CPU cap was asked for and set. */
+  readonly cpu: boolean;
   /** Removes the cgroups; call once the worker's processes are gone. */
   remove(): Promise<void>;
   /** The same, blocking for at most `waitMs`: for a process that is exiting. */
@@ -137,11 +145,12 @@ function removeDirsSync(dirs: string[], waitMs: number): void {
   }
 }
 
-function handle(dirs: string[], procsFiles: string[], memory: boolean, pids: boolean): WorkerCgroups {
+function handle(dirs: string[], procsFiles: string[], memory: boolean, pids: boolean, cpu: boolean): WorkerCgroups {
   return {
     procsFiles,
     memory,
     pids,
+    cpu,
     remove: () => removeDirs(dirs),
     removeSync: (waitMs) => removeDirsSync(dirs, waitMs),
   };
@@ -169,8 +178,17 @@ function v1(name: string, limits: CgroupLimits, own: Map<string, string>): Worke
       pids = true;
     } else if (dir) rmdirQuiet(dir);
   }
+  let cpu = false;
+  const cpuMount = path.join(ROOT, 'cpu');
+  if (limits.cpuMillis !== undefined && fs.existsSync(path.join(cpuMount, 'cpu.cfs_quota_us'))) {
+    const dir = makeChild(cpuMount, own.get('cpu'), name);
+    if (dir && tryWrite(path.join(dir, 'cpu.cfs_period_us'), String(CPU_PERIOD_US)) && tryWrite(path.join(dir, 'cpu.cfs_quota_us'), String(cpuQuotaUs(limits.cpuMillis)))) {
+      dirs.push(dir);
+      cpu = true;
+    } else if (dir) rmdirQuiet(dir);
+  }
   if (dirs.length === 0) return undefined;
-  return handle(dirs, dirs.map((d) => path.join(d, 'cgroup.procs')), memory, pids);
+  return handle(dirs, dirs.map((d) => path.join(d, 'cgroup.procs')), memory, pids, cpu);
 }
 
 function v2(name: string, limits: CgroupLimits, own: Map<string, string>): WorkerCgroups | undefined {
@@ -188,11 +206,12 @@ function v2(name: string, limits: CgroupLimits, own: Map<string, string>): Worke
   const memory = tryWrite(path.join(dir, 'memory.max'), String(limits.memoryBytes));
   if (memory) tryWrite(path.join(dir, 'memory.swap.max'), '0');
   const pids = tryWrite(path.join(dir, 'pids.max'), String(limits.pidsMax));
-  if (!memory && !pids) {
+  const cpu = limits.cpuMillis !== undefined && tryWrite(path.join(dir, 'cpu.max'), `${cpuQuotaUs(limits.cpuMillis)} ${CPU_PERIOD_US}`);
+  if (!memory && !pids && !cpu) {
     rmdirQuiet(dir);
     return undefined;
   }
-  return handle([dir], [path.join(dir, 'cgroup.procs')], memory, pids);
+  return handle([dir], [path.join(dir, 'cgroup.procs')], memory, pids, cpu);
 }
 
 /** Cgroups named `flint-<name>` with the given caps, or undefined where none can be made. */

@@ -196,6 +196,38 @@ describe('worker process (unsandboxed)', () => {
     await outlivesNoParent('none', 'exit');
   });
 
+  it('kill gives the function its grace period after SIGTERM, and kill(0) none', async () => {
+    // A function that keeps running on SIGTERM (the runtime's own handler is replaced).
+    const stubborn = 'process.removeAllListeners("SIGTERM"); process.on("SIGTERM", () => console.log("got SIGTERM, finishing up")); module.exports = async () => ({ body: "ok" });';
+    const { w: graceful, lines } = await start({ killGraceMs: 400 });
+    await deploy(graceful, stubborn);
+    await graceful.kill();
+    assert.ok(lines.some((l) => l.line.includes('got SIGTERM, finishing up')), 'SIGTERM came first');
+    assert.equal((await graceful.exited).signal, 'SIGKILL', 'then SIGKILL, once the grace period ran out');
+
+    const { w: stuck, lines: stuckLines } = await start({ killGraceMs: 600_000 });
+    await deploy(stuck, stubborn);
+    await stuck.kill(0);
+    assert.equal((await stuck.exited).signal, 'SIGKILL');
+    assert.ok(!stuckLines.some((l) => l.line.includes('got SIGTERM')), 'no SIGTERM, no ten-minute wait');
+  });
+
+  it('caps CPU with a cgroup where one can be made (resources.limits.cpu)', async (t) => {
+    const { w } = await start({ cpuMillis: 250 });
+    if (!w.limits.cpuCgroup) {
+      t.skip('no writable cpu cgroup on this machine');
+      return;
+    }
+    const dirs = findCgroups(`flint-${w.id}`);
+    const quota = dirs
+      .map((d) => [path.join(d, 'cpu.cfs_quota_us'), path.join(d, 'cpu.max')].find((f) => fs.existsSync(f)))
+      .filter((f): f is string => f !== undefined)
+      .map((f) => fs.readFileSync(f, 'utf8').trim());
+    assert.ok(quota.includes('25000') || quota.includes('25000 100000'), `a quarter of a core: ${JSON.stringify(quota)}`);
+    const pids = dirs.flatMap((d) => fs.readFileSync(path.join(d, 'cgroup.procs'), 'utf8').trim().split('\n'));
+    assert.ok(pids.includes(String(w.pid)), 'the worker is inside');
+  });
+
   it('enforces a CPU-seconds cap', async () => {
     const { w } = await start({ cpuSeconds: 1 });
     assert.equal(w.limits.cpuSeconds, 1);

@@ -47,6 +47,8 @@ export interface WorkerOptions {
   startTimeoutMs?: number;
   /** Between SIGTERM and SIGKILL in kill() (default 3 s). */
   killGraceMs?: number;
+  /** CPU cap in thousandths of a core, through a cgroup where one can be made; unset: no cap. */
+  cpuMillis?: number;
   /** Use cgroups for memory and pid caps when this machine allows (default true). */
   cgroups?: boolean;
 }
@@ -74,6 +76,8 @@ export interface WorkerExit {
 export interface WorkerLimits {
   memoryCgroup: boolean;
   pidsCgroup: boolean;
+  /** A CPU cap was asked for and a cgroup holds it. */
+  cpuCgroup: boolean;
   heapMB: number;
   cpuSeconds?: number;
 }
@@ -94,7 +98,7 @@ export interface WorkerHandle {
   /** Rejects with FLINT_ERR_SPECIALIZE_FAILED carrying the runtime's message, on failure or timeout. */
   specialize(req: SpecializeRequest, timeoutMs: number): Promise<void>;
   /** SIGTERM, SIGKILL after the grace period; resolves once exited. */
-  kill(): Promise<void>;
+  kill(graceMs?: number): Promise<void>;
 }
 
 const SOCKET_NAME = 'w.sock';
@@ -189,12 +193,12 @@ export async function startWorker(opts: WorkerOptions): Promise<WorkerHandle> {
     fs.writeFileSync(path.join(instanceDir, 'package.json'), '{}\n');
   }
 
-  const cg = opts.cgroups === false ? undefined : createWorkerCgroups(opts.id, { memoryBytes: Math.max(opts.memoryMB, MIN_CGROUP_MB) * MIB, pidsMax: PIDS_MAX });
+  const cg = opts.cgroups === false ? undefined : createWorkerCgroups(opts.id, { memoryBytes: Math.max(opts.memoryMB, MIN_CGROUP_MB) * MIB, pidsMax: PIDS_MAX, cpuMillis: opts.cpuMillis });
   // With the cgroup holding the total, the heap gets three quarters so that a
   // heap-hungry function fails with V8's own message in its log rather than a
   // silent kernel kill; without a cgroup the heap cap is all there is.
   const heapMB = cg?.memory ? Math.max(16, Math.floor((opts.memoryMB * 3) / 4)) : opts.memoryMB;
-  const limits: WorkerLimits = { memoryCgroup: cg?.memory ?? false, pidsCgroup: cg?.pids ?? false, heapMB, cpuSeconds: opts.cpuSeconds };
+  const limits: WorkerLimits = { memoryCgroup: cg?.memory ?? false, pidsCgroup: cg?.pids ?? false, cpuCgroup: cg?.cpu ?? false, heapMB, cpuSeconds: opts.cpuSeconds };
 
   const tmp = sandboxed ? SANDBOX_PATHS.tmp : hostTmp;
   const env: Record<string, string> = {
@@ -313,11 +317,13 @@ export async function startWorker(opts: WorkerOptions): Promise<WorkerHandle> {
   });
 
   let killing: Promise<void> | undefined;
-  const kill = (): Promise<void> => {
+  const kill = (graceMs?: number): Promise<void> => {
+    // A stuck worker (a timed-out request) gets no grace: it could not act on SIGTERM anyway.
+    if (graceMs === 0 && alive) signalGroup('SIGKILL');
     killing ??= (async () => {
       if (alive) {
         signalGroup('SIGTERM');
-        const t = setTimeout(() => signalGroup('SIGKILL'), opts.killGraceMs ?? 3000);
+        const t = setTimeout(() => signalGroup('SIGKILL'), graceMs ?? opts.killGraceMs ?? 3000);
         await exited;
         clearTimeout(t);
       } else await exited;
