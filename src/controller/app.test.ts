@@ -80,6 +80,19 @@ describe('controller API', () => {
     fs.rmSync(dir, { recursive: true, force: true });
   });
 
+  it('serves Prometheus metrics: the process, resources by kind, packages by build status', async () => {
+    assert.equal((await call('POST', `${NS}/environments`, ENV)).status, 201);
+    assert.equal((await call('POST', `${NS}/packages`, PKG)).status, 201);
+    const m = await call('GET', '/metrics');
+    assert.equal(m.status, 200);
+    assert.match(m.headers.get('content-type') ?? '', /^text\/plain/);
+    assert.match(m.text, /^flint_resources\{kind="Environment",namespace="default"\} 1$/m);
+    assert.match(m.text, /^flint_packages\{buildstatus="succeeded"\} 1$/m);
+    assert.match(m.text, /^flint_controller_process_cpu_seconds_total /m);
+    await call('DELETE', `${NS}/packages/hello-pkg`);
+    await call('DELETE', `${NS}/environments/nodejs`);
+  });
+
   it('creates, reads, lists, updates and deletes', async () => {
     const c = await call('POST', `${NS}/environments`, ENV);
     assert.equal(c.status, 201, c.text);

@@ -5,6 +5,7 @@
 import swagger from '@fastify/swagger';
 import Fastify, { type FastifyBaseLogger, type FastifyError, type FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
+import type { Registry } from 'prom-client';
 import { FlintError, isFlintError } from '../api/errors.ts';
 import type { ArchiveStore } from '../archive/index.ts';
 import type { InspectLimits } from '../archive/zip-inspect.ts';
@@ -13,6 +14,7 @@ import type { DataLayout } from '../config/layout.ts';
 import type { Store } from '../store/store.ts';
 import { registerArchiveRoutes } from './archives.ts';
 import { registerInfoRoutes, type ServerInfo } from './info.ts';
+import { controllerMetrics, registerMetricsRoute } from './metrics.ts';
 import { registerLogRoutes } from './logs.ts';
 import { OPENAPI_INFO } from './openapi.ts';
 import { registerRebuildRoute } from './rebuild.ts';
@@ -42,6 +44,8 @@ export interface ControllerOptions {
   maxUploadBytes?: number;
   /** What a package's zip may hold (default 100000 entries, 2 GiB unpacked). */
   archiveLimits?: InspectLimits;
+  /** Where `GET /metrics` reads from; the controller adds its own metrics to it. */
+  metrics?: Registry;
 }
 
 export const DEFAULT_BODY_LIMIT = 16 * 1024 * 1024;
@@ -114,6 +118,7 @@ export async function createController(opts: ControllerOptions): Promise<Fastify
   registerTopicRoutes(app, opts.topics);
   registerArchiveRoutes(app, opts.archives, opts.maxUploadBytes ?? DEFAULT_MAX_UPLOAD);
   registerRebuildRoute(app, opts.store);
+  registerMetricsRoute(app, controllerMetrics(opts.store, opts.metrics));
   app.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger());
   return app;
 }

@@ -1,6 +1,7 @@
 // `flint server`: composes the components of local mode in one process.
 import fs from 'node:fs';
 import { pino } from 'pino';
+import { Gauge, Registry } from 'prom-client';
 import { FlintError } from '../api/errors.ts';
 import { dataLayout } from '../config/layout.ts';
 import { loadValues, type Values, type ValuesSources } from '../config/values.ts';
@@ -167,9 +168,20 @@ export async function startServer(src: ValuesSources, out: (line: string) => voi
       ingressUrl,
       authentication: { enabled: values.authentication.enabled, authUriPath: values.authentication.authUriPath },
     });
+    // The control plane's /metrics: its own figures, plus the trigger manager's.
+    const metrics = new Registry();
+    new Gauge({
+      name: 'flint_mqtrigger_consumers',
+      help: 'Message-queue triggers with a running consumer',
+      registers: [metrics],
+      collect() {
+        this.set(triggers.active().length);
+      },
+    });
     const controller = await createController({
       store,
       layout,
+      metrics,
       // Per-request lines would drown the log; errors still show.
       logger: logger.child({ component: 'controller' }, { level: values.logLevel === 'debug' || values.logLevel === 'trace' ? values.logLevel : 'warn' }),
       info,
