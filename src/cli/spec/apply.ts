@@ -10,7 +10,7 @@ import path from 'node:path';
 import { FlintError } from '../../api/errors.ts';
 import { functionUses, routesCollide } from '../../api/conflicts.ts';
 import type { AnyResource, Archive, FunctionResource, HTTPTrigger, KindName, Package } from '../../api/kinds.ts';
-import { isZipFile, zipFiles } from '../../archive/index.ts';
+import { DEFAULT_EXTRACT_LIMITS, inspectZip, isZipFile, zipFiles } from '../../archive/index.ts';
 import { archiveOfFile } from '../archive-input.ts';
 import type { Ctx } from '../io.ts';
 import { APPLY_ORDER, ARCHIVE_SPEC_SCHEME, type ArchiveUploadSpec, DEPLOYMENT_LABEL, type SpecSet } from './documents.ts';
@@ -140,7 +140,11 @@ export async function buildArchives(c: Ctx, set: SpecSet): Promise<Map<string, A
   for (const [name, uses] of archiveUses(set)) {
     const files = archiveFiles(root, set.archives.get(name) as ArchiveUploadSpec);
     const single = files.length === 1 ? path.join(root, files[0]) : undefined;
-    const asIs = single !== undefined && (await isZipFile(single)) ? await archiveOfFile(c, single) : undefined;
+    const zip = single !== undefined && (await isZipFile(single));
+    // A zip taken as it is is checked here as the server would (no paths or
+    // links leaving it, size caps), so a bad one stops the apply before any write.
+    if (zip) await inspectZip(single, DEFAULT_EXTRACT_LIMITS);
+    const asIs = zip ? await archiveOfFile(c, single) : undefined;
     for (const use of uses) {
       if (asIs) built.set(`${use} ${name}`, asIs);
       else if (single !== undefined && use === 'deployment') built.set(`${use} ${name}`, await archiveOfFile(c, single));

@@ -4,6 +4,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { after, describe, it } from 'node:test';
 import { isZipBuffer } from '../../archive/index.ts';
+import { rawZip } from '../../archive/testing.ts';
 import type { Ctx } from '../io.ts';
 import { archiveFiles, buildArchives } from './apply.ts';
 import { readSpecs } from './documents.ts';
@@ -150,5 +151,23 @@ include: [main.py]
     const bytes = (key: string) => Buffer.from(built.get(key)?.literal ?? '', 'base64');
     assert.ok(isZipBuffer(bytes('source one')), 'the source is a zip');
     assert.equal(bytes('deployment one').toString(), 'def main():\n    return "hi"\n');
+  });
+
+  it('checks a zip taken as it is before anything is written, as the server would', async () => {
+    const dir = specDir({
+      'a.yaml': `${ENV}---
+apiVersion: flint.dev/v1
+kind: Package
+metadata: {name: p}
+spec: {environment: {name: node}, deployment: {type: url, url: "archive://evil"}}
+---
+kind: ArchiveUploadSpec
+name: evil
+include: [evil.zip]
+`,
+    });
+    fs.writeFileSync(path.join(path.dirname(dir), 'evil.zip'), rawZip('../escape.txt', Buffer.from('x')));
+    const ctx = { client: () => assert.fail('nothing is uploaded') } as unknown as Ctx;
+    await assert.rejects(buildArchives(ctx, readSpecs(dir)), { code: 'FLINT_ERR_BAD_ARCHIVE' });
   });
 });
