@@ -49,14 +49,17 @@ export function literalBytes(archive: Archive): { bytes: Buffer; sha: string } {
   return { bytes, sha };
 }
 
+/** A literal's bytes in the store, once per content. */
+export async function storeLiteral(store: ArchiveStore, literal: { bytes: Buffer; sha: string }): Promise<ResolvedArchive> {
+  const { bytes, sha } = literal;
+  // Stored already (every cold start of this code asks): no write, no fsync.
+  if (!(await store.get(sha))) await store.put(Readable.from([bytes]), { expectedSha256: sha });
+  return { sha256: sha, path: await store.pathOf(sha) };
+}
+
 export async function resolveArchive(store: ArchiveStore, archive: Archive, opts: ResolveOptions = {}): Promise<ResolvedArchive> {
   const expected = archive.checksum?.sum;
-  if (archive.type === 'literal') {
-    const { bytes, sha } = literalBytes(archive);
-    // Stored already (every cold start of this code asks): no write, no fsync.
-    if (!(await store.get(sha))) await store.put(Readable.from([bytes]), { expectedSha256: sha });
-    return { sha256: sha, path: await store.pathOf(sha) };
-  }
+  if (archive.type === 'literal') return storeLiteral(store, literalBytes(archive));
   const url = archive.url ?? '';
   const stored = storedArchiveSha(url);
   if (stored) {

@@ -7,7 +7,7 @@ import path from 'node:path';
 import { FlintError } from '../api/errors.ts';
 import type { FunctionResource, Package } from '../api/kinds.ts';
 import { type ArchiveStore, isZipBuffer, isZipFile } from '../archive/index.ts';
-import { literalBytes, resolveArchive } from '../archive/resolve.ts';
+import { literalBytes, resolveArchive, storeLiteral } from '../archive/resolve.ts';
 import type { Store } from '../store/store.ts';
 import type { DeployCache } from './deploy-cache.ts';
 import type { WorkerHandle } from './process/worker-process.ts';
@@ -45,12 +45,12 @@ export async function materialize(src: CodeSource, fn: FunctionResource, pkg: Pa
     throw new FlintError('FLINT_ERR_UNAVAILABLE', `package '${pkg.metadata.name}' has no deployment archive yet (${why})`);
   }
   const target = path.join(worker.hostDirs.userfunc, 'deployarchive');
-  const literal = archive.type === 'literal' ? literalBytes(archive).bytes : undefined;
-  if (literal !== undefined && (keepArchive || !isZipBuffer(literal))) {
+  const literal = archive.type === 'literal' ? literalBytes(archive) : undefined;
+  if (literal !== undefined && (keepArchive || !isZipBuffer(literal.bytes))) {
     // A single-file function straight from the package: no store round trip on its cold start.
-    fs.writeFileSync(target, literal);
+    fs.writeFileSync(target, literal.bytes);
   } else {
-    const resolved = await resolveArchive(src.archives, archive);
+    const resolved = literal !== undefined ? await storeLiteral(src.archives, literal) : await resolveArchive(src.archives, archive);
     if (!keepArchive && (await isZipFile(resolved.path))) await src.deployCache.checkout(resolved.sha256, resolved.path, target);
     else fs.copyFileSync(resolved.path, target);
   }

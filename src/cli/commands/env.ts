@@ -2,7 +2,7 @@ import type { Command } from 'commander';
 import type { Environment } from '../../api/kinds.ts';
 import { checkName, collect, cpuQuantity, intFlag, kvMap, memoryQuantity } from '../flags.ts';
 import type { Ctx } from '../io.ts';
-import { SpecOutput, type SpecOutputFlags, withSpecOutput } from '../spec/output.ts';
+import { createOrSave, SpecOutput, type SpecOutputFlags, withSpecOutput } from '../spec/output.ts';
 import { printObject, table } from '../output.ts';
 
 interface EnvFlags {
@@ -83,14 +83,8 @@ export function registerEnv(program: Command, ctx: () => Ctx): void {
     applyFlags(spec, f);
     const obj = { kind: 'Environment' as const, metadata: { name: f.name, namespace: c.namespace, labels: kvMap('--labels', f.labels) }, spec };
     const out = SpecOutput.from(c, f);
-    if (out) {
-      out.add(obj);
-      out.save(`environment-${f.name}`);
-      return;
-    }
-    if (f.poolsize === undefined) c.io.out('poolsize setting default to 3\n');
-    await c.client().create<Environment>(obj);
-    c.io.out(`environment '${f.name}' created\n`);
+    if (!out && f.poolsize === undefined) c.io.out('poolsize setting default to 3\n');
+    await createOrSave(c, out, obj, `environment-${f.name}`, `environment '${f.name}' created\n`);
   });
 
   addSpecFlags(

@@ -2,7 +2,7 @@ import type { Command } from 'commander';
 import { MQ_TYPES, type MessageQueueTrigger } from '../../api/kinds.ts';
 import { checkName, collect, intFlag, kvMap, usage } from '../flags.ts';
 import type { Ctx } from '../io.ts';
-import { SpecOutput, type SpecOutputFlags, withSpecOutput } from '../spec/output.ts';
+import { createOrSave, SpecOutput, type SpecOutputFlags, withSpecOutput } from '../spec/output.ts';
 import { printObject, table } from '../output.ts';
 
 interface MqtFlags {
@@ -69,14 +69,8 @@ export function registerMqt(program: Command, ctx: () => Ctx): void {
     if (!f.topic) throw usage('need --topic');
     const spec: Partial<MessageQueueTrigger['spec']> = { messageQueueType: 'kafka' };
     apply(spec, f);
-    const out = SpecOutput.from(c, f);
-    if (out) {
-      out.add({ kind: 'MessageQueueTrigger', metadata: { name: f.name, namespace: c.namespace }, spec });
-      out.save(`mqtrigger-${f.name}`);
-      return;
-    }
-    await c.client().create<MessageQueueTrigger>({ kind: 'MessageQueueTrigger', metadata: { name: f.name, namespace: c.namespace }, spec: spec as MessageQueueTrigger['spec'] });
-    c.io.out(`trigger '${f.name}' created\n`);
+    const obj = { kind: 'MessageQueueTrigger' as const, metadata: { name: f.name, namespace: c.namespace }, spec: spec as MessageQueueTrigger['spec'] };
+    await createOrSave(c, SpecOutput.from(c, f), obj, `mqtrigger-${f.name}`, `trigger '${f.name}' created\n`);
   });
 
   addFlags(mqt.command('update').description('Update a message-queue trigger').requiredOption('--name <name>', 'trigger name')).action(async (f: MqtFlags) => {

@@ -7,7 +7,7 @@ import { buildCommandProblem } from '../../api/build-command.ts';
 import { archiveBytes, archiveFrom } from '../archive-input.ts';
 import { checkName, collect, kubifyName, usage } from '../flags.ts';
 import type { Ctx } from '../io.ts';
-import { SpecOutput, type SpecOutputFlags, withSpecOutput } from '../spec/output.ts';
+import { createOrSave, SpecOutput, type SpecOutputFlags, withSpecOutput } from '../spec/output.ts';
 import { table } from '../output.ts';
 
 interface PkgFlags {
@@ -91,13 +91,7 @@ export function registerPkg(program: Command, ctx: () => Ctx): void {
     const spec: Package['spec'] = { environment: { name: f.env as string, namespace: c.namespace }, ...archives };
     const buildcmd = checkBuildcmd(f.buildcmd);
     if (buildcmd) spec.buildcmd = buildcmd;
-    if (out) {
-      out.add({ kind: 'Package', metadata: { name, namespace: c.namespace }, spec });
-      out.save(`package-${name}`);
-      return;
-    }
-    await c.client().create<Package>({ kind: 'Package', metadata: { name, namespace: c.namespace }, spec });
-    c.io.out(`Package '${name}' created\n`);
+    await createOrSave(c, out, { kind: 'Package', metadata: { name, namespace: c.namespace }, spec }, `package-${name}`, `Package '${name}' created\n`);
   });
 
   pkg

@@ -4,7 +4,7 @@ import type { HTTPTrigger } from '../../api/kinds.ts';
 import { applyIngressFlags, routeListHost } from '../../ingress/flags.ts';
 import { checkName, collect, httpMethod, usage } from '../flags.ts';
 import type { Ctx } from '../io.ts';
-import { SpecOutput, type SpecOutputFlags, withSpecOutput } from '../spec/output.ts';
+import { createOrSave, SpecOutput, type SpecOutputFlags, withSpecOutput } from '../spec/output.ts';
 import { printObject, table } from '../output.ts';
 
 interface RouteFlags {
@@ -79,14 +79,7 @@ export function registerRoute(program: Command, ctx: () => Ctx): void {
     if (url === '/' && !prefix) throw usage('url with only root path is not allowed');
     const methods = (f.method?.length ? f.method : ['GET']).map(httpMethod) as HTTPTrigger['spec']['methods'];
     const spec = applyIngress(c, { relativeurl: url, prefix, keepPrefix: f.keepprefix === true, methods, functionref: ref, host: f.host }, f);
-    const out = SpecOutput.from(c, f);
-    if (out) {
-      out.add({ kind: 'HTTPTrigger', metadata: { name, namespace: c.namespace }, spec });
-      out.save(`route-${name}`);
-      return;
-    }
-    await c.client().create<HTTPTrigger>({ kind: 'HTTPTrigger', metadata: { name, namespace: c.namespace }, spec });
-    c.io.out(`trigger '${name}' created\n`);
+    await createOrSave(c, SpecOutput.from(c, f), { kind: 'HTTPTrigger', metadata: { name, namespace: c.namespace }, spec }, `route-${name}`, `trigger '${name}' created\n`);
   });
 
   addFlags(route.command('update').description('Update a route').requiredOption('--name <name>', 'route name')).action(async (f: RouteFlags) => {

@@ -242,7 +242,7 @@ export async function applySpecs(c: Ctx, set: SpecSet, opts: { delete?: boolean 
       report.add(desired.kind, 'updated', name);
     }
   }
-  if (opts.delete) await deleteOwned(c, uid, report, (r) => !wanted.has(keyOf(r)));
+  await deleteAll(c, doomed, report);
   return report;
 }
 
@@ -287,21 +287,18 @@ async function checkAhead(c: Ctx, set: SpecSet, doomed: AnyResource[]): Promise<
   }
 }
 
-/** Deletes what the deployment owns (and `which` selects), triggers first. */
-async function deleteOwned(c: Ctx, uid: string, report: ApplyReport, which: (r: AnyResource) => boolean): Promise<void> {
+/** Deletes resources listed in apply order (as ownedResources lists them), triggers first. */
+async function deleteAll(c: Ctx, resources: AnyResource[], report: ApplyReport): Promise<void> {
   const client = c.client();
-  for (const kind of [...APPLY_ORDER].reverse()) {
-    for (const r of await client.list(kind, undefined, `${DEPLOYMENT_LABEL}=${uid}`)) {
-      if (!which(r)) continue;
-      await client.delete(kind, r.metadata.namespace, r.metadata.name);
-      report.add(kind, 'deleted', r.metadata.name);
-    }
+  for (const r of [...resources].reverse()) {
+    await client.delete(r.kind, r.metadata.namespace, r.metadata.name);
+    report.add(r.kind, 'deleted', r.metadata.name);
   }
 }
 
 export async function destroySpecs(c: Ctx, set: SpecSet): Promise<ApplyReport> {
   const report = new ApplyReport();
-  await deleteOwned(c, set.deployment.uid, report, () => true);
+  await deleteAll(c, await ownedResources(c, set), report);
   return report;
 }
 

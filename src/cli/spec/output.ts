@@ -7,11 +7,14 @@ import fs from 'node:fs';
 import path from 'node:path';
 import type { Command } from 'commander';
 import { stringify } from 'yaml';
-import type { Archive } from '../../api/kinds.ts';
+import type { AnyResource, Archive } from '../../api/kinds.ts';
 import { API_VERSION } from '../../api/meta.ts';
 import { usage } from '../flags.ts';
 import type { Ctx } from '../io.ts';
 import { ARCHIVE_SPEC_SCHEME, DEPLOYMENT_CONFIG_FILE } from './documents.ts';
+
+/** A resource as a create command builds it: the server sets the rest of the metadata. */
+type NewResource = AnyResource extends infer R ? (R extends AnyResource ? Omit<R, 'metadata' | 'apiVersion'> & { metadata: { name: string; namespace: string; labels?: Record<string, string> } } : never) : never;
 
 export interface SpecOutputFlags {
   spec?: boolean;
@@ -99,4 +102,19 @@ export class SpecOutput {
     fs.writeFileSync(target, text);
     this.#c.io.out(`Saved to ${path.relative(this.#c.io.cwd, target)}\n`);
   }
+}
+
+/**
+ * The end of a create command: with --spec or --dry the resource is saved
+ * (to `<kind>-<name>.yaml`) instead of created; otherwise it is created and
+ * `created` is printed.
+ */
+export async function createOrSave(c: Ctx, out: SpecOutput | undefined, obj: NewResource, file: string, created: string): Promise<void> {
+  if (out) {
+    out.add(obj);
+    out.save(file);
+    return;
+  }
+  await c.client().create(obj);
+  c.io.out(created);
 }
