@@ -268,6 +268,18 @@ spec: {relativeurl: /taken, methods: [GET], functionref: {name: hand-fn}}
     assert.equal(again.code, 2);
     assert.match(again.stderr, /specs\/function-gen-fn\.yaml already exists/);
     assert.equal(run(dir, ['env', 'get', '--name', 'gen-env']).code, 4, '--spec creates nothing on the server');
+    const outside = path.join(work, 'outside.js');
+    fs.writeFileSync(outside, code('outside'));
+    const refusals: Array<[string[], RegExp]> = [
+      [['pkg', 'create', '--spec', '--env', 'gen-env', '--deploy', 'gen.js', '--deploychecksum', 'a'.repeat(64)], /--deploy: with --spec or --dry a checksum applies to a URL/],
+      [['pkg', 'create', '--spec', '--env', 'gen-env', '--code', outside], /--code: '.*outside\.js' is not inside the project directory/],
+      [['fn', 'create', '--spec', '--name', 'no-env', '--pkg', 'gen-dir-pkg'], /need --env argument \(with --spec the package is not looked up\)/],
+    ];
+    for (const [args, message] of refusals) {
+      const r = run(dir, args);
+      assert.equal(r.code, 2, `${args.join(' ')}: ${r.stdout}${r.stderr}`);
+      assert.match(r.stderr, message);
+    }
 
     const dry = ok(dir, ['route', 'create', '--dry', '--name', 'dry-route', '--url', '/dry', '--function', 'gen-fn']);
     assert.match(dry, /^apiVersion: flint.dev\/v1\nkind: HTTPTrigger\n/);

@@ -99,6 +99,10 @@ include: [src/*.js]
     assert.throws(() => readSpecs(specDir({ 'a.yaml': ENV, 'b.yaml': ENV })), /b\.yaml: Environment 'node' is also defined in specs\/a\.yaml/);
     assert.throws(() => readSpecs(specDir({ 'a.yaml': ENV }, false)), /no DeploymentConfig \(run 'flint spec init'\)/);
     assert.throws(() => readSpecs(specDir({ 'a.yaml': 'kind: [unclosed' })), /a\.yaml: not valid YAML/);
+    assert.throws(
+      () => readSpecs(specDir({ 'a.yaml': 'kind: ArchiveUploadSpec\nname: up\ninclude: [x.js]\nrootdir: ../elsewhere\n' })),
+      /ArchiveUploadSpec 'up': '\.\.\/elsewhere' leaves the project directory/,
+    );
   });
 
   it('collects archive files by glob, whole directories included, minus the excluded ones', () => {
