@@ -160,21 +160,20 @@ export function forwardedHost(host: string): string {
 }
 
 /** A function's response headers as name/value strings, minus hop-by-hop ones. */
-export function responseHeaders(raw: Buffer[], requestIdName: string, requestId: string): string[] {
+export function responseHeaders(raw: string[], requestIdName: string, requestId: string): string[] {
   const out: string[] = [];
   let extraHop: string[] | undefined;
   for (let i = 0; i < raw.length; i += 2) {
-    // latin1 keeps the bytes as they came, whatever charset the function used.
-    const name = raw[i].toString('latin1');
+    const name = raw[i];
     const lower = name.toLowerCase();
     if (RESPONSE_DROP[lower] !== undefined) {
       if (lower === 'connection') {
-        const toks = connectionTokens(raw[i + 1].toString('latin1'));
+        const toks = connectionTokens(raw[i + 1]);
         if (toks.length > 0) extraHop = extraHop === undefined ? toks : extraHop.concat(toks);
       }
       continue;
     }
-    out.push(name, raw[i + 1].toString('latin1'));
+    out.push(name, raw[i + 1]);
   }
   const headers = extraHop === undefined ? out : dropNamed(out, extraHop);
   headers.push(requestIdName, requestId);

@@ -2,13 +2,12 @@
 // request over the instance's keep-alive pool, stream both bodies, give the
 // instance back with what happened to it.
 //
-// One ProxyCall object per request is the undici dispatch handler itself, so
+// One ProxyCall object per request is the worker client's handler itself, so
 // there are no per-request closures; the ServerResponse points back at it
 // through a symbol for the 'close' and 'drain' listeners, which are shared
 // module-level functions.
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Logger } from 'pino';
-import type { Dispatcher } from 'undici';
 import { type ErrorCode, ErrorCodes, isFlintError } from '../api/errors.ts';
 import type { Executor, Lease } from '../executor/types.ts';
 import { responseHeaders } from './forward-headers.ts';
@@ -16,6 +15,8 @@ import type { FnStats, RouterMetrics } from './metrics.ts';
 import { REQUEST_ID_HEADER, sendError } from './reply.ts';
 import type { FnTarget } from './targets.ts';
 import type { Upstreams } from './upstreams.ts';
+import { badResponse } from './worker-client/errors.ts';
+import type { ResponseHandler, UpstreamRequest } from './worker-client/types.ts';
 
 export interface ProxyDeps {
   executor: Executor;
@@ -39,38 +40,21 @@ function onResponseDrain(this: WithCall): void {
   this[kCall]?.resumeUpstream();
 }
 
-/** Errors that mean the instance did not hold up its end of the connection. */
-const UNREACHABLE_CODES = new Set([
-  'ECONNREFUSED',
-  'ENOENT',
-  'ECONNRESET',
-  'EPIPE',
-  'ENOTCONN',
-  'ETIMEDOUT',
-  'EHOSTUNREACH',
-  'UND_ERR_SOCKET',
-  'UND_ERR_CONNECT_TIMEOUT',
-  'UND_ERR_CLOSED',
-  'UND_ERR_DESTROYED',
-  'UND_ERR_RES_CONTENT_LENGTH_MISMATCH',
-  'UND_ERR_RES_EXCEEDED_MAX_SIZE',
-]);
+/** Connection errors that mean the instance is gone, not merely misbehaving: no warning logged. */
+const EXPECTED_CODES = new Set(['ECONNREFUSED', 'ENOENT', 'ECONNRESET', 'EPIPE', 'ENOTCONN', 'ETIMEDOUT', 'EHOSTUNREACH', 'UPSTREAM_CLOSED', 'UPSTREAM_DESTROYED']);
 
-/** Errors caused by what the client sent, not by the function. */
-const CLIENT_ERROR_CODES = new Set(['UND_ERR_INVALID_ARG', 'UND_ERR_REQ_CONTENT_LENGTH_MISMATCH', 'UND_ERR_NOT_SUPPORTED']);
-
-export class ProxyCall implements Dispatcher.DispatchHandler {
+export class ProxyCall implements ResponseHandler {
   readonly #deps: ProxyDeps;
   readonly #req: IncomingMessage;
   readonly #res: WithCall;
   readonly #target: FnTarget;
   readonly #stats: FnStats;
   readonly #requestId: string;
-  readonly #opts: Dispatcher.DispatchOptions;
+  readonly #opts: UpstreamRequest;
   readonly #startedMs: number;
   readonly #abort = new AbortController();
   #lease: Lease | undefined = undefined;
-  #abortUpstream: ((err?: Error) => void) | undefined = undefined;
+  #abortUpstream: ((err: Error) => void) | undefined = undefined;
   #resume: (() => void) | undefined = undefined;
   #gone = false;
   #done = false;
@@ -95,13 +79,12 @@ export class ProxyCall implements Dispatcher.DispatchHandler {
     this.#startedMs = startedMs;
     this.#opts = {
       path,
-      method: req.method as Dispatcher.HttpMethod,
+      method: req.method as string,
       headers,
       body: hasBody ? req : null,
       // functionTimeout bounds the wait for the response head and any silence
       // inside the body; a body that keeps flowing may run longer.
-      headersTimeout: target.timeoutMs,
-      bodyTimeout: target.timeoutMs,
+      timeoutMs: target.timeoutMs,
     };
   }
 
@@ -158,20 +141,22 @@ export class ProxyCall implements Dispatcher.DispatchHandler {
     this.#resume?.();
   }
 
-  // ---- undici dispatch handler ------------------------------------------------
+  // ---- worker client handler ---------------------------------------------------
 
-  onConnect(abort: (err?: Error) => void): void {
+  onStart(abort: (err: Error) => void): void {
     this.#abortUpstream = abort;
     if (this.#gone) abort(new Error('client closed the connection'));
   }
 
-  onHeaders(statusCode: number, rawHeaders: Buffer[], resume: () => void): boolean {
-    // 1xx interim responses are the router's business with its own client, not forwarded.
-    if (statusCode < 200) return true;
+  onHeaders(statusCode: number, headers: string[], resume: () => void): void {
     this.#resume = resume;
-    // The standard reason phrase, as Go's proxy does: a custom one is rarely meant for the end client.
-    this.#res.writeHead(statusCode, responseHeaders(rawHeaders, REQUEST_ID_HEADER, this.#requestId));
-    return true;
+    try {
+      // The standard reason phrase, as Go's proxy does: a custom one is rarely meant for the end client.
+      this.#res.writeHead(statusCode, responseHeaders(headers, REQUEST_ID_HEADER, this.#requestId));
+    } catch (err) {
+      // node:http refuses header names and values that are not HTTP (ERR_INVALID_HTTP_TOKEN, ERR_INVALID_CHAR).
+      this.#abortUpstream?.(badResponse((err as Error).message));
+    }
   }
 
   onData(chunk: Buffer): boolean {
@@ -197,22 +182,23 @@ export class ProxyCall implements Dispatcher.DispatchHandler {
     }
     const code = (err as { code?: string }).code ?? '';
     const name = this.#target.name;
-    if (code === 'UND_ERR_HEADERS_TIMEOUT' || code === 'UND_ERR_BODY_TIMEOUT') {
+    if (code === 'UPSTREAM_HEADERS_TIMEOUT' || code === 'UPSTREAM_BODY_TIMEOUT') {
       lease?.release('timeout');
       this.#fail('FLINT_ERR_FUNCTION_TIMEOUT', `function '${name}' did not answer within its timeout of ${this.#target.timeoutMs / 1000} s`);
       return;
     }
-    if (CLIENT_ERROR_CODES.has(code)) {
+    if (code === 'UPSTREAM_BAD_REQUEST') {
       lease?.release('ok');
       this.#fail('FLINT_ERR_VALIDATION', `the request cannot be forwarded: ${err.message}`);
       return;
     }
-    if (!UNREACHABLE_CODES.has(code) && !code.startsWith('HPE_')) {
+    if (!EXPECTED_CODES.has(code)) {
       this.#deps.logger.warn({ fn: this.#target.key, err, requestId: this.#requestId }, 'unexpected proxy error');
     }
     lease?.release('unreachable');
     if (lease !== undefined) this.#deps.upstreams.forgetIfGone(lease);
-    this.#fail('FLINT_ERR_FUNCTION_UNREACHABLE', `function '${name}' is unreachable: its instance failed the connection (${code || err.message})`);
+    const why = code === 'UPSTREAM_BAD_RESPONSE' ? err.message : `its instance failed the connection (${code || err.message})`;
+    this.#fail('FLINT_ERR_FUNCTION_UNREACHABLE', `function '${name}' is unreachable: ${why}`);
   }
 
   // ---- endings ----------------------------------------------------------------

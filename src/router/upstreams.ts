@@ -3,8 +3,8 @@
 // Instances come and go, so pools of sockets that have vanished, or that no
 // request used for a while, are closed by a sweep.
 import fs from 'node:fs';
-import { Pool } from 'undici';
 import { type Lease, WORKER_IDLE_KEEPALIVE_MS } from '../executor/types.ts';
+import { type PoolTarget, WorkerPool } from './worker-client/pool.ts';
 
 export interface UpstreamOptions {
   /** How often to look for pools to close. */
@@ -14,7 +14,7 @@ export interface UpstreamOptions {
 }
 
 interface Entry {
-  readonly pool: Pool;
+  readonly pool: WorkerPool;
   readonly socketPath: string | undefined;
   /** Set per request, cleared by the sweep: cheaper than a timestamp per request. */
   used: boolean;
@@ -38,17 +38,15 @@ export class Upstreams {
   }
 
   /** The pool for a lease's instance; undefined when the lease names no address. */
-  poolFor(lease: Lease): Pool | undefined {
+  poolFor(lease: Lease): WorkerPool | undefined {
     const key = lease.socketPath ?? lease.address;
     if (key === undefined) return undefined;
     let e = this.#pools.get(key);
     if (e === undefined) {
       const socketPath = lease.socketPath;
-      // Runtimes that send no keep-alive hint would otherwise see their
-      // connections dropped after undici's default 4 s of quiet.
-      const common = { pipelining: 1, keepAliveTimeout: WORKER_IDLE_KEEPALIVE_MS };
-      const pool = socketPath !== undefined ? new Pool('http://localhost', { socketPath, ...common }) : new Pool(`http://${lease.address}`, common);
-      e = { pool, socketPath, used: true, idleSweeps: 0 };
+      const target = socketPath !== undefined ? { socketPath } : parseAddress(key);
+      if (target === undefined) return undefined;
+      e = { pool: new WorkerPool(target, { maxIdleMs: WORKER_IDLE_KEEPALIVE_MS }), socketPath, used: true, idleSweeps: 0 };
       this.#pools.set(key, e);
     }
     e.used = true;
@@ -70,6 +68,7 @@ export class Upstreams {
 
   sweep(): void {
     for (const [key, e] of this.#pools) {
+      e.pool.closeExpired();
       if (e.used) {
         e.used = false;
         e.idleSweeps = 0;
@@ -91,4 +90,11 @@ export class Upstreams {
     this.#pools.clear();
     await Promise.all(pools.map((e) => e.pool.destroy().catch(() => {})));
   }
+}
+
+/** `host:port` or `[v6]:port`, as the executor's kubernetes backend gives addresses. */
+function parseAddress(address: string): PoolTarget | undefined {
+  const m = /^(?:\[([^\]]+)\]|([^:]+)):(\d{1,5})$/.exec(address);
+  if (m === null) return undefined;
+  return { host: m[1] ?? m[2], port: Number(m[3]) };
 }

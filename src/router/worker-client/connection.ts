@@ -1,0 +1,292 @@
+// One keep-alive connection to a function instance, carrying one request at
+// a time. Everything per request happens on objects made once per
+// connection (parser, listeners, timer), which is most of why this client
+// is cheaper per request than a general-purpose one.
+import type net from 'node:net';
+import type { Readable } from 'node:stream';
+import { UpstreamError } from './errors.ts';
+import { ResponseParser, type ResponseSink } from './response-parser.ts';
+import type { ResponseHandler, UpstreamRequest } from './types.ts';
+
+/** What a connection needs from its pool. */
+export interface ConnectionOwner {
+  /** The request is done and the connection can carry another. */
+  release(conn: Connection): void;
+  /** The connection is closed; forget it. */
+  remove(conn: Connection): void;
+}
+
+/** A keep-alive hint this close to running out is not worth the race with the instance's close. */
+const HINT_MARGIN_MS = 1000;
+const FORBIDDEN_IN_HEADERS = /[\r\n\0]/;
+
+export class Connection implements ResponseSink {
+  readonly #socket: net.Socket;
+  readonly #owner: ConnectionOwner;
+  readonly #host: string;
+  readonly #maxIdleMs: number;
+  readonly #parser: ResponseParser;
+  #handler: ResponseHandler | undefined = undefined;
+  #timer: NodeJS.Timeout | undefined = undefined;
+  #timerMs = 0;
+  #awaitingHead = false;
+  /** Set by the parser's onEnd; acted on once the current read has been parsed. */
+  #ended = false;
+  #body: Readable | null = null;
+  #bodyChunked = false;
+  #bodySent = true;
+  #closed = false;
+  #idleDeadline = 0;
+
+  constructor(socket: net.Socket, owner: ConnectionOwner, host: string, maxIdleMs: number) {
+    this.#socket = socket;
+    this.#owner = owner;
+    this.#host = host;
+    this.#maxIdleMs = maxIdleMs;
+    this.#parser = new ResponseParser(this);
+    socket.on('data', this.#onSocketData);
+    socket.on('end', this.#onSocketEnd);
+    socket.on('error', this.#onSocketError);
+    socket.on('close', this.#onSocketClose);
+  }
+
+  get busy(): boolean {
+    return this.#handler !== undefined;
+  }
+
+  /** Whether an idle connection may still be used at `now` (ms since the epoch). */
+  usable(now: number): boolean {
+    return !this.#closed && now < this.#idleDeadline;
+  }
+
+  send(req: UpstreamRequest, handler: ResponseHandler): void {
+    const head = this.#head(req);
+    if (typeof head !== 'string') {
+      // Nothing was written: the connection is as good as before.
+      this.#idleDeadline = Date.now() + this.#maxIdleMs;
+      this.#owner.release(this);
+      handler.onError(head);
+      return;
+    }
+    this.#handler = handler;
+    this.#ended = false;
+    this.#awaitingHead = true;
+    this.#parser.start(req.method === 'HEAD');
+    this.#armTimer(req.timeoutMs);
+    this.#socket.write(head, 'latin1');
+    const body = req.body;
+    this.#bodySent = body === null;
+    if (body !== null) {
+      this.#body = body;
+      body.on('data', this.#onBodyData);
+      body.on('end', this.#onBodyEnd);
+      body.on('error', this.#onBodyError);
+    }
+    handler.onStart(this.#abort);
+  }
+
+  /** Close at once; a request in flight ends with `err`. */
+  destroy(err?: Error): void {
+    if (this.#handler !== undefined) this.#fail(err ?? new UpstreamError('UPSTREAM_DESTROYED', 'the connection to the instance was closed'));
+    else this.#close();
+  }
+
+  #head(req: UpstreamRequest): string | UpstreamError {
+    let head = `${req.method} ${req.path} HTTP/1.1\r\nHost: ${this.#host}\r\n`;
+    const h = req.headers;
+    let framed = false;
+    for (let i = 0; i < h.length; i += 2) {
+      const name = h[i];
+      const value = h[i + 1];
+      // node:http has already refused such bytes from clients; this catches any the router itself might put together.
+      if (FORBIDDEN_IN_HEADERS.test(value) || FORBIDDEN_IN_HEADERS.test(name)) {
+        return new UpstreamError('UPSTREAM_BAD_REQUEST', `header ${JSON.stringify(name.slice(0, 64))} has a line break or NUL in it`);
+      }
+      if (name.length === 14 && name.toLowerCase() === 'content-length') framed = true;
+      head += `${name}: ${value}\r\n`;
+    }
+    this.#bodyChunked = req.body !== null && !framed;
+    return this.#bodyChunked ? `${head}Transfer-Encoding: chunked\r\n\r\n` : `${head}\r\n`;
+  }
+
+  #armTimer(ms: number): void {
+    if (ms <= 0) {
+      if (this.#timer !== undefined) clearTimeout(this.#timer);
+      this.#timer = undefined;
+      this.#timerMs = 0;
+      return;
+    }
+    // A pool serves one instance, so one function and one timeout: refresh() is the usual case.
+    if (this.#timer !== undefined && this.#timerMs === ms) {
+      this.#timer.refresh();
+      return;
+    }
+    if (this.#timer !== undefined) clearTimeout(this.#timer);
+    this.#timer = setTimeout(this.#onTimeout, ms);
+    this.#timer.unref();
+    this.#timerMs = ms;
+  }
+
+  readonly #onTimeout = (): void => {
+    if (this.#handler === undefined) return;
+    // Quiet because the router paused reading for a slow client: not the instance's fault.
+    if (this.#socket.isPaused() && !this.#awaitingHead) {
+      this.#timer?.refresh();
+      return;
+    }
+    const s = this.#timerMs / 1000;
+    this.#fail(
+      this.#awaitingHead
+        ? new UpstreamError('UPSTREAM_HEADERS_TIMEOUT', `no response head within ${s} s`)
+        : new UpstreamError('UPSTREAM_BODY_TIMEOUT', `the response body stalled for ${s} s`),
+    );
+  };
+
+  // ---- response (ResponseSink) --------------------------------------------------
+
+  onHead(status: number, headers: string[]): void {
+    this.#awaitingHead = false;
+    this.#handler?.onHeaders(status, headers, this.#resume);
+  }
+
+  onBody(chunk: Buffer): void {
+    const h = this.#handler;
+    if (h !== undefined && !h.onData(chunk)) this.#socket.pause();
+  }
+
+  onEnd(): void {
+    this.#ended = true;
+  }
+
+  readonly #resume = (): void => {
+    if (!this.#closed) this.#socket.resume();
+  };
+
+  #complete(): void {
+    const h = this.#handler;
+    if (h === undefined) return;
+    this.#handler = undefined;
+    this.#ended = false;
+    const bodyInFlight = !this.#bodySent;
+    this.#detachBody();
+    this.#bodySent = true;
+    // Backpressure was for this response only; an idle connection must read to notice a close.
+    this.#socket.resume();
+    if (this.#parser.keepAlive && !bodyInFlight && !this.#closed) {
+      const hint = this.#parser.keepAliveHintMs;
+      const idleMs = hint === undefined ? this.#maxIdleMs : Math.min(this.#maxIdleMs, hint - HINT_MARGIN_MS);
+      this.#idleDeadline = Date.now() + idleMs;
+      this.#owner.release(this);
+    } else {
+      // The instance answered before it had the whole request, or will not keep the connection.
+      this.#close();
+    }
+    h.onComplete();
+  }
+
+  #fail(err: Error): void {
+    const h = this.#handler;
+    if (h === undefined) return;
+    this.#handler = undefined;
+    this.#detachBody();
+    this.#close();
+    h.onError(err);
+  }
+
+  readonly #abort = (err: Error): void => {
+    this.#fail(err);
+  };
+
+  #close(): void {
+    if (this.#closed) return;
+    this.#closed = true;
+    if (this.#timer !== undefined) clearTimeout(this.#timer);
+    this.#socket.destroy();
+    this.#owner.remove(this);
+  }
+
+  // ---- socket -----------------------------------------------------------------
+
+  readonly #onSocketData = (chunk: Buffer): void => {
+    if (this.#handler === undefined) {
+      // An idle connection has nothing to say; if it does, it cannot be trusted with the next request.
+      this.#close();
+      return;
+    }
+    if (this.#timer !== undefined) this.#timer.refresh();
+    try {
+      this.#parser.execute(chunk);
+    } catch (err) {
+      this.#fail(err as Error);
+      return;
+    }
+    if (this.#ended) {
+      if (this.#parser.trailingBytes) this.#parser.keepAlive = false;
+      this.#complete();
+    }
+  };
+
+  readonly #onSocketEnd = (): void => {
+    if (this.#handler !== undefined && this.#parser.finishOnClose()) {
+      this.#parser.keepAlive = false;
+      this.#complete();
+      return;
+    }
+    this.destroy(new UpstreamError('UPSTREAM_CLOSED', 'the instance closed the connection before the response was complete'));
+  };
+
+  readonly #onSocketError = (err: Error): void => {
+    this.destroy(err);
+  };
+
+  readonly #onSocketClose = (): void => {
+    this.destroy(new UpstreamError('UPSTREAM_CLOSED', 'the instance closed the connection before the response was complete'));
+  };
+
+  // ---- request body -----------------------------------------------------------
+
+  readonly #onBodyData = (chunk: Buffer): void => {
+    const s = this.#socket;
+    let ok: boolean;
+    if (this.#bodyChunked) {
+      if (chunk.length === 0) return;
+      s.cork();
+      s.write(`${chunk.length.toString(16)}\r\n`, 'latin1');
+      s.write(chunk);
+      ok = s.write('\r\n', 'latin1');
+      s.uncork();
+    } else {
+      ok = s.write(chunk);
+    }
+    if (!ok) {
+      this.#body?.pause();
+      s.once('drain', this.#onSocketDrain);
+    }
+  };
+
+  readonly #onSocketDrain = (): void => {
+    this.#body?.resume();
+  };
+
+  readonly #onBodyEnd = (): void => {
+    if (this.#bodyChunked) this.#socket.write('0\r\n\r\n', 'latin1');
+    this.#bodySent = true;
+    this.#detachBody();
+  };
+
+  readonly #onBodyError = (err: Error): void => {
+    this.#fail(err);
+  };
+
+  #detachBody(): void {
+    const body = this.#body;
+    if (body === null) return;
+    this.#body = null;
+    body.off('data', this.#onBodyData);
+    body.off('end', this.#onBodyEnd);
+    body.off('error', this.#onBodyError);
+    this.#socket.off('drain', this.#onSocketDrain);
+    // The rest of a body the instance did not wait for is read and dropped, so the client's connection is not stuck.
+    if (!this.#bodySent) body.resume();
+  }
+}

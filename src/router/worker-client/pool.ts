@@ -1,0 +1,110 @@
+// Keep-alive connections to one function instance (a Unix socket in local
+// mode, host:port in kubernetes mode), one request per connection at a
+// time, as many connections as there are requests in flight. The router's
+// proxy uses this instead of undici: bench/RESULTS.md (2026-11-23, session
+// 4) measured undici's per-request work (request validation, a general
+// parser and its callbacks) as the largest cost the router adds, and this
+// client made the bare proxy about a third faster on the same machine.
+import net from 'node:net';
+import { Connection, type ConnectionOwner } from './connection.ts';
+import { UpstreamError } from './errors.ts';
+import type { ResponseHandler, UpstreamRequest } from './types.ts';
+
+export type PoolTarget = { socketPath: string } | { host: string; port: number };
+
+export interface PoolOptions {
+  /** The longest a connection stays open unused (shorter if the instance hints so). */
+  maxIdleMs: number;
+}
+
+export class WorkerPool implements ConnectionOwner {
+  readonly #target: PoolTarget;
+  readonly #host: string;
+  readonly #maxIdleMs: number;
+  /** Most recently used last: a warm connection is taken first. */
+  readonly #idle: Connection[] = [];
+  readonly #all = new Set<Connection>();
+  #closing = false;
+  #drained: (() => void) | undefined = undefined;
+
+  constructor(target: PoolTarget, opts: PoolOptions) {
+    this.#target = target;
+    this.#host = 'socketPath' in target ? 'localhost' : target.host.includes(':') ? `[${target.host}]:${target.port}` : `${target.host}:${target.port}`;
+    this.#maxIdleMs = opts.maxIdleMs;
+  }
+
+  /** Open connections, busy or idle. */
+  get connections(): number {
+    return this.#all.size;
+  }
+
+  get idle(): number {
+    return this.#idle.length;
+  }
+
+  dispatch(req: UpstreamRequest, handler: ResponseHandler): void {
+    if (this.#closing) {
+      handler.onError(new UpstreamError('UPSTREAM_DESTROYED', 'the connection pool to the instance is closed'));
+      return;
+    }
+    let conn: Connection | undefined;
+    if (this.#idle.length > 0) {
+      const now = Date.now();
+      for (let c = this.#idle.pop(); c !== undefined; c = this.#idle.pop()) {
+        if (c.usable(now)) {
+          conn = c;
+          break;
+        }
+        c.destroy();
+      }
+    }
+    if (conn === undefined) {
+      const t = this.#target;
+      const socket = 'socketPath' in t ? net.connect({ path: t.socketPath }) : net.connect({ host: t.host, port: t.port, noDelay: true });
+      conn = new Connection(socket, this, this.#host, this.#maxIdleMs);
+      this.#all.add(conn);
+    }
+    conn.send(req, handler);
+  }
+
+  /** Close idle connections past their time; the router's sweep calls this. */
+  closeExpired(): void {
+    const now = Date.now();
+    for (const conn of [...this.#idle]) if (!conn.usable(now)) conn.destroy();
+  }
+
+  /** Stop taking requests, close idle connections, and let the busy ones finish. */
+  close(): Promise<void> {
+    this.#closing = true;
+    for (const conn of [...this.#idle]) conn.destroy();
+    if (this.#all.size === 0) return Promise.resolve();
+    return new Promise((resolve) => {
+      this.#drained = resolve;
+    });
+  }
+
+  /** Close everything now; requests in flight fail with UPSTREAM_DESTROYED. */
+  destroy(): Promise<void> {
+    this.#closing = true;
+    for (const conn of [...this.#all]) conn.destroy(new UpstreamError('UPSTREAM_DESTROYED', 'the connection pool to the instance was closed'));
+    return Promise.resolve();
+  }
+
+  // ---- ConnectionOwner ------------------------------------------------------------
+
+  release(conn: Connection): void {
+    if (this.#closing) conn.destroy();
+    else this.#idle.push(conn);
+  }
+
+  remove(conn: Connection): void {
+    this.#all.delete(conn);
+    const i = this.#idle.lastIndexOf(conn);
+    if (i !== -1) this.#idle.splice(i, 1);
+    if (this.#closing && this.#all.size === 0 && this.#drained !== undefined) {
+      const done = this.#drained;
+      this.#drained = undefined;
+      done();
+    }
+  }
+}

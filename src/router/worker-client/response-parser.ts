@@ -1,0 +1,291 @@
+// An incremental HTTP/1.x response parser for the router's connections to
+// function instances. It is strict where leniency could desynchronise a
+// reused connection (framing: Content-Length, chunked, read-until-close) and
+// leaves header names and values to node:http, which refuses bad ones when
+// the router writes them to its client.
+//
+// Body chunks are handed on as views of the socket's buffers, never copied.
+import { badResponse } from './errors.ts';
+
+export interface ResponseSink {
+  /** A final (non-1xx) response head; headers as name/value pairs, latin1. */
+  onHead(status: number, headers: string[]): void;
+  onBody(chunk: Buffer): void;
+  /** The response is complete. */
+  onEnd(): void;
+}
+
+/** Larger heads are refused: a runaway or hostile instance must not fill memory. */
+export const MAX_HEAD_BYTES = 64 * 1024;
+const MAX_CHUNK_LINE = 4096;
+const CRLF2 = Buffer.from('\r\n\r\n');
+
+// Parser states (plain numbers: the project's TypeScript has no enums).
+const State = {
+  Idle: 0,
+  Head: 1,
+  Fixed: 2,
+  ChunkSize: 3,
+  ChunkData: 4,
+  ChunkDataEnd: 5,
+  Trailers: 6,
+  UntilClose: 7,
+  Done: 8,
+} as const;
+type State = (typeof State)[keyof typeof State];
+
+const STATUS_LINE = /^HTTP\/1\.([01]) ([1-9]\d\d)(?: [^\r\n]*)?$/;
+const KEEP_ALIVE_TIMEOUT = /(?:^|[\s,])timeout=(\d+)/i;
+
+export class ResponseParser {
+  readonly #sink: ResponseSink;
+  #state: State = State.Idle;
+  /** A head (or chunk-size line, or trailers) split across reads. */
+  #partial: Buffer | undefined = undefined;
+  #remaining = 0;
+  #noBody = false;
+  /** After the response: whether the connection may carry another request. */
+  keepAlive = true;
+  /** The instance's `Keep-Alive: timeout=N`, in ms; undefined when it sent none. */
+  keepAliveHintMs: number | undefined = undefined;
+  /** Bytes arrived after the response was complete. */
+  trailingBytes = false;
+
+  constructor(sink: ResponseSink) {
+    this.#sink = sink;
+  }
+
+  /** Expect the response to a new request; `noBody` for HEAD requests. */
+  start(noBody: boolean): void {
+    this.#state = State.Head;
+    this.#partial = undefined;
+    this.#noBody = noBody;
+    this.keepAlive = true;
+    this.keepAliveHintMs = undefined;
+    this.trailingBytes = false;
+  }
+
+  get done(): boolean {
+    return this.#state === State.Done;
+  }
+
+  /** Whether any byte of the response has arrived. */
+  get started(): boolean {
+    return this.#state !== State.Head || this.#partial !== undefined;
+  }
+
+  /** The connection closed: true when that ends a read-until-close body. */
+  finishOnClose(): boolean {
+    if (this.#state !== State.UntilClose) return false;
+    this.#state = State.Done;
+    this.#sink.onEnd();
+    return true;
+  }
+
+  /** Feed bytes from the socket; throws an UpstreamError on a malformed response. */
+  execute(data: Buffer): void {
+    let buf = data;
+    if (this.#partial !== undefined) {
+      buf = Buffer.concat([this.#partial, data]);
+      this.#partial = undefined;
+    }
+    let pos = 0;
+    const len = buf.length;
+    while (pos < len) {
+      switch (this.#state) {
+        case State.Head: {
+          const end = buf.indexOf(CRLF2, pos);
+          if (end === -1) {
+            if (len - pos > MAX_HEAD_BYTES) throw badResponse(`response head larger than ${MAX_HEAD_BYTES} bytes`);
+            this.#partial = buf.subarray(pos);
+            return;
+          }
+          if (end - pos > MAX_HEAD_BYTES) throw badResponse(`response head larger than ${MAX_HEAD_BYTES} bytes`);
+          const head = buf.toString('latin1', pos, end);
+          pos = end + 4;
+          this.#head(head);
+          break;
+        }
+        case State.Fixed: {
+          const n = Math.min(this.#remaining, len - pos);
+          this.#remaining -= n;
+          const chunk = buf.subarray(pos, pos + n);
+          pos += n;
+          if (this.#remaining === 0) {
+            this.#state = State.Done;
+            this.#sink.onBody(chunk);
+            this.#sink.onEnd();
+          } else {
+            this.#sink.onBody(chunk);
+          }
+          break;
+        }
+        case State.ChunkSize: {
+          const eol = buf.indexOf(0x0a, pos);
+          if (eol === -1) {
+            if (len - pos > MAX_CHUNK_LINE) throw badResponse('chunk size line too long');
+            this.#partial = buf.subarray(pos);
+            return;
+          }
+          const line = buf.toString('latin1', pos, eol);
+          pos = eol + 1;
+          this.#chunkSize(line);
+          break;
+        }
+        case State.ChunkData: {
+          const n = Math.min(this.#remaining, len - pos);
+          this.#remaining -= n;
+          const chunk = buf.subarray(pos, pos + n);
+          pos += n;
+          if (this.#remaining === 0) this.#state = State.ChunkDataEnd;
+          this.#sink.onBody(chunk);
+          break;
+        }
+        case State.ChunkDataEnd: {
+          if (len - pos < 2) {
+            this.#partial = buf.subarray(pos);
+            return;
+          }
+          if (buf[pos] !== 0x0d || buf[pos + 1] !== 0x0a) throw badResponse('chunk data not followed by CRLF');
+          pos += 2;
+          this.#state = State.ChunkSize;
+          break;
+        }
+        case State.Trailers: {
+          // Trailers are read and dropped: the router has already sent its head.
+          if (len - pos < 2) {
+            this.#partial = buf.subarray(pos);
+            return;
+          }
+          let end = pos;
+          if (buf[pos] !== 0x0d || buf[pos + 1] !== 0x0a) {
+            const at = buf.indexOf(CRLF2, pos);
+            if (at === -1) {
+              if (len - pos > MAX_HEAD_BYTES) throw badResponse(`trailers larger than ${MAX_HEAD_BYTES} bytes`);
+              this.#partial = buf.subarray(pos);
+              return;
+            }
+            end = at + 2;
+          }
+          pos = end + 2;
+          this.#state = State.Done;
+          this.#sink.onEnd();
+          break;
+        }
+        case State.UntilClose: {
+          const chunk = pos === 0 ? buf : buf.subarray(pos);
+          pos = len;
+          this.#sink.onBody(chunk);
+          break;
+        }
+        case State.Done:
+          this.trailingBytes = true;
+          this.keepAlive = false;
+          return;
+        case State.Idle:
+          throw badResponse('data arrived while no request was in flight');
+      }
+    }
+  }
+
+  #head(head: string): void {
+    let eol = head.indexOf('\r\n');
+    const statusLine = eol === -1 ? head : head.slice(0, eol);
+    const m = STATUS_LINE.exec(statusLine);
+    if (m === null) throw badResponse(`bad status line ${JSON.stringify(statusLine.slice(0, 64))}`);
+    const status = Number(m[2]);
+    const http10 = m[1] === '0';
+    const headers: string[] = [];
+    let contentLength = -1;
+    let chunked = false;
+    let hasTransferEncoding = false;
+    let connection = '';
+    let keepAliveHeader = '';
+    while (eol !== -1) {
+      const start = eol + 2;
+      eol = head.indexOf('\r\n', start);
+      const line = eol === -1 ? head.slice(start) : head.slice(start, eol);
+      const colon = line.indexOf(':');
+      if (colon <= 0) throw badResponse(`bad header line ${JSON.stringify(line.slice(0, 64))}`);
+      const first = line.charCodeAt(0);
+      if (first === 0x20 || first === 0x09) throw badResponse('folded header lines are not allowed');
+      const name = line.slice(0, colon);
+      const value = line.slice(colon + 1).trim();
+      headers.push(name, value);
+      // Only framing and connection headers matter here; test the length first to skip the rest cheaply.
+      switch (name.length) {
+        case 10:
+          if (name.toLowerCase() === 'connection') connection = connection === '' ? value : `${connection}, ${value}`;
+          else if (name.toLowerCase() === 'keep-alive') keepAliveHeader = value;
+          break;
+        case 14:
+          if (name.toLowerCase() === 'content-length') {
+            const n = parseContentLength(value);
+            if (contentLength !== -1 && n !== contentLength) throw badResponse('conflicting Content-Length headers');
+            contentLength = n;
+          }
+          break;
+        case 17:
+          if (name.toLowerCase() === 'transfer-encoding') {
+            hasTransferEncoding = true;
+            chunked = /(?:^|,)\s*chunked\s*$/i.test(value);
+          }
+          break;
+      }
+    }
+    if (status < 200) {
+      // 1xx interim responses (100 Continue, 103 Early Hints) precede the real one.
+      if (status === 101) throw badResponse('101 Switching Protocols is not supported');
+      return;
+    }
+    const conn = connection.toLowerCase();
+    this.keepAlive = http10 ? conn.includes('keep-alive') : !conn.includes('close');
+    if (keepAliveHeader !== '') {
+      const t = KEEP_ALIVE_TIMEOUT.exec(keepAliveHeader);
+      if (t !== null) this.keepAliveHintMs = Number(t[1]) * 1000;
+    }
+    if (this.#noBody || status === 204 || status === 304) {
+      this.#state = State.Done;
+    } else if (hasTransferEncoding) {
+      // A body whose end cannot be known (not chunked last) is read to the close.
+      this.#state = chunked ? State.ChunkSize : State.UntilClose;
+      // With both framings present the message is suspect (RFC 9112 6.3): do not reuse the connection.
+      if (!chunked || contentLength !== -1) this.keepAlive = false;
+    } else if (contentLength !== -1) {
+      this.#remaining = contentLength;
+      this.#state = contentLength === 0 ? State.Done : State.Fixed;
+    } else {
+      this.#state = State.UntilClose;
+      this.keepAlive = false;
+    }
+    this.#sink.onHead(status, headers);
+    if (this.#state === State.Done) this.#sink.onEnd();
+  }
+
+  #chunkSize(rawLine: string): void {
+    const line = rawLine.endsWith('\r') ? rawLine.slice(0, -1) : rawLine;
+    const semi = line.indexOf(';');
+    const hex = (semi === -1 ? line : line.slice(0, semi)).trim();
+    if (!/^[0-9a-fA-F]{1,12}$/.test(hex)) throw badResponse(`bad chunk size ${JSON.stringify(hex.slice(0, 16))}`);
+    const size = Number.parseInt(hex, 16);
+    if (size === 0) {
+      this.#state = State.Trailers;
+      return;
+    }
+    this.#remaining = size;
+    this.#state = State.ChunkData;
+  }
+}
+
+function parseContentLength(value: string): number {
+  // "5, 5" (a list of equal values) is allowed by RFC 9110 8.6.
+  const parts = value.includes(',') ? value.split(',').map((s) => s.trim()) : [value];
+  let n = -1;
+  for (const p of parts) {
+    if (!/^\d{1,15}$/.test(p)) throw badResponse(`bad Content-Length ${JSON.stringify(value.slice(0, 32))}`);
+    const v = Number(p);
+    if (n !== -1 && v !== n) throw badResponse('conflicting Content-Length values');
+    n = v;
+  }
+  return n;
+}

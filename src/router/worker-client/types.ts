@@ -1,0 +1,32 @@
+// The worker client's small interface: what the proxy hands it and what it
+// calls back. Shaped like undici's dispatch handler (one object per request,
+// no per-request closures) but with headers as strings, which is what the
+// router forwards and writes anyway.
+import type { Readable } from 'node:stream';
+
+export interface UpstreamRequest {
+  method: string;
+  /** Path and query, as sent on the request line. */
+  path: string;
+  /**
+   * Name/value pairs. Host, Connection and Transfer-Encoding are the
+   * client's own business and must not be among them; a Content-Length here
+   * frames `body`, which is sent chunked otherwise.
+   */
+  headers: string[];
+  body: Readable | null;
+  /** Bounds the wait for the response head and any silence inside the body; 0 for none. */
+  timeoutMs: number;
+}
+
+export interface ResponseHandler {
+  /** Called once the request is under way; `abort` ends it with onError(err). */
+  onStart(abort: (err: Error) => void): void;
+  /** The final response head (1xx interim responses are not passed on). */
+  onHeaders(status: number, headers: string[], resume: () => void): void;
+  /** Return false to stop reading from the instance until `resume` is called. */
+  onData(chunk: Buffer): boolean;
+  onComplete(): void;
+  /** Exactly one of onComplete and onError is called, once. */
+  onError(err: Error): void;
+}
