@@ -1,15 +1,16 @@
-// Router hot-path benchmark: `npx node src/router/router.bench.ts [seconds]`.
+// Router hot-path benchmark: `npx node src/router/router.bench.ts [seconds] [rounds]`.
 //
 // 1. Upstream client choice: the same hello worker (own process, Unix socket)
-//    called through undici Pool.dispatch, undici Pool.request and node:http
-//    with a keep-alive Agent, sequentially (latency) and 32 at a time
-//    (throughput).
+//    called through the router's worker client, undici Pool.dispatch, undici
+//    Pool.request and node:http with a keep-alive Agent, sequentially
+//    (latency) and 32 at a time (throughput).
 // 2. End to end with wrk (own process): the worker called directly over TCP
 //    vs through the router; the difference in p50 is the router's added
-//    latency, the rps ratio its throughput cost. A bare proxy (node:http +
-//    undici, no routing, no added headers) runs too: it is the ceiling this
-//    stack allows on this machine, so the router's numbers can be read
-//    against it as well as against the direct call.
+//    latency, the rps ratio its throughput cost. Two bare proxies (node:http
+//    with undici, and with the worker client; no routing, no added headers)
+//    run too: they are the ceilings of each stack on this machine, so the
+//    router's numbers can be read against them as well as against the
+//    direct call.
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
 import fs from 'node:fs';
@@ -21,10 +22,19 @@ import { type Dispatcher, Pool } from 'undici';
 import { fmt, hasWrk, sequentialLatency, wrk } from '../../bench/lib.ts';
 import { openSqliteStore } from '../store/sqlite.ts';
 import { createRouter } from './router.ts';
+import { WorkerPool } from './worker-client/pool.ts';
+import type { ResponseHandler } from './worker-client/types.ts';
 import { FakeExecutor } from './testing/fake-executor.ts';
 import { fnObj, routeObj } from './testing/fixtures.ts';
 
-const seconds = Number(process.argv[2] ?? 5);
+const seconds = Number(process.argv[2] ?? 3);
+const ROUNDS = Number(process.argv[3] ?? 5);
+
+function median(xs: number[]): number {
+  const s = [...xs].sort((a, b) => a - b);
+  const m = s.length >> 1;
+  return s.length % 2 === 1 ? s[m] : (s[m - 1] + s[m]) / 2;
+}
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'flint-router-bench-'));
 const socketPath = path.join(dir, 'worker.sock');
 
@@ -96,10 +106,48 @@ class BareProxyCall implements Dispatcher.DispatchHandler {
   }
 }
 
-async function startBareProxy(): Promise<{ url: string; stop(): Promise<void> }> {
+class BareWorkerClientCall implements ResponseHandler {
+  readonly #res: http.ServerResponse;
+  constructor(res: http.ServerResponse) {
+    this.#res = res;
+  }
+  onStart(): void {}
+  onHeaders(status: number, headers: string[]): void {
+    const h: string[] = [];
+    for (let i = 0; i < headers.length; i += 2) {
+      const l = headers[i].toLowerCase();
+      if (l !== 'connection' && l !== 'keep-alive' && l !== 'transfer-encoding') h.push(headers[i], headers[i + 1]);
+    }
+    this.#res.writeHead(status, h);
+  }
+  onData(c: Buffer): boolean {
+    return this.#res.write(c);
+  }
+  onComplete(): void {
+    this.#res.end();
+  }
+  onError(): void {
+    this.#res.statusCode = 502;
+    this.#res.end();
+  }
+}
+
+/** About as many headers as the router forwards for a plain GET. */
+const PROXY_HEADERS = [
+  'user-agent', 'wrk', 'X-Flint-Function-Name', 'hello', 'X-Flint-Function-Namespace', 'default', 'X-Flint-Function-UID', 'f0e1d2c3',
+  'X-Flint-Function-ResourceVersion', '12', 'X-Flint-Request-Id', 'abcdef-123456', 'X-Flint-Full-Url', '/hello', 'X-Forwarded-For', '127.0.0.1',
+  'X-Forwarded-Host', '127.0.0.1:8080', 'Forwarded', 'host="127.0.0.1:8080"',
+];
+
+async function startBareProxy(client: 'undici' | 'worker client'): Promise<{ url: string; stop(): Promise<void> }> {
   const pool = new Pool('http://localhost', { socketPath, pipelining: 1 });
+  const own = new WorkerPool({ socketPath }, { maxIdleMs: 60_000 });
   const server = http.createServer({ keepAliveTimeout: 65_000 }, (req, res) => {
-    pool.dispatch({ path: req.url ?? '/', method: req.method as Dispatcher.HttpMethod, headers: [], body: null }, new BareProxyCall(res));
+    if (client === 'undici') {
+      pool.dispatch({ path: req.url ?? '/', method: req.method as Dispatcher.HttpMethod, headers: PROXY_HEADERS, body: null }, new BareProxyCall(res));
+    } else {
+      own.dispatch({ path: req.url ?? '/', method: req.method as string, headers: PROXY_HEADERS, body: null, timeoutMs: 60_000 }, new BareWorkerClientCall(res));
+    }
   });
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
   return {
@@ -108,6 +156,7 @@ async function startBareProxy(): Promise<{ url: string; stop(): Promise<void> }>
       server.closeAllConnections();
       await new Promise<void>((r) => server.close(() => r()));
       await pool.close();
+      await own.close();
     },
   };
 }
@@ -119,7 +168,18 @@ async function compareClients(): Promise<void> {
   const agent = new http.Agent({ keepAlive: true, maxSockets: 64 });
   const headersObj: Record<string, string> = {};
   for (let i = 0; i < HEADERS.length; i += 2) headersObj[HEADERS[i]] = HEADERS[i + 1];
+  const own = new WorkerPool({ socketPath }, { maxIdleMs: 60_000 });
   const clients: Record<string, () => Promise<void>> = {
+    'worker client': () =>
+      new Promise<void>((resolve, reject) => {
+        own.dispatch({ path: '/', method: 'GET', headers: HEADERS, body: null, timeoutMs: 60_000 }, {
+          onStart() {},
+          onHeaders() {},
+          onData: () => true,
+          onComplete: resolve,
+          onError: reject,
+        });
+      }),
     'undici Pool.dispatch': () =>
       new Promise<void>((resolve, reject) => {
         pool.dispatch({ path: '/', method: 'GET', headers: HEADERS }, new Sink(resolve, reject));
@@ -156,6 +216,7 @@ async function compareClients(): Promise<void> {
     console.log(`${name.padEnd(25)} ${fmt(lat.p50, 1).padStart(7)}  ${fmt(lat.p99, 1).padStart(7)}  ${fmt(rps).padStart(7)}`);
   }
   await pool.close();
+  await own.close();
   agent.destroy();
 }
 
@@ -170,25 +231,44 @@ async function endToEnd(workerPort: number): Promise<void> {
   const executor = new FakeExecutor({ socketPath });
   const router = createRouter({ store, executor, logger: pino({ level: 'silent' }), host: '127.0.0.1', port: 0 });
   const { url } = await router.start();
-  const bare = await startBareProxy();
+  const bare = await startBareProxy('undici');
+  const bareOwn = await startBareProxy('worker client');
   try {
-    const targets = { direct: `http://127.0.0.1:${workerPort}/hello`, 'bare proxy': `${bare.url}/hello`, router: `${url}/hello` };
+    const targets = {
+      direct: `http://127.0.0.1:${workerPort}/hello`,
+      'bare undici': `${bare.url}/hello`,
+      'bare own': `${bareOwn.url}/hello`,
+      router: `${url}/hello`,
+    };
     // Warm every path (JIT, pools).
     for (const u of Object.values(targets)) await wrk(u, { seconds: 1, connections: 8 });
-    console.log('\nend to end (wrk, own process; latency with 1 connection, throughput with 32):');
+    // Rounds alternate the targets so that drift in the machine's speed hits them all alike.
+    const p50s = new Map<string, number[]>();
+    const rpss = new Map<string, number[]>();
+    let failed = 0;
+    for (let round = 0; round < ROUNDS; round++) {
+      for (const [name, u] of Object.entries(targets)) {
+        const lat = await wrk(u, { seconds, connections: 1 });
+        const thr = await wrk(u, { seconds, connections: 32 });
+        failed += thr.non2xx + thr.errors;
+        p50s.set(name, [...(p50s.get(name) ?? []), lat.p50Us]);
+        rpss.set(name, [...(rpss.get(name) ?? []), thr.rps]);
+      }
+    }
+    console.log(`\nend to end (wrk, own process; latency with 1 connection, throughput with 32; medians of ${ROUNDS} alternating rounds):`);
     console.log('target        p50 us  added us       rps  ratio');
-    const direct = { p50: 0, rps: 0 };
-    for (const [name, u] of Object.entries(targets)) {
-      const lat = await wrk(u, { seconds, connections: 1 });
-      const thr = await wrk(u, { seconds, connections: 32 });
-      if (name === 'direct') Object.assign(direct, { p50: lat.p50Us, rps: thr.rps });
-      const bad = thr.non2xx + thr.errors > 0 ? ` (non-2xx ${thr.non2xx}, errors ${thr.errors})` : '';
+    const direct = { p50: median(p50s.get('direct') ?? []), rps: median(rpss.get('direct') ?? []) };
+    for (const name of Object.keys(targets)) {
+      const p50 = median(p50s.get(name) ?? []);
+      const rps = median(rpss.get(name) ?? []);
       console.log(
-        `${name.padEnd(12)} ${fmt(lat.p50Us, 1).padStart(7)}  ${fmt(lat.p50Us - direct.p50, 1).padStart(8)}  ${fmt(thr.rps).padStart(8)}  ${fmt(thr.rps / direct.rps, 2).padStart(5)}x${bad}`,
+        `${name.padEnd(12)} ${fmt(p50, 1).padStart(7)}  ${fmt(p50 - direct.p50, 1).padStart(8)}  ${fmt(rps).padStart(8)}  ${fmt(rps / direct.rps, 2).padStart(5)}x`,
       );
     }
+    if (failed > 0) console.log(`(${failed} non-2xx answers or errors)`);
   } finally {
     await bare.stop();
+    await bareOwn.stop();
     await router.stop();
     await store.close();
   }

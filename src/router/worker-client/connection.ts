@@ -220,10 +220,8 @@ export class Connection implements ResponseSink {
       this.#fail(err as Error);
       return;
     }
-    if (this.#ended) {
-      if (this.#parser.trailingBytes) this.#parser.keepAlive = false;
-      this.#complete();
-    }
+    // Completing after the whole read is parsed: bytes after the response make the parser refuse reuse.
+    if (this.#ended) this.#complete();
   };
 
   readonly #onSocketEnd = (): void => {

@@ -69,11 +69,6 @@ export class ResponseParser {
     return this.#state === State.Done;
   }
 
-  /** Whether any byte of the response has arrived. */
-  get started(): boolean {
-    return this.#state !== State.Head || this.#partial !== undefined;
-  }
-
   /** The connection closed: true when that ends a read-until-close body. */
   finishOnClose(): boolean {
     if (this.#state !== State.UntilClose) return false;

@@ -1,0 +1,187 @@
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { MAX_HEAD_BYTES, ResponseParser, type ResponseSink } from './response-parser.ts';
+
+class Recorder implements ResponseSink {
+  status = 0;
+  headers: string[] = [];
+  heads = 0;
+  body: Buffer[] = [];
+  ended = 0;
+  onHead(status: number, headers: string[]): void {
+    this.status = status;
+    this.headers = headers;
+    this.heads++;
+  }
+  onBody(chunk: Buffer): void {
+    this.body.push(Buffer.from(chunk));
+  }
+  onEnd(): void {
+    this.ended++;
+  }
+  get text(): string {
+    return Buffer.concat(this.body).toString();
+  }
+}
+
+function parse(wire: string | Buffer, opts: { noBody?: boolean; split?: number } = {}): { rec: Recorder; parser: ResponseParser } {
+  const rec = new Recorder();
+  const parser = new ResponseParser(rec);
+  parser.start(opts.noBody ?? false);
+  const buf = typeof wire === 'string' ? Buffer.from(wire, 'latin1') : wire;
+  const step = opts.split ?? buf.length;
+  for (let i = 0; i < buf.length; i += step) parser.execute(buf.subarray(i, i + step));
+  return { rec, parser };
+}
+
+/** Every way of cutting the bytes in two, plus one byte at a time, must parse the same. */
+function everySplit(wire: string, check: (rec: Recorder, parser: ResponseParser) => void): void {
+  const buf = Buffer.from(wire, 'latin1');
+  for (let cut = 1; cut < buf.length; cut++) {
+    const rec = new Recorder();
+    const parser = new ResponseParser(rec);
+    parser.start(false);
+    parser.execute(buf.subarray(0, cut));
+    parser.execute(buf.subarray(cut));
+    check(rec, parser);
+  }
+  const { rec, parser } = parse(wire, { split: 1 });
+  check(rec, parser);
+}
+
+describe('ResponseParser', () => {
+  it('reads a Content-Length body however the bytes are split', () => {
+    const wire = 'HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 11\r\nX-Odd:  spaced value \r\n\r\nhello world';
+    everySplit(wire, (rec, parser) => {
+      assert.equal(rec.status, 200);
+      assert.deepEqual(rec.headers, ['Content-Type', 'text/plain', 'Content-Length', '11', 'X-Odd', 'spaced value']);
+      assert.equal(rec.text, 'hello world');
+      assert.equal(rec.ended, 1);
+      assert.equal(parser.done, true);
+      assert.equal(parser.keepAlive, true);
+    });
+  });
+
+  it('reads a chunked body with extensions and trailers however the bytes are split', () => {
+    const wire = 'HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5;ext=1\r\nhello\r\n1\r\n \r\nA\r\n0123456789\r\n0\r\nX-Trailer: t\r\n\r\n';
+    everySplit(wire, (rec, parser) => {
+      assert.equal(rec.text, 'hello 0123456789');
+      assert.equal(rec.ended, 1);
+      assert.equal(parser.keepAlive, true);
+      assert.equal(parser.trailingBytes, false);
+    });
+    everySplit('HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nok\r\n0\r\n\r\n', (rec) => {
+      assert.equal(rec.text, 'ok');
+      assert.equal(rec.ended, 1);
+    });
+  });
+
+  it('skips 1xx interim responses and refuses 101', () => {
+    const { rec } = parse('HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 103 Early Hints\r\nLink: </a>\r\n\r\nHTTP/1.1 201 Created\r\nContent-Length: 2\r\n\r\nok');
+    assert.equal(rec.heads, 1);
+    assert.equal(rec.status, 201);
+    assert.equal(rec.text, 'ok');
+    assert.throws(() => parse('HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n\r\n'), { code: 'UPSTREAM_BAD_RESPONSE', message: /101/ });
+  });
+
+  it('expects no body after HEAD, 204 and 304, whatever the length says', () => {
+    for (const [wire, noBody] of [
+      ['HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n', true],
+      ['HTTP/1.1 204 No Content\r\nContent-Length: 5\r\n\r\n', false],
+      ['HTTP/1.1 304 Not Modified\r\nContent-Length: 5\r\n\r\n', false],
+      ['HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n', false],
+    ] as const) {
+      const { rec, parser } = parse(wire, { noBody });
+      assert.equal(rec.ended, 1, wire);
+      assert.equal(rec.body.length, 0);
+      assert.equal(parser.keepAlive, true);
+    }
+  });
+
+  it('reads a body without framing until the connection closes, and does not reuse it', () => {
+    const { rec, parser } = parse('HTTP/1.1 200 OK\r\n\r\nsome bytes');
+    assert.equal(rec.ended, 0);
+    assert.equal(parser.keepAlive, false);
+    assert.equal(parser.finishOnClose(), true);
+    assert.equal(rec.text, 'some bytes');
+    assert.equal(rec.ended, 1);
+    // A close in the middle of a framed body is not an ending.
+    const framed = parse('HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nabc');
+    assert.equal(framed.parser.finishOnClose(), false);
+    assert.equal(framed.rec.ended, 0);
+  });
+
+  it('decides reuse from the version, Connection and Keep-Alive', () => {
+    assert.equal(parse('HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 0\r\n\r\n').parser.keepAlive, false);
+    assert.equal(parse('HTTP/1.1 200 OK\r\nConnection: Keep-Alive, Close\r\nContent-Length: 0\r\n\r\n').parser.keepAlive, false);
+    assert.equal(parse('HTTP/1.0 200 OK\r\nContent-Length: 0\r\n\r\n').parser.keepAlive, false);
+    assert.equal(parse('HTTP/1.0 200 OK\r\nConnection: keep-alive\r\nContent-Length: 0\r\n\r\n').parser.keepAlive, true);
+    const hinted = parse('HTTP/1.1 200 OK\r\nKeep-Alive: max=100, timeout=5\r\nContent-Length: 0\r\n\r\n').parser;
+    assert.equal(hinted.keepAliveHintMs, 5000);
+    assert.equal(parse('HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n').parser.keepAliveHintMs, undefined);
+    // Both framings: chunked wins and the connection is not trusted again.
+    const both = parse('HTTP/1.1 200 OK\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nok\r\n0\r\n\r\n');
+    assert.equal(both.rec.text, 'ok');
+    assert.equal(both.parser.keepAlive, false);
+    // A transfer coding that does not end in chunked can only end at the close.
+    const gz = parse('HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip\r\n\r\nxyz');
+    assert.equal(gz.parser.keepAlive, false);
+    assert.equal(gz.parser.finishOnClose(), true);
+  });
+
+  it('notes bytes after the end of a response', () => {
+    const { rec, parser } = parse('HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nokEXTRA');
+    assert.equal(rec.text, 'ok');
+    assert.equal(parser.trailingBytes, true);
+    assert.equal(parser.keepAlive, false);
+  });
+
+  it('accepts a list of equal Content-Length values', () => {
+    assert.equal(parse('HTTP/1.1 200 OK\r\nContent-Length: 2, 2\r\n\r\nok').rec.text, 'ok');
+    assert.equal(parse('HTTP/1.1 200 OK\r\nContent-Length: 2\r\ncontent-length: 2\r\n\r\nok').rec.text, 'ok');
+  });
+
+  it('refuses malformed responses, naming what is wrong', () => {
+    const bad: Array<[string, RegExp]> = [
+      ['HTTP/2 200 OK\r\n\r\n', /status line/],
+      ['HTTP/1.1 20 OK\r\n\r\n', /status line/],
+      ['HTTP/1.1 200 OK\r\nno colon here\r\n\r\n', /header line/],
+      ['HTTP/1.1 200 OK\r\n: empty name\r\n\r\n', /header line/],
+      ['HTTP/1.1 200 OK\r\nA: b\r\n  folded\r\n\r\n', /folded/],
+      ['HTTP/1.1 200 OK\r\nContent-Length: -1\r\n\r\n', /Content-Length/],
+      ['HTTP/1.1 200 OK\r\nContent-Length: 1x\r\n\r\n', /Content-Length/],
+      ['HTTP/1.1 200 OK\r\nContent-Length: 1, 2\r\n\r\n', /conflicting/],
+      ['HTTP/1.1 200 OK\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n', /conflicting/],
+      ['HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n', /chunk size/],
+      ['HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nokXX', /CRLF/],
+    ];
+    for (const [wire, message] of bad) assert.throws(() => parse(wire), { code: 'UPSTREAM_BAD_RESPONSE', message }, wire);
+  });
+
+  it('refuses a head larger than the limit, even when it never ends', () => {
+    const endless = Buffer.from(`HTTP/1.1 200 OK\r\nX: ${'a'.repeat(MAX_HEAD_BYTES)}`);
+    assert.throws(() => parse(endless, { split: 1024 }), { code: 'UPSTREAM_BAD_RESPONSE', message: /larger than/ });
+    const whole = Buffer.from(`HTTP/1.1 200 OK\r\nX: ${'a'.repeat(MAX_HEAD_BYTES)}\r\n\r\n`);
+    assert.throws(() => parse(whole), { code: 'UPSTREAM_BAD_RESPONSE', message: /larger than/ });
+  });
+
+  it('refuses bytes when no request is in flight', () => {
+    const parser = new ResponseParser(new Recorder());
+    assert.throws(() => parser.execute(Buffer.from('HTTP/1.1 200 OK\r\n\r\n')), { code: 'UPSTREAM_BAD_RESPONSE' });
+  });
+
+  it('starts fresh for each request on the same connection', () => {
+    const rec = new Recorder();
+    const parser = new ResponseParser(rec);
+    parser.start(false);
+    parser.execute(Buffer.from('HTTP/1.1 200 OK\r\nConnection: close\r\nKeep-Alive: timeout=3\r\nContent-Length: 1\r\n\r\na'));
+    assert.equal(parser.keepAlive, false);
+    parser.start(false);
+    parser.execute(Buffer.from('HTTP/1.1 404 Not Found\r\nContent-Length: 1\r\n\r\nb'));
+    assert.equal(rec.status, 404);
+    assert.equal(rec.text, 'ab');
+    assert.equal(rec.ended, 2);
+    assert.equal(parser.keepAlive, true);
+    assert.equal(parser.keepAliveHintMs, undefined);
+  });
+});
