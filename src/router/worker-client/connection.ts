@@ -149,9 +149,9 @@ export class Connection implements ResponseSink {
     this.#handler?.onHeaders(status, headers, this.#resume);
   }
 
-  onBody(chunk: Buffer): void {
+  onBody(chunk: Buffer, last: boolean): void {
     const h = this.#handler;
-    if (h !== undefined && !h.onData(chunk)) this.#socket.pause();
+    if (h !== undefined && !h.onData(chunk, last)) this.#socket.pause();
   }
 
   onEnd(): void {
@@ -171,7 +171,7 @@ export class Connection implements ResponseSink {
     this.#detachBody();
     this.#bodySent = true;
     // Backpressure was for this response only; an idle connection must read to notice a close.
-    this.#socket.resume();
+    if (this.#socket.isPaused()) this.#socket.resume();
     if (this.#parser.keepAlive && !bodyInFlight && !this.#closed) {
       const hint = this.#parser.keepAliveHintMs;
       const idleMs = hint === undefined ? this.#maxIdleMs : Math.min(this.#maxIdleMs, hint - HINT_MARGIN_MS);

@@ -13,8 +13,10 @@ class Recorder implements ResponseSink {
     this.headers = headers;
     this.heads++;
   }
-  onBody(chunk: Buffer): void {
+  lasts = 0;
+  onBody(chunk: Buffer, last: boolean): void {
     this.body.push(Buffer.from(chunk));
+    if (last) this.lasts++;
   }
   onEnd(): void {
     this.ended++;
@@ -57,6 +59,7 @@ describe('ResponseParser', () => {
       assert.deepEqual(rec.headers, ['Content-Type', 'text/plain', 'Content-Length', '11', 'X-Odd', 'spaced value']);
       assert.equal(rec.text, 'hello world');
       assert.equal(rec.ended, 1);
+      assert.equal(rec.lasts, 1, 'the final chunk is marked');
       assert.equal(parser.done, true);
       assert.equal(parser.keepAlive, true);
     });

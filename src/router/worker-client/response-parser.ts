@@ -10,7 +10,8 @@ import { badResponse } from './errors.ts';
 export interface ResponseSink {
   /** A final (non-1xx) response head; headers as name/value pairs, latin1. */
   onHead(status: number, headers: string[]): void;
-  onBody(chunk: Buffer): void;
+  /** `last` when the chunk ends a Content-Length body (and onEnd follows at once). */
+  onBody(chunk: Buffer, last: boolean): void;
   /** The response is complete. */
   onEnd(): void;
 }
@@ -108,10 +109,10 @@ export class ResponseParser {
           pos += n;
           if (this.#remaining === 0) {
             this.#state = State.Done;
-            this.#sink.onBody(chunk);
+            this.#sink.onBody(chunk, true);
             this.#sink.onEnd();
           } else {
-            this.#sink.onBody(chunk);
+            this.#sink.onBody(chunk, false);
           }
           break;
         }
@@ -133,7 +134,7 @@ export class ResponseParser {
           const chunk = buf.subarray(pos, pos + n);
           pos += n;
           if (this.#remaining === 0) this.#state = State.ChunkDataEnd;
-          this.#sink.onBody(chunk);
+          this.#sink.onBody(chunk, false);
           break;
         }
         case State.ChunkDataEnd: {
@@ -170,7 +171,7 @@ export class ResponseParser {
         case State.UntilClose: {
           const chunk = pos === 0 ? buf : buf.subarray(pos);
           pos = len;
-          this.#sink.onBody(chunk);
+          this.#sink.onBody(chunk, false);
           break;
         }
         case State.Done:

@@ -24,8 +24,12 @@ export interface ResponseHandler {
   onStart(abort: (err: Error) => void): void;
   /** The final response head (1xx interim responses are not passed on). */
   onHeaders(status: number, headers: string[], resume: () => void): void;
-  /** Return false to stop reading from the instance until `resume` is called. */
-  onData(chunk: Buffer): boolean;
+  /**
+   * Return false to stop reading from the instance until `resume` is called.
+   * `last` says the chunk ends the body and onComplete follows before any
+   * I/O, so it may be held and written together with the end.
+   */
+  onData(chunk: Buffer, last: boolean): boolean;
   onComplete(): void;
   /** Exactly one of onComplete and onError is called, once. */
   onError(err: Error): void;
