@@ -54,6 +54,9 @@ const RESPONSE_DROP = table({
   'x-flint-request-id': 1,
 });
 
+const RESPONSE_DROP_LENGTHS: boolean[] = [];
+for (const name of Object.keys(RESPONSE_DROP)) RESPONSE_DROP_LENGTHS[name.length] = true;
+
 const PARAMS_PREFIX = 'x-flint-params-';
 
 export interface ScannedRequest {
@@ -165,6 +168,11 @@ export function responseHeaders(raw: string[], requestIdName: string, requestId:
   let extraHop: string[] | undefined;
   for (let i = 0; i < raw.length; i += 2) {
     const name = raw[i];
+    // A name of a length no dropped header has needs no lower-casing.
+    if (RESPONSE_DROP_LENGTHS[name.length] !== true) {
+      out.push(name, raw[i + 1]);
+      continue;
+    }
     const lower = name.toLowerCase();
     if (RESPONSE_DROP[lower] !== undefined) {
       if (lower === 'connection') {
