@@ -1,10 +1,18 @@
 // Keep-alive connections to one function instance (a Unix socket in local
 // mode, host:port in kubernetes mode), one request per connection at a
-// time, as many connections as there are requests in flight. The router's
-// proxy uses this instead of undici: bench/RESULTS.md (2026-11-23, session
-// 4) measured undici's per-request work (request validation, a general
-// parser and its callbacks) as the largest cost the router adds, and this
-// client made the bare proxy about a third faster on the same machine.
+// time, as many connections as there are requests in flight.
+//
+// A departure from DESIGN section 7 (router hot path on undici Pool), made
+// on a measured reason: on the 2-core machine the router was the bottleneck
+// under load and undici's per-request work (request object and header
+// validation, a general parser calling back into JS per header) was the
+// largest cost it added over a bare server. With this client a bare proxy
+// (src/router/router.bench.ts) served 5-18% more requests per second than
+// the same proxy on undici, and the router itself went from well below that
+// bare undici proxy to level with a bare proxy on this client (figures in
+// bench/RESULTS.md, 2026-11-23 second section). It speaks only what the
+// router needs: HTTP/1.1, one request per connection at a time, no
+// pipelining, no upgrades.
 import net from 'node:net';
 import { Connection, type ConnectionOwner } from './connection.ts';
 import { UpstreamError } from './errors.ts';
