@@ -139,7 +139,7 @@ export class ProxyCall implements ResponseHandler {
   }
 
   resumeUpstream(): void {
-    this.#resume?.();
+    if (!this.#done) this.#resume?.();
   }
 
   // ---- worker client handler ---------------------------------------------------
@@ -219,6 +219,8 @@ export class ProxyCall implements ResponseHandler {
   #finish(status: number): void {
     if (this.#done) return;
     this.#done = true;
+    // A drain after the end must not resume the connection for its next request.
+    this.#res.off('drain', onResponseDrain);
     this.#deps.metrics.end(this.#stats, this.#opts.method, status, this.#startedMs);
   }
 }

@@ -18,7 +18,11 @@ export interface ConnectionOwner {
 
 /** A keep-alive hint this close to running out is not worth the race with the instance's close. */
 const HINT_MARGIN_MS = 1000;
-const FORBIDDEN_IN_HEADERS = /[\r\n\0]/;
+const EMPTY = Buffer.alloc(0);
+// undici's rules: a field value is tab, visible ASCII, space or obs-text; a name is a token.
+const BAD_VALUE = /[^\t\x20-\x7e\x80-\xff]/;
+const TOKEN = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
+const BAD_TARGET = /[^\x21-\x7e\x80-\xff]/;
 
 export class Connection implements ResponseSink {
   readonly #socket: net.Socket;
@@ -37,6 +41,8 @@ export class Connection implements ResponseSink {
   #bodySent = true;
   #closed = false;
   #idleDeadline = 0;
+  /** The handler asked to stop reading and has not resumed yet. */
+  #pushedBack = false;
 
   constructor(socket: net.Socket, owner: ConnectionOwner, host: string, maxIdleMs: number) {
     this.#socket = socket;
@@ -62,14 +68,14 @@ export class Connection implements ResponseSink {
   send(req: UpstreamRequest, handler: ResponseHandler): void {
     const head = this.#head(req);
     if (typeof head !== 'string') {
-      // Nothing was written: the connection is as good as before.
-      this.#idleDeadline = Date.now() + this.#maxIdleMs;
+      // Nothing was written: the connection is as good as before (and as old).
       this.#owner.release(this);
       handler.onError(head);
       return;
     }
     this.#handler = handler;
     this.#ended = false;
+    this.#pushedBack = false;
     this.#awaitingHead = true;
     this.#parser.start(req.method === 'HEAD');
     this.#armTimer(req.timeoutMs);
@@ -92,16 +98,17 @@ export class Connection implements ResponseSink {
   }
 
   #head(req: UpstreamRequest): string | UpstreamError {
+    if (BAD_TARGET.test(req.path)) return new UpstreamError('UPSTREAM_BAD_REQUEST', 'the request path has a space or control character in it');
     let head = `${req.method} ${req.path} HTTP/1.1\r\nHost: ${this.#host}\r\n`;
     const h = req.headers;
     let framed = false;
     for (let i = 0; i < h.length; i += 2) {
       const name = h[i];
       const value = h[i + 1];
-      // node:http has already refused such bytes from clients; this catches any the router itself might put together.
-      if (FORBIDDEN_IN_HEADERS.test(value) || FORBIDDEN_IN_HEADERS.test(name)) {
-        return new UpstreamError('UPSTREAM_BAD_REQUEST', `header ${JSON.stringify(name.slice(0, 64))} has a line break or NUL in it`);
-      }
+      // node:http has already refused such bytes from clients; this catches any the router itself might put together
+      // (the head is written as latin1, so anything above U+00FF would lose its high byte).
+      if (!TOKEN.test(name)) return new UpstreamError('UPSTREAM_BAD_REQUEST', `header name ${JSON.stringify(name.slice(0, 64))} is not a token`);
+      if (BAD_VALUE.test(value)) return new UpstreamError('UPSTREAM_BAD_REQUEST', `header ${JSON.stringify(name)} has a control character in its value`);
       if (name.length === 14 && name.toLowerCase() === 'content-length') framed = true;
       head += `${name}: ${value}\r\n`;
     }
@@ -129,6 +136,12 @@ export class Connection implements ResponseSink {
 
   readonly #onTimeout = (): void => {
     if (this.#handler === undefined) return;
+    // The client is still sending the request body and the instance is taking it:
+    // the function's time has not started to run out (undici's rule too).
+    if (this.#awaitingHead && !this.#bodySent && !this.#socket.writableNeedDrain) {
+      this.#timer?.refresh();
+      return;
+    }
     // Quiet because the router paused reading for a slow client: not the instance's fault.
     if (this.#socket.isPaused() && !this.#awaitingHead) {
       this.#timer?.refresh();
@@ -149,9 +162,13 @@ export class Connection implements ResponseSink {
     this.#handler?.onHeaders(status, headers, this.#resume);
   }
 
-  onBody(chunk: Buffer, last: boolean): void {
+  onBody(chunk: Buffer, last: boolean): boolean {
     const h = this.#handler;
-    if (h !== undefined && !h.onData(chunk, last)) this.#socket.pause();
+    if (h === undefined || h.onData(chunk, last)) return true;
+    // Stop at once: the parser holds the rest of this read until resume.
+    this.#pushedBack = true;
+    this.#socket.pause();
+    return false;
   }
 
   onEnd(): void {
@@ -159,7 +176,14 @@ export class Connection implements ResponseSink {
   }
 
   readonly #resume = (): void => {
-    if (!this.#closed) this.#socket.resume();
+    if (this.#closed || this.#handler === undefined || !this.#pushedBack) return;
+    this.#pushedBack = false;
+    if (this.#parser.holding) {
+      this.#parse(EMPTY);
+      // Completed (which resumes reading itself), or pushed back again on the held bytes.
+      if (this.#handler === undefined || this.#pushedBack) return;
+    }
+    this.#socket.resume();
   };
 
   #complete(): void {
@@ -214,6 +238,10 @@ export class Connection implements ResponseSink {
       return;
     }
     if (this.#timer !== undefined) this.#timer.refresh();
+    this.#parse(chunk);
+  };
+
+  #parse(chunk: Buffer): void {
     try {
       this.#parser.execute(chunk);
     } catch (err) {
@@ -222,7 +250,7 @@ export class Connection implements ResponseSink {
     }
     // Completing after the whole read is parsed: bytes after the response make the parser refuse reuse.
     if (this.#ended) this.#complete();
-  };
+  }
 
   readonly #onSocketEnd = (): void => {
     if (this.#handler !== undefined && this.#parser.finishOnClose()) {
@@ -245,6 +273,7 @@ export class Connection implements ResponseSink {
 
   readonly #onBodyData = (chunk: Buffer): void => {
     const s = this.#socket;
+    this.#timer?.refresh();
     let ok: boolean;
     if (this.#bodyChunked) {
       if (chunk.length === 0) return;

@@ -25,6 +25,18 @@ export interface PoolOptions {
   maxIdleMs: number;
 }
 
+/** An address that swallows SYNs must give 502 soon, not 504 after the function's timeout. */
+const CONNECT_TIMEOUT_MS = 10_000;
+
+function connectTcp(host: string, port: number): net.Socket {
+  const socket = net.connect({ host, port, noDelay: true });
+  socket.setTimeout(CONNECT_TIMEOUT_MS, () => {
+    socket.destroy(Object.assign(new Error(`connect to ${host}:${port} timed out`), { code: 'ETIMEDOUT' }));
+  });
+  socket.once('connect', () => socket.setTimeout(0));
+  return socket;
+}
+
 export class WorkerPool implements ConnectionOwner {
   readonly #target: PoolTarget;
   readonly #host: string;
@@ -68,7 +80,7 @@ export class WorkerPool implements ConnectionOwner {
     }
     if (conn === undefined) {
       const t = this.#target;
-      const socket = 'socketPath' in t ? net.connect({ path: t.socketPath }) : net.connect({ host: t.host, port: t.port, noDelay: true });
+      const socket = 'socketPath' in t ? net.connect({ path: t.socketPath }) : connectTcp(t.host, t.port);
       conn = new Connection(socket, this, this.#host, this.#maxIdleMs);
       this.#all.add(conn);
     }

@@ -10,8 +10,12 @@ import { badResponse } from './errors.ts';
 export interface ResponseSink {
   /** A final (non-1xx) response head; headers as name/value pairs, latin1. */
   onHead(status: number, headers: string[]): void;
-  /** `last` when the chunk ends a Content-Length body (and onEnd follows at once). */
-  onBody(chunk: Buffer, last: boolean): void;
+  /**
+   * `last` when the chunk ends a Content-Length body (and onEnd follows at
+   * once). Returning false stops the parser: the rest of the bytes are held
+   * until the next execute() (`resume()` with nothing new).
+   */
+  onBody(chunk: Buffer, last: boolean): boolean;
   /** The response is complete. */
   onEnd(): void;
 }
@@ -20,6 +24,7 @@ export interface ResponseSink {
 export const MAX_HEAD_BYTES = 64 * 1024;
 const MAX_CHUNK_LINE = 4096;
 const CRLF2 = Buffer.from('\r\n\r\n');
+const LF2 = Buffer.from('\n\n');
 
 // Parser states (plain numbers: the project's TypeScript has no enums).
 const State = {
@@ -81,7 +86,7 @@ export class ResponseParser {
   execute(data: Buffer): void {
     let buf = data;
     if (this.#partial !== undefined) {
-      buf = Buffer.concat([this.#partial, data]);
+      buf = data.length === 0 ? this.#partial : Buffer.concat([this.#partial, data]);
       this.#partial = undefined;
     }
     let pos = 0;
@@ -92,6 +97,8 @@ export class ResponseParser {
           const end = buf.indexOf(CRLF2, pos);
           if (end === -1) {
             if (len - pos > MAX_HEAD_BYTES) throw badResponse(`response head larger than ${MAX_HEAD_BYTES} bytes`);
+            // Lines must end in CRLF; waiting for one that never comes would end as a timeout, not as the 502 it is.
+            if (buf.indexOf(LF2, pos) !== -1) throw badResponse('response head lines end in a bare LF');
             this.#partial = buf.subarray(pos);
             return;
           }
@@ -110,8 +117,9 @@ export class ResponseParser {
             this.#state = State.Done;
             this.#sink.onBody(chunk, true);
             this.#sink.onEnd();
-          } else {
-            this.#sink.onBody(chunk, false);
+          } else if (!this.#sink.onBody(chunk, false)) {
+            this.#hold(buf, pos);
+            return;
           }
           break;
         }
@@ -133,7 +141,10 @@ export class ResponseParser {
           const chunk = buf.subarray(pos, pos + n);
           pos += n;
           if (this.#remaining === 0) this.#state = State.ChunkDataEnd;
-          this.#sink.onBody(chunk, false);
+          if (!this.#sink.onBody(chunk, false)) {
+            this.#hold(buf, pos);
+            return;
+          }
           break;
         }
         case State.ChunkDataEnd: {
@@ -183,6 +194,16 @@ export class ResponseParser {
     }
   }
 
+  /** The sink pushed back: keep the unparsed rest for the next execute(). */
+  #hold(buf: Buffer, pos: number): void {
+    if (pos < buf.length) this.#partial = buf.subarray(pos);
+  }
+
+  /** Whether bytes are held back, waiting for execute() with nothing new. */
+  get holding(): boolean {
+    return this.#partial !== undefined && this.#state !== State.Head;
+  }
+
   #head(head: string): void {
     // Scanned by hand: this runs once per proxied request, and regexes and
     // per-line splits showed up in the router's profile.
@@ -211,30 +232,36 @@ export class ResponseParser {
       while (ve > vs && isOws(head.charCodeAt(ve - 1))) ve--;
       const name = head.slice(start, colon);
       const value = head.slice(vs, ve);
-      headers.push(name, value);
       start = end + 2;
       // Only framing and connection headers matter here; their lengths spare lower-casing the rest.
       switch (name.length) {
+        case 14:
+          if (name.toLowerCase() === 'content-length') {
+            const n = parseContentLength(value);
+            if (contentLength !== -1) {
+              if (n !== contentLength) throw badResponse('conflicting Content-Length headers');
+              // One Content-Length goes on, as one number: strict clients refuse lists and repeats.
+              continue;
+            }
+            contentLength = n;
+            headers.push(name, String(n));
+            continue;
+          }
+          break;
         case 10: {
           const lower = name.toLowerCase();
           if (lower === 'connection') connection = connection === '' ? value : `${connection}, ${value}`;
           else if (lower === 'keep-alive') keepAliveHeader = value;
           break;
         }
-        case 14:
-          if (name.toLowerCase() === 'content-length') {
-            const n = parseContentLength(value);
-            if (contentLength !== -1 && n !== contentLength) throw badResponse('conflicting Content-Length headers');
-            contentLength = n;
-          }
-          break;
         case 17:
           if (name.toLowerCase() === 'transfer-encoding') {
             hasTransferEncoding = true;
-            chunked = /(?:^|,)\s*chunked\s*$/i.test(value);
+            chunked = value.length === 7 ? value.toLowerCase() === 'chunked' : /^\s*chunked\s*$/i.test(value);
           }
           break;
       }
+      headers.push(name, value);
     }
     if (status < 200) {
       // 1xx interim responses (100 Continue, 103 Early Hints) precede the real one.
@@ -254,10 +281,13 @@ export class ResponseParser {
     if (this.#noBody || status === 204 || status === 304) {
       this.#state = State.Done;
     } else if (hasTransferEncoding) {
-      // A body whose end cannot be known (not chunked last) is read to the close.
-      this.#state = chunked ? State.ChunkSize : State.UntilClose;
-      // With both framings present the message is suspect (RFC 9112 6.3): do not reuse the connection.
-      if (!chunked || contentLength !== -1) this.keepAlive = false;
+      // Both framings, or a coding the router would have to pass on
+      // undecoded without its header, are refused rather than forwarded: a
+      // body sent on with the wrong length could smuggle a response to the
+      // router's client (RFC 9112 6.3).
+      if (contentLength !== -1) throw badResponse('both Transfer-Encoding and Content-Length');
+      if (!chunked) throw badResponse('a Transfer-Encoding other than chunked');
+      this.#state = State.ChunkSize;
     } else if (contentLength !== -1) {
       this.#remaining = contentLength;
       this.#state = contentLength === 0 ? State.Done : State.Fixed;
