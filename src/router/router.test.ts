@@ -4,6 +4,7 @@ import { createHash } from 'node:crypto';
 import { once } from 'node:events';
 import fs from 'node:fs';
 import http from 'node:http';
+import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
@@ -302,6 +303,34 @@ describe('router', () => {
       executor.releases.slice(before).map((r) => r.outcome),
       ['unreachable'],
     );
+  });
+
+  it('refuses a response framed twice, so a function cannot smuggle a second response onto the client connection', async () => {
+    const sock = path.join(dir, 'smuggler.sock');
+    const evil = 'HTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\nevil';
+    const smuggler = net.createServer((c) => {
+      c.on('data', () => c.write(`HTTP/1.1 200 OK\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n${(5 + evil.length).toString(16)}\r\nhello${evil}\r\n0\r\n\r\n`));
+    });
+    smuggler.listen(sock);
+    await once(smuggler, 'listening');
+    executor.placements.set('default/smuggler', { socketPath: sock });
+    await put(fn('smuggler'), route('smuggler', { relativeurl: '/smuggle', fn: 'smuggler' }));
+    await waitStatus('/smuggle', 502);
+    // Two requests on one client connection: the second must get its own answer.
+    const u = new URL(url);
+    const client = net.connect(Number(u.port), u.hostname);
+    client.write(`GET /smuggle HTTP/1.1\r\nHost: x\r\n\r\nGET /router-healthz HTTP/1.1\r\nHost: x\r\n\r\n`);
+    let got = '';
+    client.on('data', (d) => {
+      got += d.toString('latin1');
+    });
+    for (let i = 0; i < 100 && (got.match(/HTTP\/1\.1 /g) ?? []).length < 2; i++) await new Promise((r) => setTimeout(r, 20));
+    client.destroy();
+    smuggler.close();
+    const statuses = (got.match(/HTTP\/1\.1 \d{3}/g) ?? []).map((l) => l.slice(9));
+    assert.deepEqual(statuses, ['502', '200']);
+    assert.ok(!got.includes('evil'), got);
+    assert.match(got, /both Transfer-Encoding and Content-Length/);
   });
 
   it('answers 504 after functionTimeout and releases the instance as timed out', async () => {
