@@ -6,6 +6,7 @@ import type net from 'node:net';
 import type { Readable } from 'node:stream';
 import { UpstreamError } from './errors.ts';
 import { ResponseParser, type ResponseSink } from './response-parser.ts';
+import type { RequestHead } from './request-head.ts';
 import type { ResponseHandler, UpstreamRequest } from './types.ts';
 
 /** What a connection needs from its pool. */
@@ -19,15 +20,10 @@ export interface ConnectionOwner {
 /** A keep-alive hint this close to running out is not worth the race with the instance's close. */
 const HINT_MARGIN_MS = 1000;
 const EMPTY = Buffer.alloc(0);
-// undici's rules: a field value is tab, visible ASCII, space or obs-text; a name is a token.
-const BAD_VALUE = /[^\t\x20-\x7e\x80-\xff]/;
-const TOKEN = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
-const BAD_TARGET = /[^\x21-\x7e\x80-\xff]/;
 
 export class Connection implements ResponseSink {
   readonly #socket: net.Socket;
   readonly #owner: ConnectionOwner;
-  readonly #host: string;
   readonly #maxIdleMs: number;
   readonly #parser: ResponseParser;
   #handler: ResponseHandler | undefined = undefined;
@@ -44,10 +40,9 @@ export class Connection implements ResponseSink {
   /** The handler asked to stop reading and has not resumed yet. */
   #pushedBack = false;
 
-  constructor(socket: net.Socket, owner: ConnectionOwner, host: string, maxIdleMs: number) {
+  constructor(socket: net.Socket, owner: ConnectionOwner, maxIdleMs: number) {
     this.#socket = socket;
     this.#owner = owner;
-    this.#host = host;
     this.#maxIdleMs = maxIdleMs;
     this.#parser = new ResponseParser(this);
     socket.on('data', this.#onSocketData);
@@ -56,30 +51,21 @@ export class Connection implements ResponseSink {
     socket.on('close', this.#onSocketClose);
   }
 
-  get busy(): boolean {
-    return this.#handler !== undefined;
-  }
-
   /** Whether an idle connection may still be used at `now` (ms since the epoch). */
   usable(now: number): boolean {
     return !this.#closed && now < this.#idleDeadline;
   }
 
-  send(req: UpstreamRequest, handler: ResponseHandler): void {
-    const head = this.#head(req);
-    if (typeof head !== 'string') {
-      // Nothing was written: the connection is as good as before (and as old).
-      this.#owner.release(this);
-      handler.onError(head);
-      return;
-    }
+  /** `head` from requestHead(), which has already checked `req`. */
+  send(req: UpstreamRequest, head: RequestHead, handler: ResponseHandler): void {
     this.#handler = handler;
+    this.#bodyChunked = head.chunked;
     this.#ended = false;
     this.#pushedBack = false;
     this.#awaitingHead = true;
     this.#parser.start(req.method === 'HEAD');
     this.#armTimer(req.timeoutMs);
-    this.#socket.write(head, 'latin1');
+    this.#socket.write(head.text, 'latin1');
     const body = req.body;
     this.#bodySent = body === null;
     if (body !== null) {
@@ -95,25 +81,6 @@ export class Connection implements ResponseSink {
   destroy(err?: Error): void {
     if (this.#handler !== undefined) this.#fail(err ?? new UpstreamError('UPSTREAM_DESTROYED', 'the connection to the instance was closed'));
     else this.#close();
-  }
-
-  #head(req: UpstreamRequest): string | UpstreamError {
-    if (BAD_TARGET.test(req.path)) return new UpstreamError('UPSTREAM_BAD_REQUEST', 'the request path has a space or control character in it');
-    let head = `${req.method} ${req.path} HTTP/1.1\r\nHost: ${this.#host}\r\n`;
-    const h = req.headers;
-    let framed = false;
-    for (let i = 0; i < h.length; i += 2) {
-      const name = h[i];
-      const value = h[i + 1];
-      // node:http has already refused such bytes from clients; this catches any the router itself might put together
-      // (the head is written as latin1, so anything above U+00FF would lose its high byte).
-      if (!TOKEN.test(name)) return new UpstreamError('UPSTREAM_BAD_REQUEST', `header name ${JSON.stringify(name.slice(0, 64))} is not a token`);
-      if (BAD_VALUE.test(value)) return new UpstreamError('UPSTREAM_BAD_REQUEST', `header ${JSON.stringify(name)} has a control character in its value`);
-      if (name.length === 14 && name.toLowerCase() === 'content-length') framed = true;
-      head += `${name}: ${value}\r\n`;
-    }
-    this.#bodyChunked = req.body !== null && !framed;
-    return this.#bodyChunked ? `${head}Transfer-Encoding: chunked\r\n\r\n` : `${head}\r\n`;
   }
 
   #armTimer(ms: number): void {

@@ -16,6 +16,7 @@
 import net from 'node:net';
 import { Connection, type ConnectionOwner } from './connection.ts';
 import { UpstreamError } from './errors.ts';
+import { requestHead } from './request-head.ts';
 import type { ResponseHandler, UpstreamRequest } from './types.ts';
 
 export type PoolTarget = { socketPath: string } | { host: string; port: number };
@@ -67,6 +68,11 @@ export class WorkerPool implements ConnectionOwner {
       handler.onError(new UpstreamError('UPSTREAM_DESTROYED', 'the connection pool to the instance is closed'));
       return;
     }
+    const head = requestHead(req, this.#host);
+    if (head instanceof UpstreamError) {
+      handler.onError(head);
+      return;
+    }
     let conn: Connection | undefined;
     if (this.#idle.length > 0) {
       const now = Date.now();
@@ -81,10 +87,10 @@ export class WorkerPool implements ConnectionOwner {
     if (conn === undefined) {
       const t = this.#target;
       const socket = 'socketPath' in t ? net.connect({ path: t.socketPath }) : connectTcp(t.host, t.port);
-      conn = new Connection(socket, this, this.#host, this.#maxIdleMs);
+      conn = new Connection(socket, this, this.#maxIdleMs);
       this.#all.add(conn);
     }
-    conn.send(req, handler);
+    conn.send(req, head, handler);
   }
 
   /** Close idle connections past their time; the router's sweep calls this. */
