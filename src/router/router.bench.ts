@@ -78,57 +78,45 @@ class Sink implements Dispatcher.DispatchHandler {
   }
 }
 
-class BareProxyCall implements Dispatcher.DispatchHandler {
-  readonly #res: http.ServerResponse;
+/** What both bare proxies do with a response: drop the framing headers, stream the rest. */
+class BareReply {
+  readonly res: http.ServerResponse;
   constructor(res: http.ServerResponse) {
-    this.#res = res;
+    this.res = res;
   }
-  onConnect(): void {}
-  onHeaders(status: number, raw: Buffer[]): boolean {
+  writeHead(status: number, count: number, at: (i: number) => string): void {
     const h: string[] = [];
-    for (let i = 0; i < raw.length; i += 2) {
-      const n = raw[i].toString('latin1');
+    for (let i = 0; i < count; i += 2) {
+      const n = at(i);
       const l = n.toLowerCase();
-      if (l !== 'connection' && l !== 'keep-alive' && l !== 'transfer-encoding') h.push(n, raw[i + 1].toString('latin1'));
+      if (l !== 'connection' && l !== 'keep-alive' && l !== 'transfer-encoding') h.push(n, at(i + 1));
     }
-    this.#res.writeHead(status, h);
-    return true;
+    this.res.writeHead(status, h);
   }
   onData(c: Buffer): boolean {
-    return this.#res.write(c);
+    return this.res.write(c);
   }
   onComplete(): void {
-    this.#res.end();
+    this.res.end();
   }
   onError(): void {
-    this.#res.statusCode = 502;
-    this.#res.end();
+    this.res.statusCode = 502;
+    this.res.end();
   }
 }
 
-class BareWorkerClientCall implements ResponseHandler {
-  readonly #res: http.ServerResponse;
-  constructor(res: http.ServerResponse) {
-    this.#res = res;
+class BareProxyCall extends BareReply implements Dispatcher.DispatchHandler {
+  onConnect(): void {}
+  onHeaders(status: number, raw: Buffer[]): boolean {
+    this.writeHead(status, raw.length, (i) => raw[i].toString('latin1'));
+    return true;
   }
+}
+
+class BareWorkerClientCall extends BareReply implements ResponseHandler {
   onStart(): void {}
   onHeaders(status: number, headers: string[]): void {
-    const h: string[] = [];
-    for (let i = 0; i < headers.length; i += 2) {
-      const l = headers[i].toLowerCase();
-      if (l !== 'connection' && l !== 'keep-alive' && l !== 'transfer-encoding') h.push(headers[i], headers[i + 1]);
-    }
-    this.#res.writeHead(status, h);
-  }
-  onData(c: Buffer): boolean {
-    return this.#res.write(c);
-  }
-  onComplete(): void {
-    this.#res.end();
-  }
-  onError(): void {
-    this.#res.statusCode = 502;
-    this.#res.end();
+    this.writeHead(status, headers.length, (i) => headers[i]);
   }
 }
 
