@@ -5,6 +5,7 @@
 // the router writes them to its client.
 //
 // Body chunks are handed on as views of the socket's buffers, never copied.
+import { BodyDecoder, type BodySink, CRLF2 } from '../http1/body-decoder.ts';
 import { badResponse } from './errors.ts';
 
 export interface ResponseSink {
@@ -22,32 +23,25 @@ export interface ResponseSink {
 
 /** Larger heads are refused: a runaway or hostile instance must not fill memory. */
 export const MAX_HEAD_BYTES = 64 * 1024;
-const MAX_CHUNK_LINE = 4096;
-const CRLF2 = Buffer.from('\r\n\r\n');
 const LF2 = Buffer.from('\n\n');
 
 // Parser states (plain numbers: the project's TypeScript has no enums).
 const State = {
   Idle: 0,
   Head: 1,
-  Fixed: 2,
-  ChunkSize: 3,
-  ChunkData: 4,
-  ChunkDataEnd: 5,
-  Trailers: 6,
-  UntilClose: 7,
-  Done: 8,
+  Body: 2,
+  Done: 3,
 } as const;
 type State = (typeof State)[keyof typeof State];
 
 const KEEP_ALIVE_TIMEOUT = /(?:^|[\s,])timeout=(\d+)/i;
 
-export class ResponseParser {
+export class ResponseParser implements BodySink {
   readonly #sink: ResponseSink;
+  readonly #body: BodyDecoder;
   #state: State = State.Idle;
-  /** A head (or chunk-size line, or trailers) split across reads. */
+  /** A head (or chunk-size line, or trailers) split across reads, or bytes held after a push-back. */
   #partial: Buffer | undefined = undefined;
-  #remaining = 0;
   #noBody = false;
   /** After the response: whether the connection may carry another request. */
   keepAlive = true;
@@ -58,6 +52,7 @@ export class ResponseParser {
 
   constructor(sink: ResponseSink) {
     this.#sink = sink;
+    this.#body = new BodyDecoder(this, badResponse);
   }
 
   /** Expect the response to a new request; `noBody` for HEAD requests. */
@@ -76,10 +71,14 @@ export class ResponseParser {
 
   /** The connection closed: true when that ends a read-until-close body. */
   finishOnClose(): boolean {
-    if (this.#state !== State.UntilClose) return false;
+    if (this.#state !== State.Body || !this.#body.finishOnClose()) return false;
     this.#state = State.Done;
     this.#sink.onEnd();
     return true;
+  }
+
+  onBody(chunk: Buffer, last: boolean): boolean {
+    return this.#sink.onBody(chunk, last);
   }
 
   /** Feed bytes from the socket; throws an UpstreamError on a malformed response. */
@@ -108,80 +107,16 @@ export class ResponseParser {
           this.#head(head);
           break;
         }
-        case State.Fixed: {
-          const n = Math.min(this.#remaining, len - pos);
-          this.#remaining -= n;
-          const chunk = buf.subarray(pos, pos + n);
-          pos += n;
-          if (this.#remaining === 0) {
+        case State.Body: {
+          pos = this.#body.decode(buf, pos);
+          if (this.#body.done) {
             this.#state = State.Done;
-            this.#sink.onBody(chunk, true);
             this.#sink.onEnd();
-          } else if (!this.#sink.onBody(chunk, false)) {
-            this.#hold(buf, pos);
-            return;
-          }
-          break;
-        }
-        case State.ChunkSize: {
-          const eol = buf.indexOf(0x0a, pos);
-          if (eol === -1) {
-            if (len - pos > MAX_CHUNK_LINE) throw badResponse('chunk size line too long');
+          } else if (pos < len) {
+            // A push-back, or an incomplete chunk line: kept for the next execute().
             this.#partial = buf.subarray(pos);
             return;
           }
-          const line = buf.toString('latin1', pos, eol);
-          pos = eol + 1;
-          this.#chunkSize(line);
-          break;
-        }
-        case State.ChunkData: {
-          const n = Math.min(this.#remaining, len - pos);
-          this.#remaining -= n;
-          const chunk = buf.subarray(pos, pos + n);
-          pos += n;
-          if (this.#remaining === 0) this.#state = State.ChunkDataEnd;
-          if (!this.#sink.onBody(chunk, false)) {
-            this.#hold(buf, pos);
-            return;
-          }
-          break;
-        }
-        case State.ChunkDataEnd: {
-          if (len - pos < 2) {
-            this.#partial = buf.subarray(pos);
-            return;
-          }
-          if (buf[pos] !== 0x0d || buf[pos + 1] !== 0x0a) throw badResponse('chunk data not followed by CRLF');
-          pos += 2;
-          this.#state = State.ChunkSize;
-          break;
-        }
-        case State.Trailers: {
-          // Trailers are read and dropped: the router has already sent its head.
-          if (len - pos < 2) {
-            this.#partial = buf.subarray(pos);
-            return;
-          }
-          let end = pos;
-          if (buf[pos] !== 0x0d || buf[pos + 1] !== 0x0a) {
-            const at = buf.indexOf(CRLF2, pos);
-            if (at === -1) {
-              if (len - pos > MAX_HEAD_BYTES) throw badResponse(`trailers larger than ${MAX_HEAD_BYTES} bytes`);
-              this.#partial = buf.subarray(pos);
-              return;
-            }
-            end = at + 2;
-          }
-          pos = end + 2;
-          this.#state = State.Done;
-          this.#sink.onEnd();
-          break;
-        }
-        case State.UntilClose: {
-          const chunk = pos === 0 ? buf : buf.subarray(pos);
-          pos = len;
-          this.#sink.onBody(chunk, false);
           break;
         }
         case State.Done:
@@ -192,11 +127,6 @@ export class ResponseParser {
           throw badResponse('data arrived while no request was in flight');
       }
     }
-  }
-
-  /** The sink pushed back: keep the unparsed rest for the next execute(). */
-  #hold(buf: Buffer, pos: number): void {
-    if (pos < buf.length) this.#partial = buf.subarray(pos);
   }
 
   /** Whether bytes are held back, waiting for execute() with nothing new. */
@@ -287,30 +217,18 @@ export class ResponseParser {
       // router's client (RFC 9112 6.3).
       if (contentLength !== -1) throw badResponse('both Transfer-Encoding and Content-Length');
       if (!chunked) throw badResponse('a Transfer-Encoding other than chunked');
-      this.#state = State.ChunkSize;
+      this.#body.chunked();
+      this.#state = State.Body;
     } else if (contentLength !== -1) {
-      this.#remaining = contentLength;
-      this.#state = contentLength === 0 ? State.Done : State.Fixed;
+      this.#body.fixed(contentLength);
+      this.#state = contentLength === 0 ? State.Done : State.Body;
     } else {
-      this.#state = State.UntilClose;
+      this.#body.untilClose();
+      this.#state = State.Body;
       this.keepAlive = false;
     }
     this.#sink.onHead(status, headers);
     if (this.#state === State.Done) this.#sink.onEnd();
-  }
-
-  #chunkSize(rawLine: string): void {
-    const line = rawLine.endsWith('\r') ? rawLine.slice(0, -1) : rawLine;
-    const semi = line.indexOf(';');
-    const hex = (semi === -1 ? line : line.slice(0, semi)).trim();
-    if (!/^[0-9a-fA-F]{1,12}$/.test(hex)) throw badResponse(`bad chunk size ${JSON.stringify(hex.slice(0, 16))}`);
-    const size = Number.parseInt(hex, 16);
-    if (size === 0) {
-      this.#state = State.Trailers;
-      return;
-    }
-    this.#remaining = size;
-    this.#state = State.ChunkData;
   }
 }
 
