@@ -1,7 +1,6 @@
 // The router's auth check, run before route matching so that an
 // unauthenticated caller learns nothing about which routes exist.
-import type { IncomingMessage, ServerResponse } from 'node:http';
-import { bearerToken, type JsonBody, jsonBody, sendJson } from './http.ts';
+import { type AuthRequest, type AuthResponse, bearerToken, type JsonBody, jsonBody, sendJson } from './http.ts';
 import { EXPIRED_TOKEN, INVALID_TOKEN, MALFORMED_TOKEN, type TokenFailure, type TokenService } from './tokens.ts';
 
 /** The router's liveness path; reachable without a token so probes need no credentials. */
@@ -12,7 +11,7 @@ export interface RouterGuardOptions {
   /** install value authentication.authUriPath */
   authUriPath: string;
   /** Answers requests to `authUriPath` (createLoginHandler). */
-  login: (req: IncomingMessage, res: ServerResponse) => void;
+  login: (req: AuthRequest, res: AuthResponse) => void;
 }
 
 /**
@@ -20,7 +19,7 @@ export interface RouterGuardOptions {
  * Pass the router's own parse of the path as `info.path` so both agree on
  * what the exemptions match (e.g. for absolute-form request targets).
  */
-export type RouterGuard = (req: IncomingMessage, res: ServerResponse, info?: { readonly path: string }) => boolean;
+export type RouterGuard = (req: AuthRequest, res: AuthResponse, info?: { readonly path: string }) => boolean;
 
 const bodies: Record<TokenFailure, JsonBody> = {
   [MALFORMED_TOKEN]: jsonBody(MALFORMED_TOKEN, 401),
@@ -36,7 +35,7 @@ function pathOf(url: string | undefined): string {
   return q < 0 ? url : url.slice(0, q);
 }
 
-export function sendUnauthorized(res: ServerResponse, message: TokenFailure): void {
+export function sendUnauthorized(res: AuthResponse, message: TokenFailure): void {
   sendJson(res, 401, bodies[message], challenge);
 }
 

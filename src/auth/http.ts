@@ -1,6 +1,28 @@
 // Shared HTTP pieces of the router-side auth: reading the bearer token and
 // answering with the JSON `{message, statusCode}` bodies DESIGN.md §5 fixes.
-import type { ServerResponse } from 'node:http';
+
+/**
+ * What the router-side auth reads of a request. node:http's IncomingMessage
+ * has it, and so does the request of the router's own HTTP/1.1 server.
+ */
+export interface AuthRequest {
+  readonly method?: string;
+  readonly url?: string;
+  readonly headers: { readonly [name: string]: string | string[] | undefined; readonly authorization?: string; readonly 'content-length'?: string };
+  readonly socket: { readonly remoteAddress?: string };
+  on(event: 'data', listener: (chunk: Buffer) => void): unknown;
+  on(event: 'end', listener: () => void): unknown;
+  on(event: 'error', listener: (err: Error) => void): unknown;
+}
+
+/** What the router-side auth does to a response (node:http's ServerResponse, or the router's own). */
+export interface AuthResponse {
+  statusCode: number;
+  readonly headersSent: boolean;
+  setHeader(name: string, value: string): unknown;
+  end(body?: Buffer): unknown;
+  destroy(): unknown;
+}
 
 /**
  * The token of an `Authorization: Bearer <token>` value, or undefined when
@@ -35,7 +57,7 @@ export function jsonBody(message: string, statusCode: number): JsonBody {
   return encodeJson({ message, statusCode });
 }
 
-export function sendJson(res: ServerResponse, status: number, body: JsonBody, headers: Record<string, string> = {}): void {
+export function sendJson(res: AuthResponse, status: number, body: JsonBody, headers: Record<string, string> = {}): void {
   res.statusCode = status;
   res.setHeader('Content-Type', 'application/json');
   res.setHeader('Content-Length', body.length);

@@ -1,7 +1,6 @@
 // The router's login endpoint (`POST <authUriPath>`), as a plain node:http
 // handler: `{"username","password"}` in, 201 `{"accesstoken","tokentype"}` out.
-import type { IncomingMessage, ServerResponse } from 'node:http';
-import { encodeJson, jsonBody, sendJson } from './http.ts';
+import { type AuthRequest, type AuthResponse, encodeJson, jsonBody, sendJson } from './http.ts';
 import { createLoginThrottle, type LoginThrottle } from './login-throttle.ts';
 import { secretMatcher } from './secret-util.ts';
 import type { TokenService } from './tokens.ts';
@@ -25,7 +24,7 @@ export interface LoginHandlerOptions {
    * Behind a proxy every client shares the proxy's address; a proxy this
    * router trusts can be honoured here (e.g. its X-Forwarded-For).
    */
-  clientAddress?: (req: IncomingMessage) => string | undefined;
+  clientAddress?: (req: AuthRequest) => string | undefined;
 }
 
 const invalidLogin = jsonBody(INVALID_LOGIN, 401);
@@ -38,7 +37,7 @@ function tooMany(seconds: number) {
 }
 
 /** Reads the body up to `limit` bytes; undefined when it is larger. */
-function readBody(req: IncomingMessage, limit: number): Promise<Buffer | undefined> {
+function readBody(req: AuthRequest, limit: number): Promise<Buffer | undefined> {
   return new Promise((resolve, reject) => {
     const declared = Number(req.headers['content-length']);
     if (Number.isFinite(declared) && declared > limit) return resolve(undefined);
@@ -75,14 +74,14 @@ function parseLogin(body: Buffer): { username: string; password: string } | 'bad
   return { username, password };
 }
 
-export function createLoginHandler(opts: LoginHandlerOptions): (req: IncomingMessage, res: ServerResponse) => void {
+export function createLoginHandler(opts: LoginHandlerOptions): (req: AuthRequest, res: AuthResponse) => void {
   const { tokens, logger } = opts;
   const userMatches = secretMatcher(opts.credentials.username);
   const passwordMatches = secretMatcher(opts.credentials.password);
   const throttle = opts.throttle ?? createLoginThrottle();
-  const addressOf = opts.clientAddress ?? ((req: IncomingMessage) => req.socket.remoteAddress);
+  const addressOf = opts.clientAddress ?? ((req: AuthRequest) => req.socket.remoteAddress);
 
-  const refuseIfLocked = (res: ServerResponse, address: string): boolean => {
+  const refuseIfLocked = (res: AuthResponse, address: string): boolean => {
     const wait = throttle.retryAfter(address);
     if (wait === 0) return false;
     // Connection: close, since the request body may be left unread.
@@ -90,7 +89,7 @@ export function createLoginHandler(opts: LoginHandlerOptions): (req: IncomingMes
     return true;
   };
 
-  const handle = async (req: IncomingMessage, res: ServerResponse): Promise<void> => {
+  const handle = async (req: AuthRequest, res: AuthResponse): Promise<void> => {
     if (req.method !== 'POST') {
       sendJson(res, 405, notAllowed, { Allow: 'POST' });
       return;

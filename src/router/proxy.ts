@@ -2,15 +2,14 @@
 // request over the instance's keep-alive pool, stream both bodies, give the
 // instance back with what happened to it.
 //
-// One ProxyCall object per request is the worker client's handler itself, so
-// there are no per-request closures; the ServerResponse points back at it
-// through a symbol for the 'close' and 'drain' listeners, which are shared
-// module-level functions.
-import type { IncomingMessage, ServerResponse } from 'node:http';
+// One ProxyCall object per request is the worker client's handler and the
+// response's watcher itself, so there are no per-request closures.
 import type { Logger } from 'pino';
 import { type ErrorCode, ErrorCodes, isFlintError } from '../api/errors.ts';
 import type { Executor, Lease } from '../executor/types.ts';
 import { responseHeaders } from './forward-headers.ts';
+import type { Http1Request } from './http1/request.ts';
+import type { Http1Response, ResponseWatcher } from './http1/response.ts';
 import type { FnStats, RouterMetrics } from './metrics.ts';
 import { REQUEST_ID_HEADER, sendError } from './reply.ts';
 import type { FnTarget } from './targets.ts';
@@ -28,25 +27,13 @@ export interface ProxyDeps {
 /** nginx's code for "the client went away first"; only ever seen in metrics. */
 const CLIENT_CLOSED = 499;
 
-const kCall = Symbol('flint.proxyCall');
-type WithCall = ServerResponse & { [kCall]?: ProxyCall };
-
-function onResponseClose(this: WithCall): void {
-  const call = this[kCall];
-  if (call !== undefined) call.clientClosed();
-}
-
-function onResponseDrain(this: WithCall): void {
-  this[kCall]?.resumeUpstream();
-}
-
 /** Connection errors that mean the instance is gone, not merely misbehaving: no warning logged. */
 const EXPECTED_CODES = new Set(['ECONNREFUSED', 'ENOENT', 'ECONNRESET', 'EPIPE', 'ENOTCONN', 'ETIMEDOUT', 'EHOSTUNREACH', 'UPSTREAM_CLOSED', 'UPSTREAM_DESTROYED']);
 
-export class ProxyCall implements ResponseHandler {
+export class ProxyCall implements ResponseHandler, ResponseWatcher {
   readonly #deps: ProxyDeps;
-  readonly #req: IncomingMessage;
-  readonly #res: WithCall;
+  readonly #req: Http1Request;
+  readonly #res: Http1Response;
   readonly #target: FnTarget;
   readonly #stats: FnStats;
   readonly #requestId: string;
@@ -62,8 +49,8 @@ export class ProxyCall implements ResponseHandler {
 
   constructor(
     deps: ProxyDeps,
-    req: IncomingMessage,
-    res: ServerResponse,
+    req: Http1Request,
+    res: Http1Response,
     target: FnTarget,
     requestId: string,
     path: string,
@@ -82,7 +69,7 @@ export class ProxyCall implements ResponseHandler {
       path,
       method: req.method as string,
       headers,
-      body: hasBody ? req : null,
+      body: hasBody ? req.body : null,
       // functionTimeout bounds the wait for the response head and any silence
       // inside the body; a body that keeps flowing may run longer.
       timeoutMs: target.timeoutMs,
@@ -91,8 +78,7 @@ export class ProxyCall implements ResponseHandler {
 
   start(): void {
     this.#deps.metrics.begin();
-    this.#res[kCall] = this;
-    this.#res.on('close', onResponseClose);
+    this.#res.watcher = this;
     this.#deps.executor.acquire(this.#target.fn, this.#abort.signal).then(
       (lease) => this.#onLease(lease),
       (err) => this.#onAcquireError(err),
@@ -132,13 +118,14 @@ export class ProxyCall implements ResponseHandler {
 
   /** The client closed its connection before the response was complete. */
   clientClosed(): void {
-    if (this.#done || this.#res.writableFinished) return;
+    if (this.#done || this.#res.finished) return;
     this.#gone = true;
     this.#abort.abort();
     this.#abortUpstream?.(new Error('client closed the connection'));
   }
 
-  resumeUpstream(): void {
+  /** The client took what was written: read on from the instance. */
+  drained(): void {
     if (!this.#done) this.#resume?.();
   }
 
@@ -155,7 +142,7 @@ export class ProxyCall implements ResponseHandler {
       // The standard reason phrase, as Go's proxy does: a custom one is rarely meant for the end client.
       this.#res.writeHead(statusCode, responseHeaders(headers, REQUEST_ID_HEADER, this.#requestId));
     } catch (err) {
-      // node:http refuses header names and values that are not HTTP (ERR_INVALID_HTTP_TOKEN, ERR_INVALID_CHAR).
+      // Header names and values that are not HTTP are refused (ERR_INVALID_HTTP_TOKEN, ERR_INVALID_CHAR).
       this.#abortUpstream?.(badResponse((err as Error).message));
     }
   }
@@ -166,9 +153,7 @@ export class ProxyCall implements ResponseHandler {
       this.#tail = chunk;
       return true;
     }
-    if (this.#res.write(chunk)) return true;
-    this.#res.once('drain', onResponseDrain);
-    return false;
+    return this.#res.write(chunk);
   }
 
   onComplete(): void {
@@ -219,8 +204,8 @@ export class ProxyCall implements ResponseHandler {
   #finish(status: number): void {
     if (this.#done) return;
     this.#done = true;
-    // A drain after the end must not resume the connection for its next request.
-    this.#res.off('drain', onResponseDrain);
+    // A drain or close after the end must not reach this call (nor resume the instance connection for its next request).
+    if (this.#res.watcher === this) this.#res.watcher = undefined;
     this.#deps.metrics.end(this.#stats, this.#opts.method, status, this.#startedMs);
   }
 }

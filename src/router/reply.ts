@@ -1,11 +1,11 @@
 // The router's own answers. Every error body is the same JSON shape, so a
 // caller can tell a router error (it has `code`) from a function's response.
-import type { ServerResponse } from 'node:http';
+import type { Http1Response } from './http1/response.ts';
 import { type ErrorCode, ErrorCodes } from '../api/errors.ts';
 
 export const REQUEST_ID_HEADER = 'X-Flint-Request-Id';
 
-export function sendError(res: ServerResponse, code: ErrorCode, message: string, requestId: string, allow?: string): number {
+export function sendError(res: Http1Response, code: ErrorCode, message: string, requestId: string, allow?: string): number {
   const status = ErrorCodes[code].status;
   if (res.headersSent) {
     // Too late for a status: cut the response so the client sees it is incomplete.
@@ -29,7 +29,7 @@ export function sendError(res: ServerResponse, code: ErrorCode, message: string,
   return status;
 }
 
-export function sendEmpty(res: ServerResponse, status: number, requestId: string): void {
+export function sendEmpty(res: Http1Response, status: number, requestId: string): void {
   res.writeHead(status, ['Content-Length', '0', REQUEST_ID_HEADER, requestId]);
   res.end();
 }

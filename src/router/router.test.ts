@@ -472,7 +472,7 @@ describe('router hooks', () => {
       beforeRoute(req, res, info) {
         seen.push(info.path);
         if (req.headers.authorization === 'Bearer ok') return true;
-        res.writeHead(401, { 'content-type': 'application/json' });
+        res.writeHead(401, ['content-type', 'application/json']);
         res.end(JSON.stringify({ message: 'Unauthorized: malformed Token', statusCode: 401 }));
         return false;
       },
@@ -481,7 +481,7 @@ describe('router hooks', () => {
           path: '/auth/login',
           public: true,
           handle(_req, res) {
-            res.writeHead(201, { 'content-type': 'application/json' });
+            res.writeHead(201, ['content-type', 'application/json']);
             res.end('{"accesstoken":"ok"}');
           },
         },

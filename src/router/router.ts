@@ -1,13 +1,16 @@
-// The router: Flint's public data plane. Plain node:http on the hot path:
-// router-owned endpoints, then the auth seam, then the internal function path
-// or the route table, then the proxy.
-import http from 'node:http';
-import type { AddressInfo } from 'node:net';
+// The router: Flint's public data plane, on its own HTTP/1.1 server
+// (http1/server.ts says why not node:http): router-owned endpoints, then the
+// auth seam, then the internal function path or the route table, then the
+// proxy.
 import type { Logger } from 'pino';
 import type { Registry } from 'prom-client';
+import type { FlintError } from '../api/errors.ts';
 import type { Executor } from '../executor/types.ts';
 import type { Store } from '../store/store.ts';
 import { forwardedHost, type ScannedRequest, scanRequest } from './forward-headers.ts';
+import type { Http1Request } from './http1/request.ts';
+import type { Http1Response } from './http1/response.ts';
+import { Http1Server } from './http1/server.ts';
 import { INTERNAL_PREFIX, resolveInternal } from './internal-path.ts';
 import { RouterMetrics } from './metrics.ts';
 import { ProxyCall, type ProxyDeps } from './proxy.ts';
@@ -33,7 +36,7 @@ export interface RequestInfo {
  * false once the hook has answered the request itself. The response already
  * carries `X-Flint-Request-Id`.
  */
-export type BeforeRoute = (req: http.IncomingMessage, res: http.ServerResponse, info: RequestInfo) => boolean | Promise<boolean>;
+export type BeforeRoute = (req: Http1Request, res: Http1Response, info: RequestInfo) => boolean | Promise<boolean>;
 
 /** A path the router answers itself; never shadowed by a route. */
 export interface RouterEndpoint {
@@ -41,7 +44,7 @@ export interface RouterEndpoint {
   path: string;
   /** Public endpoints skip `beforeRoute` (health checks, the login path). */
   public?: boolean;
-  handle(req: http.IncomingMessage, res: http.ServerResponse, info: RequestInfo): void | Promise<void>;
+  handle(req: Http1Request, res: Http1Response, info: RequestInfo): void | Promise<void>;
 }
 
 export interface RouterOptions {
@@ -104,7 +107,7 @@ function forwardPath(hit: RouteHit, path: string, query: string): string {
 
 export class Router {
   readonly #o: RouterOptions;
-  readonly #server: http.Server;
+  readonly #server: Http1Server;
   readonly #source: RouteSource;
   readonly #upstreams = new Upstreams();
   readonly #deps: ProxyDeps;
@@ -127,9 +130,13 @@ export class Router {
     for (const e of own) this.#endpoints.set(e.path, e);
     // A load balancer in front usually keeps idle connections for 60 s; ours
     // must outlive them or it would close one just as a request is sent on it.
-    this.#server = http.createServer({ keepAliveTimeout: 65_000, headersTimeout: 66_000, requestTimeout: 0 }, (req, res) =>
-      this.#handle(req, res),
-    );
+    this.#server = new Http1Server({
+      keepAliveTimeoutMs: 65_000,
+      headersTimeoutMs: 66_000,
+      handle: (req, res) => this.#handle(req, res),
+      refuse: (res, err) => this.#refuse(res, err),
+      handlerFailed: (err) => opts.logger.error({ err }, 'router request handler failed'),
+    });
   }
 
   get url(): string {
@@ -143,33 +150,20 @@ export class Router {
 
   async start(): Promise<{ url: string }> {
     await this.#source.start();
-    await new Promise<void>((resolve, reject) => {
-      this.#server.once('error', reject);
-      this.#server.listen(this.#o.port, this.#o.host, () => {
-        this.#server.off('error', reject);
-        resolve();
-      });
-    });
-    const a = this.#server.address() as AddressInfo;
+    const a = await this.#server.listen(this.#o.port, this.#o.host);
     this.#url = `http://${a.address.includes(':') ? `[${a.address}]` : a.address}:${a.port}`;
     return { url: this.#url };
   }
 
   async stop(): Promise<void> {
     this.#source.stop();
-    if (this.#server.listening) {
-      const closed = new Promise<void>((resolve) => this.#server.close(() => resolve()));
-      this.#server.closeIdleConnections();
-      const force = setTimeout(() => this.#server.closeAllConnections(), this.#o.drainMs ?? 5000);
-      await closed;
-      clearTimeout(force);
-    }
+    if (this.#server.listening) await this.#server.close(this.#o.drainMs ?? 5000);
     await this.#upstreams.close();
   }
 
   // ---- per request ----------------------------------------------------------------
 
-  #handle(req: http.IncomingMessage, res: http.ServerResponse): void {
+  #handle(req: Http1Request, res: Http1Response): void {
     const startedMs = performance.now();
     const scan = scanRequest(req.rawHeaders);
     const requestId = requestIdFrom(scan.requestId);
@@ -206,8 +200,8 @@ export class Router {
 
   #afterHook(
     own: RouterEndpoint | undefined,
-    req: http.IncomingMessage,
-    res: http.ServerResponse,
+    req: Http1Request,
+    res: Http1Response,
     scan: ScannedRequest,
     requestId: string,
     path: string,
@@ -218,7 +212,7 @@ export class Router {
     else this.#route(req, res, scan, requestId, path, query, startedMs);
   }
 
-  #route(req: http.IncomingMessage, res: http.ServerResponse, scan: ScannedRequest, requestId: string, path: string, query: string, startedMs: number): void {
+  #route(req: Http1Request, res: Http1Response, scan: ScannedRequest, requestId: string, path: string, query: string, startedMs: number): void {
     const method = req.method as string;
     const table = this.#source.table;
     const headers = scan.headers;
@@ -261,16 +255,21 @@ export class Router {
     new ProxyCall(this.#deps, req, res, target, requestId, fwd, headers, scan.hasBody, startedMs).start();
   }
 
+  /** A request the server refused before routing (malformed, head too large, too slow). */
+  #refuse(res: Http1Response, err: FlintError): void {
+    this.#countMiss('other', sendError(res, err.code, err.message, requestIdFrom(undefined)));
+  }
+
   #countMiss(method: string, status: number): void {
     this.metrics.count(this.metrics.none, method, status);
   }
 
-  #hookFailed(res: http.ServerResponse, requestId: string, err: unknown): void {
+  #hookFailed(res: Http1Response, requestId: string, err: unknown): void {
     this.#o.logger.error({ err, requestId }, 'beforeRoute hook failed');
     sendError(res, 'FLINT_ERR_INTERNAL', 'the request could not be checked', requestId);
   }
 
-  #serveOwn(e: RouterEndpoint, req: http.IncomingMessage, res: http.ServerResponse, info: RequestInfo): void {
+  #serveOwn(e: RouterEndpoint, req: Http1Request, res: Http1Response, info: RequestInfo): void {
     try {
       const done = e.handle(req, res, info);
       if (done !== undefined) done.catch((err) => this.#ownFailed(e, res, info, err));
@@ -279,12 +278,12 @@ export class Router {
     }
   }
 
-  #ownFailed(e: RouterEndpoint, res: http.ServerResponse, info: RequestInfo, err: unknown): void {
+  #ownFailed(e: RouterEndpoint, res: Http1Response, info: RequestInfo, err: unknown): void {
     this.#o.logger.error({ err, path: e.path, requestId: info.requestId }, 'router endpoint failed');
     sendError(res, 'FLINT_ERR_INTERNAL', `${e.path} failed`, info.requestId);
   }
 
-  #health(req: http.IncomingMessage, res: http.ServerResponse, info: RequestInfo): void {
+  #health(req: Http1Request, res: Http1Response, info: RequestInfo): void {
     if (req.method !== 'GET' && req.method !== 'HEAD') {
       sendError(res, 'FLINT_ERR_METHOD_NOT_ALLOWED', `method ${req.method} is not allowed on ${info.path}`, info.requestId, 'GET, HEAD');
       return;
@@ -292,7 +291,7 @@ export class Router {
     sendEmpty(res, 200, info.requestId);
   }
 
-  async #serveMetrics(req: http.IncomingMessage, res: http.ServerResponse, info: RequestInfo): Promise<void> {
+  async #serveMetrics(req: Http1Request, res: Http1Response, info: RequestInfo): Promise<void> {
     if (req.method !== 'GET' && req.method !== 'HEAD') {
       sendError(res, 'FLINT_ERR_METHOD_NOT_ALLOWED', `method ${req.method} is not allowed on ${info.path}`, info.requestId, 'GET, HEAD');
       return;

@@ -1,5 +1,6 @@
 // The request line and header block for one request, checked before any
 // connection is taken for it, so a request that cannot be sent costs nothing.
+import { isFieldValue, isTarget, isToken } from '../http1/chars.ts';
 import { UpstreamError } from './errors.ts';
 import type { UpstreamRequest } from './types.ts';
 
@@ -10,23 +11,18 @@ export interface RequestHead {
   chunked: boolean;
 }
 
-// undici's rules: a field value is tab, visible ASCII, space or obs-text; a name is a token.
-const BAD_VALUE = /[^\t\x20-\x7e\x80-\xff]/;
-const TOKEN = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
-const BAD_TARGET = /[^\x21-\x7e\x80-\xff]/;
-
 export function requestHead(req: UpstreamRequest, host: string): RequestHead | UpstreamError {
-  if (BAD_TARGET.test(req.path)) return new UpstreamError('UPSTREAM_BAD_REQUEST', 'the request path has a space or control character in it');
+  if (!isTarget(req.path)) return new UpstreamError('UPSTREAM_BAD_REQUEST', 'the request path has a space or control character in it');
   let head = `${req.method} ${req.path} HTTP/1.1\r\nHost: ${host}\r\n`;
   const h = req.headers;
   let framed = false;
   for (let i = 0; i < h.length; i += 2) {
     const name = h[i];
     const value = h[i + 1];
-    // node:http has already refused such bytes from clients; this catches any the router itself might put together
-    // (the head is written as latin1, so anything above U+00FF would lose its high byte).
-    if (!TOKEN.test(name)) return new UpstreamError('UPSTREAM_BAD_REQUEST', `header name ${JSON.stringify(name.slice(0, 64))} is not a token`);
-    if (BAD_VALUE.test(value)) return new UpstreamError('UPSTREAM_BAD_REQUEST', `header ${JSON.stringify(name)} has a control character in its value`);
+    // The router's server has already refused such bytes from clients; this catches any the router itself might
+    // put together (the head is written as latin1, so anything above U+00FF would lose its high byte).
+    if (!isToken(name)) return new UpstreamError('UPSTREAM_BAD_REQUEST', `header name ${JSON.stringify(name.slice(0, 64))} is not a token`);
+    if (!isFieldValue(value)) return new UpstreamError('UPSTREAM_BAD_REQUEST', `header ${JSON.stringify(name)} has a control character in its value`);
     if (name.length === 14 && name.toLowerCase() === 'content-length') framed = true;
     head += `${name}: ${value}\r\n`;
   }

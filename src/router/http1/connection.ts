@@ -1,0 +1,239 @@
+// One client connection of the router's HTTP/1.1 server: requests one after
+// another (pipelined ones wait their turn), each body streamed with
+// backpressure, each response written in as few writes as it can be.
+import type net from 'node:net';
+import { FlintError } from '../../api/errors.ts';
+import { type RequestHead, RequestParser, type RequestSink } from './request-parser.ts';
+import { Http1Request, RequestBody } from './request.ts';
+import { Http1Response, type ResponseOwner } from './response.ts';
+
+export interface ConnectionHost {
+  readonly keepAliveSeconds: number;
+  /** The server is stopping: every response closes its connection. */
+  readonly closing: boolean;
+  handle(req: Http1Request, res: Http1Response): void;
+  /** Answers a request the parser refused (or a handler that threw before answering). */
+  refuse(res: Http1Response, err: FlintError): void;
+  handlerFailed(err: unknown): void;
+  forget(conn: ClientConnection): void;
+}
+
+/** Requests sent ahead of their turn are buffered up to this much before reading stops. */
+const MAX_QUEUED_BYTES = 64 * 1024;
+const CONTINUE = 'HTTP/1.1 100 Continue\r\n\r\n';
+
+export class ClientConnection implements RequestSink, ResponseOwner {
+  readonly #socket: net.Socket;
+  readonly #host: ConnectionHost;
+  readonly #parser: RequestParser;
+  #res: Http1Response | undefined = undefined;
+  #body: RequestBody | null = null;
+  #bodyDone = true;
+  /** The response went out before the body came in: the rest of the body is read and dropped. */
+  #dumping = false;
+  #closeAfter = false;
+  #corked = false;
+  /** Reading stopped for a body that is not being read, or for requests queued behind this one. */
+  #paused = false;
+  #waitingDrain = false;
+  #closed = false;
+  /** When the connection last became idle (ms), 0 while a request is under way. */
+  idleSince: number;
+  /** When the current head began arriving (ms), 0 when none is. */
+  headSince = 0;
+
+  constructor(socket: net.Socket, host: ConnectionHost) {
+    this.#socket = socket;
+    this.#host = host;
+    this.#parser = new RequestParser(this);
+    this.idleSince = Date.now();
+    socket.on('data', this.#onData);
+    socket.on('error', noop);
+    socket.on('close', this.#onClose);
+    socket.on('drain', this.#onDrain);
+  }
+
+  get idle(): boolean {
+    return this.#res === undefined && !this.#parser.midRequest;
+  }
+
+  // ---- reading ------------------------------------------------------------------
+
+  readonly #onData = (data: Buffer): void => {
+    if (this.#res === undefined && this.headSince === 0) this.headSince = Date.now();
+    try {
+      this.#parser.execute(data);
+    } catch (err) {
+      this.#refuse(err);
+      return;
+    }
+    if (this.#res !== undefined && this.#bodyDone && this.#parser.buffered > MAX_QUEUED_BYTES) this.#pause();
+  };
+
+  onRequest(head: RequestHead): void {
+    this.headSince = 0;
+    this.idleSince = 0;
+    if (!head.keepAlive) this.#closeAfter = true;
+    const res = new Http1Response(this, head.method === 'HEAD', head.http10, this.#closeAfter || this.#host.closing, this.#host.keepAliveSeconds);
+    this.#res = res;
+    let body: RequestBody | null = null;
+    if (head.hasBody) {
+      body = new RequestBody(this.#bodyWanted);
+      this.#bodyDone = false;
+      if (head.expectContinue) this.write(CONTINUE, false);
+    } else {
+      this.#bodyDone = true;
+    }
+    this.#body = body;
+    this.#dumping = false;
+    const req = new Http1Request(head, this.#socket, body);
+    try {
+      this.#host.handle(req, res);
+    } catch (err) {
+      this.#host.handlerFailed(err);
+      if (!res.headersSent) this.#host.refuse(res, new FlintError('FLINT_ERR_INTERNAL', 'the router failed on this request'));
+      else this.destroy();
+    }
+  }
+
+  onBody(chunk: Buffer, _last: boolean): boolean {
+    if (this.#dumping || this.#body === null) return true;
+    if (this.#body.push(chunk)) return true;
+    this.#pause();
+    return false;
+  }
+
+  onRequestEnd(): void {
+    this.#bodyDone = true;
+    if (!this.#dumping) this.#body?.push(null);
+    if (this.#res?.finished === true) this.#next();
+  }
+
+  readonly #bodyWanted = (): void => {
+    if (this.#paused && !this.#bodyDone) this.#resume();
+  };
+
+  #pause(): void {
+    if (this.#paused) return;
+    this.#paused = true;
+    this.#socket.pause();
+  }
+
+  #resume(): void {
+    this.#paused = false;
+    this.#socket.resume();
+    // Bytes held back when reading stopped are parsed now, not when more arrive.
+    if (this.#parser.buffered > 0) {
+      try {
+        this.#parser.execute(EMPTY);
+      } catch (err) {
+        this.#refuse(err);
+      }
+    }
+  }
+
+  readonly #onClose = (): void => {
+    this.#closed = true;
+    const res = this.#res;
+    if (res !== undefined && !res.finished) res.watcher?.clientClosed();
+    if (!this.#bodyDone && this.#body !== null && !this.#dumping) {
+      this.#body.destroy(Object.assign(new Error('the client closed the connection before sending the whole body'), { code: 'ECONNRESET' }));
+    }
+    this.#host.forget(this);
+  };
+
+  // ---- writing (ResponseOwner) -------------------------------------------------------
+
+  write(data: Buffer | string, more: boolean): boolean {
+    const s = this.#socket;
+    if (this.#closed) return true;
+    if (more && !this.#corked) {
+      s.cork();
+      this.#corked = true;
+    }
+    const ok = typeof data === 'string' ? s.write(data, 'latin1') : s.write(data);
+    if (!more && this.#corked) {
+      this.#corked = false;
+      s.uncork();
+    }
+    if (!ok) this.#waitingDrain = true;
+    return ok;
+  }
+
+  readonly #onDrain = (): void => {
+    if (!this.#waitingDrain) return;
+    this.#waitingDrain = false;
+    this.#res?.watcher?.drained();
+  };
+
+  responseDone(res: Http1Response, close: boolean): void {
+    if (res !== this.#res) return;
+    if (close || this.#closeAfter || this.#host.closing) {
+      this.#closeAfter = true;
+      this.#socket.end();
+      return;
+    }
+    if (this.#bodyDone) {
+      this.#next();
+      return;
+    }
+    // Read the rest of the body and drop it, so the next request can be parsed.
+    this.#dumping = true;
+    this.#body?.destroy();
+    if (this.#paused) this.#resume();
+  }
+
+  destroy(): void {
+    this.#socket.destroy();
+  }
+
+  #next(): void {
+    this.#res = undefined;
+    this.#body = null;
+    this.#dumping = false;
+    this.idleSince = Date.now();
+    if (this.#paused) {
+      this.#paused = false;
+      this.#socket.resume();
+    }
+    try {
+      this.#parser.next();
+    } catch (err) {
+      this.#refuse(err);
+    }
+  }
+
+  /** Ends an idle connection (keep-alive timeout, server stop); one mid-request is left alone. */
+  closeIfIdle(): boolean {
+    if (!this.idle) return false;
+    this.#socket.destroy();
+    return true;
+  }
+
+  /** The head took too long: answered with 408 when no response is under way. */
+  timeOutHead(): void {
+    if (this.#res !== undefined) return;
+    this.#refuse(new FlintError('FLINT_ERR_REQUEST_TIMEOUT', 'the request head took too long to arrive'));
+  }
+
+  #refuse(err: unknown): void {
+    const e = err instanceof FlintError ? err : new FlintError('FLINT_ERR_VALIDATION', `malformed HTTP request: ${(err as Error).message}`);
+    this.#socket.pause();
+    this.#paused = true;
+    // Mid-request (a bad chunk in a body being forwarded) there is no clean answer left to give.
+    if (this.#res !== undefined) {
+      this.destroy();
+      return;
+    }
+    // A refused request ends the connection: what follows it cannot be trusted to be a request.
+    this.#closeAfter = true;
+    this.#dumping = true;
+    const res = new Http1Response(this, false, false, true, this.#host.keepAliveSeconds);
+    this.#res = res;
+    this.#host.refuse(res, e);
+  }
+}
+
+const EMPTY = Buffer.alloc(0);
+
+function noop(): void {}

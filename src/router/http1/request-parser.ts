@@ -1,0 +1,242 @@
+// An incremental HTTP/1.1 request parser for the router's client
+// connections. Strict in the ways that keep a reused connection in step with
+// the client and with anything in front of the router (RFC 9112): one Host,
+// one Content-Length, no Transfer-Encoding but chunked, never both, no
+// folded or bare-LF lines, header names that are tokens and values without
+// control characters. A request it refuses ends the connection.
+//
+// One request at a time: bytes after a complete request are kept, not
+// parsed, until next() says the response to it is done.
+import { FlintError } from '../../api/errors.ts';
+import { BodyDecoder, type BodySink, CRLF2 } from './body-decoder.ts';
+import { isFieldValue, isTarget, isToken } from './chars.ts';
+
+export interface RequestHead {
+  readonly method: string;
+  /** The request target as sent (origin form, or absolute form). */
+  readonly url: string;
+  readonly http10: boolean;
+  /** Name/value pairs as sent (latin1), like node:http's rawHeaders. */
+  readonly rawHeaders: string[];
+  /** The client lets the connection carry another request after this one. */
+  readonly keepAlive: boolean;
+  /** A body follows (a Content-Length above 0, or chunked). */
+  readonly hasBody: boolean;
+  readonly expectContinue: boolean;
+}
+
+export interface RequestSink extends BodySink {
+  /** A request head; when it has a body, onBody calls and one onRequestEnd follow. */
+  onRequest(head: RequestHead): void;
+  onRequestEnd(): void;
+}
+
+/** node:http's default: larger heads are refused with 431. */
+export const MAX_REQUEST_HEAD_BYTES = 16 * 1024;
+const LF2 = Buffer.from('\n\n');
+
+const State = { Head: 0, Body: 1, Done: 2 } as const;
+type State = (typeof State)[keyof typeof State];
+
+export function badRequest(what: string): FlintError {
+  return new FlintError('FLINT_ERR_VALIDATION', `malformed HTTP request: ${what}`);
+}
+
+function isOws(c: number): boolean {
+  return c === 0x20 || c === 0x09;
+}
+
+export class RequestParser implements BodySink {
+  readonly #sink: RequestSink;
+  readonly #body: BodyDecoder;
+  #state: State = State.Head;
+  /** A head split across reads, bytes held after a push-back, or the next request's bytes. */
+  #partial: Buffer | undefined = undefined;
+  #executing = false;
+
+  constructor(sink: RequestSink) {
+    this.#sink = sink;
+    this.#body = new BodyDecoder(this, badRequest);
+  }
+
+  /** Bytes kept for later: a head still arriving, or requests sent ahead of their turn. */
+  get buffered(): number {
+    return this.#partial === undefined ? 0 : this.#partial.length;
+  }
+
+  /** Whether a request head has begun arriving (or is waiting its turn). */
+  get midRequest(): boolean {
+    return this.#state !== State.Head || this.#partial !== undefined;
+  }
+
+  onBody(chunk: Buffer, last: boolean): boolean {
+    return this.#sink.onBody(chunk, last);
+  }
+
+  /** The response to the current request is done: parse the next one. */
+  next(): void {
+    this.#state = State.Head;
+    // Called from inside execute() (a response sent synchronously), the loop there goes on by itself.
+    if (!this.#executing && this.#partial !== undefined) this.execute(EMPTY);
+  }
+
+  /** Feed bytes from the socket; throws a FlintError on a request it refuses. */
+  execute(data: Buffer): void {
+    let buf = data;
+    if (this.#partial !== undefined) {
+      buf = data.length === 0 ? this.#partial : Buffer.concat([this.#partial, data]);
+      this.#partial = undefined;
+    }
+    this.#executing = true;
+    try {
+      this.#run(buf);
+    } finally {
+      this.#executing = false;
+    }
+  }
+
+  #run(buf: Buffer): void {
+    let pos = 0;
+    const len = buf.length;
+    while (pos < len) {
+      switch (this.#state) {
+        case State.Head: {
+          // RFC 9112 2.2: empty lines before a request line are ignored.
+          while (pos + 1 < len && buf[pos] === 0x0d && buf[pos + 1] === 0x0a) pos += 2;
+          if (pos >= len) return;
+          const end = buf.indexOf(CRLF2, pos);
+          if (end === -1) {
+            if (len - pos > MAX_REQUEST_HEAD_BYTES) throw headTooLarge();
+            if (buf.indexOf(LF2, pos) !== -1) throw badRequest('lines end in a bare LF');
+            this.#partial = buf.subarray(pos);
+            return;
+          }
+          if (end - pos > MAX_REQUEST_HEAD_BYTES) throw headTooLarge();
+          const head = buf.toString('latin1', pos, end);
+          pos = end + 4;
+          this.#head(head);
+          break;
+        }
+        case State.Body: {
+          pos = this.#body.decode(buf, pos);
+          if (this.#body.done) {
+            this.#state = State.Done;
+            this.#sink.onRequestEnd();
+          } else if (pos < len) {
+            this.#partial = buf.subarray(pos);
+            return;
+          }
+          break;
+        }
+        case State.Done:
+          // The next request waits for the response to this one.
+          this.#partial = buf.subarray(pos);
+          return;
+      }
+    }
+  }
+
+  #head(head: string): void {
+    const lineEnd0 = head.indexOf('\r\n');
+    const lineEnd = lineEnd0 === -1 ? head.length : lineEnd0;
+    const sp1 = head.indexOf(' ');
+    const sp2 = sp1 === -1 ? -1 : head.indexOf(' ', sp1 + 1);
+    if (sp1 <= 0 || sp2 === -1 || sp2 >= lineEnd) throw badRequest(`bad request line ${JSON.stringify(head.slice(0, Math.min(lineEnd, 64)))}`);
+    const method = head.slice(0, sp1);
+    if (!isToken(method)) throw badRequest(`bad method ${JSON.stringify(method.slice(0, 32))}`);
+    if (!isTarget(head, sp1 + 1, sp2)) throw badRequest('the request target is empty or has a character that must be percent-encoded');
+    const url = head.slice(sp1 + 1, sp2);
+    let http10: boolean;
+    if (lineEnd - sp2 === 9 && head.startsWith('HTTP/1.', sp2 + 1)) {
+      const minor = head.charCodeAt(sp2 + 8);
+      if (minor !== 0x30 && minor !== 0x31) throw badRequest(`unsupported version ${JSON.stringify(head.slice(sp2 + 1, lineEnd))}`);
+      http10 = minor === 0x30;
+    } else {
+      throw badRequest(`unsupported version ${JSON.stringify(head.slice(sp2 + 1, Math.min(lineEnd, sp2 + 17)))}`);
+    }
+
+    const rawHeaders: string[] = [];
+    let contentLength = -1;
+    let transferEncoding: string | undefined;
+    let connection = '';
+    let hosts = 0;
+    let expect: string | undefined;
+    let start = lineEnd0 === -1 ? head.length : lineEnd0 + 2;
+    while (start < head.length) {
+      let end = head.indexOf('\r\n', start);
+      if (end === -1) end = head.length;
+      const first = head.charCodeAt(start);
+      if (isOws(first)) throw badRequest('folded header lines are not allowed');
+      const colon = head.indexOf(':', start);
+      if (colon <= start || colon > end) throw badRequest(`bad header line ${JSON.stringify(head.slice(start, Math.min(end, start + 64)))}`);
+      const name = head.slice(start, colon);
+      if (!isToken(name)) throw badRequest(`bad header name ${JSON.stringify(name.slice(0, 64))}`);
+      let vs = colon + 1;
+      let ve = end;
+      while (vs < ve && isOws(head.charCodeAt(vs))) vs++;
+      while (ve > vs && isOws(head.charCodeAt(ve - 1))) ve--;
+      const value = head.slice(vs, ve);
+      if (!isFieldValue(value)) throw badRequest(`header ${name} has a control character in its value`);
+      start = end + 2;
+      switch (name.length) {
+        case 4:
+          if (name.toLowerCase() === 'host') hosts++;
+          break;
+        case 6:
+          if (name.toLowerCase() === 'expect') expect = value.toLowerCase();
+          break;
+        case 10:
+          if (name.toLowerCase() === 'connection') connection = connection === '' ? value : `${connection}, ${value}`;
+          break;
+        case 14:
+          if (name.toLowerCase() === 'content-length') {
+            if (contentLength !== -1) throw badRequest('more than one Content-Length');
+            if (!/^\d{1,15}$/.test(value)) throw badRequest(`bad Content-Length ${JSON.stringify(value.slice(0, 32))}`);
+            contentLength = Number(value);
+          }
+          break;
+        case 17:
+          if (name.toLowerCase() === 'transfer-encoding') transferEncoding = transferEncoding === undefined ? value : `${transferEncoding}, ${value}`;
+          break;
+      }
+      rawHeaders.push(name, value);
+    }
+    if (!http10 && hosts !== 1) throw badRequest(hosts === 0 ? 'no Host header' : 'more than one Host header');
+    if (hosts > 1) throw badRequest('more than one Host header');
+
+    let hasBody: boolean;
+    if (transferEncoding !== undefined) {
+      // Both framings, or a coding the router cannot take off, could make it
+      // and a proxy in front disagree on where the request ends (RFC 9112 6.3).
+      if (contentLength !== -1) throw badRequest('both Transfer-Encoding and Content-Length');
+      if (http10) throw badRequest('Transfer-Encoding in an HTTP/1.0 request');
+      if (transferEncoding.toLowerCase() !== 'chunked') {
+        throw new FlintError('FLINT_ERR_NOT_IMPLEMENTED', `Transfer-Encoding ${JSON.stringify(transferEncoding.slice(0, 64))} is not supported: only chunked`);
+      }
+      this.#body.chunked();
+      hasBody = true;
+    } else {
+      this.#body.fixed(contentLength === -1 ? 0 : contentLength);
+      hasBody = contentLength > 0;
+    }
+    let expectContinue = false;
+    if (expect !== undefined) {
+      if (expect !== '100-continue') throw new FlintError('FLINT_ERR_EXPECTATION_FAILED', `Expect ${JSON.stringify(expect.slice(0, 64))} is not supported`);
+      expectContinue = !http10;
+    }
+    let keepAlive: boolean;
+    if (connection === '') keepAlive = !http10;
+    else {
+      const conn = connection.toLowerCase();
+      keepAlive = http10 ? conn.includes('keep-alive') : !conn.includes('close');
+    }
+    this.#state = hasBody ? State.Body : State.Done;
+    this.#sink.onRequest({ method, url, http10, rawHeaders, keepAlive, hasBody, expectContinue });
+  }
+}
+
+const EMPTY = Buffer.alloc(0);
+
+function headTooLarge(): FlintError {
+  return new FlintError('FLINT_ERR_HEADERS_TOO_LARGE', `the request head is larger than ${MAX_REQUEST_HEAD_BYTES} bytes`);
+}

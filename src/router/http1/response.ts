@@ -1,0 +1,218 @@
+// One response on a client connection of the router's HTTP/1.1 server. The
+// method names follow node:http's ServerResponse where the router and the
+// auth guard use them (statusCode, setHeader, writeHead, write, end,
+// headersSent, destroy), so code written against either reads the same.
+//
+// The head is built as one string and goes out with the first body bytes in
+// one write; framing (Content-Length as given, else chunked, or until close
+// for HTTP/1.0 clients), Date and the connection headers are the server's.
+import { STATUS_CODES } from 'node:http';
+import { isFieldValue, isToken } from './chars.ts';
+
+/** What the response tells the code producing it. */
+export interface ResponseWatcher {
+  /** The client went away before the response was complete. */
+  clientClosed(): void;
+  /** A write() that returned false has drained. */
+  drained(): void;
+}
+
+/** The connection side of a response. */
+export interface ResponseOwner {
+  write(data: Buffer | string, more: boolean): boolean;
+  /** The response is complete; `close` when the connection must not carry another. */
+  responseDone(res: Http1Response, close: boolean): void;
+  destroy(): void;
+}
+
+/** Small bodies are copied behind the head for one write; larger ones go by writev. */
+const COPY_LIMIT = 4096;
+
+let dateSecond = -1;
+let dateValue = '';
+function httpDate(): string {
+  const now = Date.now();
+  const s = Math.floor(now / 1000);
+  if (s !== dateSecond) {
+    dateSecond = s;
+    dateValue = new Date(now).toUTCString();
+  }
+  return dateValue;
+}
+
+function invalid(code: string, message: string): Error {
+  return Object.assign(new TypeError(message), { code });
+}
+
+export class Http1Response {
+  readonly #owner: ResponseOwner;
+  readonly #headRequest: boolean;
+  readonly #http10: boolean;
+  readonly #keepAliveHeader: string;
+  /** The connection closes after this response (the client asked, or the server is stopping). */
+  #close: boolean;
+  statusCode = 200;
+  headersSent = false;
+  /** end() has been called. */
+  finished = false;
+  watcher: ResponseWatcher | undefined = undefined;
+  #pending: string[] | undefined = undefined;
+  #head = '';
+  #noBody = false;
+  #chunked = false;
+  /** Bytes a Content-Length body still owes; -1 when not framed by length. */
+  #owed = -1;
+
+  constructor(owner: ResponseOwner, headRequest: boolean, http10: boolean, close: boolean, keepAliveSeconds: number) {
+    this.#owner = owner;
+    this.#headRequest = headRequest;
+    this.#http10 = http10;
+    this.#close = close;
+    this.#keepAliveHeader = `timeout=${keepAliveSeconds}`;
+  }
+
+  /** Sets a header the head will carry; a later writeHead() header of the same name replaces it. */
+  setHeader(name: string, value: string | number): this {
+    if (this.headersSent) throw invalid('ERR_HTTP_HEADERS_SENT', 'Cannot set headers after they are sent to the client');
+    const lower = name.toLowerCase();
+    const p = this.#pending ?? [];
+    for (let i = 0; i < p.length; i += 2) {
+      if (p[i].toLowerCase() === lower) {
+        p.splice(i, 2);
+        break;
+      }
+    }
+    p.push(name, String(value));
+    this.#pending = p;
+    return this;
+  }
+
+  /** Headers as name/value pairs; repeated names (Set-Cookie) are kept as they are. */
+  writeHead(status: number, headers?: string[]): this {
+    if (this.headersSent) throw invalid('ERR_HTTP_HEADERS_SENT', 'Cannot write headers after they are sent to the client');
+    if (!Number.isInteger(status) || status < 200 || status > 999) throw invalid('ERR_HTTP_INVALID_STATUS_CODE', `Invalid status code: ${status}`);
+    let all = headers ?? [];
+    if (this.#pending !== undefined) all = mergePending(this.#pending, all);
+    let text = `HTTP/1.1 ${status} ${STATUS_CODES[status] ?? 'Unknown'}\r\n`;
+    let length = -1;
+    let hasDate = false;
+    for (let i = 0; i < all.length; i += 2) {
+      const name = all[i];
+      const value = all[i + 1];
+      if (!isToken(name)) throw invalid('ERR_INVALID_HTTP_TOKEN', `Header name must be a valid HTTP token ["${name}"]`);
+      if (!isFieldValue(value)) throw invalid('ERR_INVALID_CHAR', `Invalid character in header content ["${name}"]`);
+      // The framing and connection headers are the server's; names of other lengths need no lower-casing.
+      switch (name.length) {
+        case 4:
+          if (name.toLowerCase() === 'date') hasDate = true;
+          break;
+        case 10: {
+          const lower = name.toLowerCase();
+          if (lower === 'connection') {
+            if (value.toLowerCase().includes('close')) this.#close = true;
+            continue;
+          }
+          if (lower === 'keep-alive') continue;
+          break;
+        }
+        case 14:
+          if (name.toLowerCase() === 'content-length') {
+            if (!/^\d{1,15}$/.test(value) || (length !== -1 && Number(value) !== length)) {
+              throw invalid('ERR_HTTP_INVALID_HEADER_VALUE', `Invalid value "${value}" for header "Content-Length"`);
+            }
+            if (length !== -1) continue;
+            length = Number(value);
+          }
+          break;
+        case 17:
+          if (name.toLowerCase() === 'transfer-encoding') continue;
+          break;
+      }
+      text += `${name}: ${value}\r\n`;
+    }
+    this.#noBody = this.#headRequest || status === 204 || status === 304;
+    if (!this.#noBody) {
+      if (length !== -1) this.#owed = length;
+      else if (this.#http10) this.#close = true;
+      else {
+        this.#chunked = true;
+        text += 'Transfer-Encoding: chunked\r\n';
+      }
+    }
+    if (!hasDate) text += `Date: ${httpDate()}\r\n`;
+    if (this.#close) text += 'Connection: close\r\n';
+    else {
+      if (this.#http10) text += 'Connection: keep-alive\r\n';
+      text += `Keep-Alive: ${this.#keepAliveHeader}\r\n`;
+    }
+    this.#head = `${text}\r\n`;
+    this.statusCode = status;
+    this.headersSent = true;
+    return this;
+  }
+
+  /** Returns false when the client is not keeping up; the watcher's drained() follows. */
+  write(chunk: Buffer | string): boolean {
+    if (this.finished) throw invalid('ERR_STREAM_WRITE_AFTER_END', 'write after end');
+    if (!this.headersSent) this.writeHead(this.statusCode);
+    return this.#send(typeof chunk === 'string' ? Buffer.from(chunk) : chunk, false);
+  }
+
+  end(chunk?: Buffer | string): void {
+    if (this.finished) return;
+    if (!this.headersSent) this.writeHead(this.statusCode);
+    this.finished = true;
+    const body = chunk === undefined ? undefined : typeof chunk === 'string' ? Buffer.from(chunk) : chunk;
+    this.#send(body, true);
+    // A body shorter than its Content-Length leaves the client waiting for the rest: only a close tells it.
+    const short = this.#owed > 0;
+    this.#owner.responseDone(this, this.#close || short);
+  }
+
+  /** Cuts the connection: the client sees the response is incomplete. */
+  destroy(): void {
+    this.finished = true;
+    this.#owner.destroy();
+  }
+
+  #send(body: Buffer | undefined, last: boolean): boolean {
+    const head = this.#head;
+    this.#head = '';
+    if (this.#noBody || body === undefined || body.length === 0) {
+      let text = head;
+      if (last && this.#chunked && !this.#noBody) text += '0\r\n\r\n';
+      return text === '' ? true : this.#owner.write(text, false);
+    }
+    if (this.#owed !== -1) {
+      if (body.length > this.#owed) throw invalid('ERR_HTTP_CONTENT_LENGTH_MISMATCH', `Response body's content-length of ${this.#owed + body.length} byte(s) does not match the content-length of ${this.#owed} byte(s) set in header`);
+      this.#owed -= body.length;
+    }
+    if (this.#chunked) {
+      const frame = `${head}${body.length.toString(16)}\r\n`;
+      this.#owner.write(frame, true);
+      this.#owner.write(body, true);
+      return this.#owner.write(last ? '\r\n0\r\n\r\n' : '\r\n', false);
+    }
+    if (head === '') return this.#owner.write(body, false);
+    if (body.length <= COPY_LIMIT) {
+      const headLength = head.length;
+      const out = Buffer.allocUnsafe(headLength + body.length);
+      out.write(head, 0, 'latin1');
+      body.copy(out, headLength);
+      return this.#owner.write(out, false);
+    }
+    this.#owner.write(head, true);
+    return this.#owner.write(body, false);
+  }
+}
+
+/** setHeader() values first, minus any name the writeHead() list also has. */
+function mergePending(pending: string[], headers: string[]): string[] {
+  if (headers.length === 0) return pending;
+  const given = new Set<string>();
+  for (let i = 0; i < headers.length; i += 2) given.add(headers[i].toLowerCase());
+  const out: string[] = [];
+  for (let i = 0; i < pending.length; i += 2) if (!given.has(pending[i].toLowerCase())) out.push(pending[i], pending[i + 1]);
+  for (const h of headers) out.push(h);
+  return out;
+}
