@@ -74,7 +74,7 @@ export class ClientConnection implements RequestSink, ResponseOwner {
     this.headSince = 0;
     this.idleSince = 0;
     if (!head.keepAlive) this.#closeAfter = true;
-    const res = new Http1Response(this, head.method === 'HEAD', head.http10, this.#closeAfter || this.#host.closing, this.#host.keepAliveSeconds);
+    const res = new Http1Response(this, head.method === 'HEAD', head.http10, this.#host.keepAliveSeconds);
     this.#res = res;
     let body: RequestBody | null = null;
     if (head.hasBody) {
@@ -143,6 +143,10 @@ export class ClientConnection implements RequestSink, ResponseOwner {
   };
 
   // ---- writing (ResponseOwner) -------------------------------------------------------
+
+  get closeAfter(): boolean {
+    return this.#closeAfter || this.#host.closing;
+  }
 
   write(data: Buffer | string, more: boolean): boolean {
     const s = this.#socket;
@@ -228,7 +232,7 @@ export class ClientConnection implements RequestSink, ResponseOwner {
     // A refused request ends the connection: what follows it cannot be trusted to be a request.
     this.#closeAfter = true;
     this.#dumping = true;
-    const res = new Http1Response(this, false, false, true, this.#host.keepAliveSeconds);
+    const res = new Http1Response(this, false, false, this.#host.keepAliveSeconds);
     this.#res = res;
     this.#host.refuse(res, e);
   }

@@ -20,6 +20,8 @@ export interface ResponseWatcher {
 /** The connection side of a response. */
 export interface ResponseOwner {
   write(data: Buffer | string, more: boolean): boolean;
+  /** The connection will close after this response (the client asked, or the server is stopping). */
+  readonly closeAfter: boolean;
   /** The response is complete; `close` when the connection must not carry another. */
   responseDone(res: Http1Response, close: boolean): void;
   destroy(): void;
@@ -49,8 +51,8 @@ export class Http1Response {
   readonly #headRequest: boolean;
   readonly #http10: boolean;
   readonly #keepAliveHeader: string;
-  /** The connection closes after this response (the client asked, or the server is stopping). */
-  #close: boolean;
+  /** The connection closes after this response. */
+  #close = false;
   statusCode = 200;
   headersSent = false;
   /** end() has been called. */
@@ -63,11 +65,10 @@ export class Http1Response {
   /** Bytes a Content-Length body still owes; -1 when not framed by length. */
   #owed = -1;
 
-  constructor(owner: ResponseOwner, headRequest: boolean, http10: boolean, close: boolean, keepAliveSeconds: number) {
+  constructor(owner: ResponseOwner, headRequest: boolean, http10: boolean, keepAliveSeconds: number) {
     this.#owner = owner;
     this.#headRequest = headRequest;
     this.#http10 = http10;
-    this.#close = close;
     this.#keepAliveHeader = `timeout=${keepAliveSeconds}`;
   }
 
@@ -93,6 +94,8 @@ export class Http1Response {
     if (!Number.isInteger(status) || status < 200 || status > 999) throw invalid('ERR_HTTP_INVALID_STATUS_CODE', `Invalid status code: ${status}`);
     let all = headers ?? [];
     if (this.#pending !== undefined) all = mergePending(this.#pending, all);
+    // Asked now, not at the start: the server may have begun stopping while the answer was prepared.
+    this.#close = this.#owner.closeAfter;
     let text = `HTTP/1.1 ${status} ${STATUS_CODES[status] ?? 'Unknown'}\r\n`;
     let length = -1;
     let hasDate = false;

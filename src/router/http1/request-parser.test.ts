@@ -1,0 +1,153 @@
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { FlintError } from '../../api/errors.ts';
+import { type RequestHead, RequestParser, type RequestSink } from './request-parser.ts';
+
+class Recorder implements RequestSink {
+  heads: RequestHead[] = [];
+  bodies: string[] = [];
+  ends = 0;
+  parser = new RequestParser(this);
+  /** Answer each request at once (as a synchronous 404 would), so the parser goes on to the next. */
+  readonly answerAtOnce: boolean;
+  constructor(answerAtOnce = true) {
+    this.answerAtOnce = answerAtOnce;
+  }
+  onRequest(head: RequestHead): void {
+    this.heads.push(head);
+    this.bodies.push('');
+    if (!head.hasBody && this.answerAtOnce) this.parser.next();
+  }
+  onBody(chunk: Buffer): boolean {
+    this.bodies[this.bodies.length - 1] += chunk.toString('latin1');
+    return true;
+  }
+  onRequestEnd(): void {
+    this.ends++;
+    if (this.answerAtOnce) this.parser.next();
+  }
+}
+
+function parse(text: string): Recorder {
+  const r = new Recorder();
+  r.parser.execute(Buffer.from(text, 'latin1'));
+  return r;
+}
+
+function refusal(text: string): FlintError {
+  try {
+    parse(text);
+  } catch (err) {
+    assert.ok(err instanceof FlintError, `expected a FlintError, got ${err}`);
+    return err;
+  }
+  assert.fail(`accepted ${JSON.stringify(text)}`);
+}
+
+const PIPELINE =
+  'POST /a?x=1 HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n5;ext=1\r\nhello\r\n6\r\n world\r\n0\r\nTrailer: t\r\n\r\n' +
+  'GET /b HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n' +
+  'PUT /c HTTP/1.1\r\nHost: h\r\nContent-Length: 3\r\n\r\nabc';
+
+describe('RequestParser', () => {
+  it('parses pipelined requests with chunked and Content-Length bodies', () => {
+    const r = parse(PIPELINE);
+    assert.deepEqual(
+      r.heads.map((h) => [h.method, h.url, h.hasBody, h.keepAlive]),
+      [
+        ['POST', '/a?x=1', true, true],
+        ['GET', '/b', false, false],
+        ['PUT', '/c', true, true],
+      ],
+    );
+    assert.deepEqual(r.bodies, ['hello world', '', 'abc']);
+    assert.equal(r.ends, 2);
+    assert.deepEqual(r.heads[0].rawHeaders, ['Host', 'h', 'Transfer-Encoding', 'chunked']);
+  });
+
+  it('gives the same result whatever the bytes are split into', () => {
+    const bytes = Buffer.from(PIPELINE, 'latin1');
+    for (let cut = 1; cut < bytes.length; cut++) {
+      const r = new Recorder();
+      r.parser.execute(bytes.subarray(0, cut));
+      r.parser.execute(bytes.subarray(cut));
+      assert.deepEqual(r.bodies, ['hello world', '', 'abc'], `split at ${cut}`);
+      assert.equal(r.heads.length, 3, `split at ${cut}`);
+    }
+  });
+
+  it('holds the next request until next() is called', () => {
+    const r = new Recorder(false);
+    r.parser.execute(Buffer.from('GET /1 HTTP/1.1\r\nHost: h\r\n\r\nGET /2 HTTP/1.1\r\nHost: h\r\n\r\n'));
+    assert.equal(r.heads.length, 1);
+    assert.ok(r.parser.buffered > 0);
+    r.parser.next();
+    assert.deepEqual(
+      r.heads.map((h) => h.url),
+      ['/1', '/2'],
+    );
+  });
+
+  it('reads HTTP/1.0 keep-alive, Expect: 100-continue, and skips empty lines before a request', () => {
+    const r = parse('\r\nGET / HTTP/1.0\r\n\r\nGET / HTTP/1.0\r\nConnection: keep-alive\r\n\r\n');
+    assert.deepEqual(
+      r.heads.map((h) => [h.http10, h.keepAlive]),
+      [
+        [true, false],
+        [true, true],
+      ],
+    );
+    const e = parse('POST / HTTP/1.1\r\nHost: h\r\nExpect: 100-Continue\r\nContent-Length: 1\r\n\r\nx');
+    assert.equal(e.heads[0].expectContinue, true);
+  });
+
+  it('refuses requests that could desynchronise the connection, naming what is wrong', () => {
+    const cases: [string, string, RegExp][] = [
+      ['GET / HTTP/1.1\r\n\r\n', 'FLINT_ERR_VALIDATION', /no Host/],
+      ['GET / HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n', 'FLINT_ERR_VALIDATION', /more than one Host/],
+      ['POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 1\r\nTransfer-Encoding: chunked\r\n\r\n', 'FLINT_ERR_VALIDATION', /both/],
+      ['POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 1\r\nContent-Length: 1\r\n\r\n', 'FLINT_ERR_VALIDATION', /more than one Content-Length/],
+      ['POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 1x\r\n\r\n', 'FLINT_ERR_VALIDATION', /bad Content-Length/],
+      ['POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: gzip, chunked\r\n\r\n', 'FLINT_ERR_NOT_IMPLEMENTED', /only chunked/],
+      ['POST / HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n', 'FLINT_ERR_VALIDATION', /HTTP\/1.0/],
+      ['GET / HTTP/1.1\r\nHost: h\r\n folded\r\n\r\n', 'FLINT_ERR_VALIDATION', /folded/],
+      ['GET / HTTP/1.1\r\nHost : h\r\n\r\n', 'FLINT_ERR_VALIDATION', /bad header name/],
+      ['GET / HTTP/1.1\r\nHost: h\r\nX: a\x01b\r\n\r\n', 'FLINT_ERR_VALIDATION', /control character/],
+      ['GET / HTTP/1.1\nHost: h\n\n', 'FLINT_ERR_VALIDATION', /bare LF/],
+      ['GET /a b HTTP/1.1\r\nHost: h\r\n\r\n', 'FLINT_ERR_VALIDATION', /version/],
+      ['G(T / HTTP/1.1\r\nHost: h\r\n\r\n', 'FLINT_ERR_VALIDATION', /bad method/],
+      ['GET / HTTP/2.0\r\nHost: h\r\n\r\n', 'FLINT_ERR_VALIDATION', /unsupported version/],
+      ['GET / HTTP/1.1\r\nHost: h\r\nExpect: magic\r\n\r\n', 'FLINT_ERR_EXPECTATION_FAILED', /Expect/],
+      ['POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n', 'FLINT_ERR_VALIDATION', /bad chunk size/],
+      ['POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n1\r\nab\r\n', 'FLINT_ERR_VALIDATION', /not followed by CRLF/],
+      [`GET / HTTP/1.1\r\nHost: h\r\nX: ${'a'.repeat(17_000)}\r\n\r\n`, 'FLINT_ERR_HEADERS_TOO_LARGE', /larger than/],
+      [`GET / HTTP/1.1\r\nHost: h\r\nX: ${'a'.repeat(17_000)}`, 'FLINT_ERR_HEADERS_TOO_LARGE', /larger than/],
+    ];
+    for (const [text, code, message] of cases) {
+      const err = refusal(text);
+      assert.equal(err.code, code, JSON.stringify(text.slice(0, 80)));
+      assert.match(err.message, message, JSON.stringify(text.slice(0, 80)));
+    }
+  });
+
+  it('stops at the chunk the sink pushes back on and goes on with nothing new', () => {
+    const got: string[] = [];
+    let push = false;
+    const sink: RequestSink = {
+      onRequest() {},
+      onBody(chunk) {
+        got.push(chunk.toString());
+        return push;
+      },
+      onRequestEnd() {
+        got.push('<end>');
+      },
+    };
+    const p = new RequestParser(sink);
+    p.execute(Buffer.from('POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nab\r\n2\r\ncd\r\n0\r\n\r\n'));
+    assert.deepEqual(got, ['ab']);
+    push = true;
+    p.execute(Buffer.alloc(0));
+    assert.deepEqual(got, ['ab', 'cd', '<end>']);
+  });
+});
