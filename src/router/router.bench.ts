@@ -10,7 +10,9 @@
 //    with undici, and with the worker client; no routing, no added headers)
 //    run too: they are the ceilings of each stack on this machine, so the
 //    router's numbers can be read against them as well as against the
-//    direct call.
+//    direct call. A third bare proxy runs on the router's own HTTP/1.1
+//    server (http1/) with the worker client: the ceiling of the router's
+//    own stack.
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
 import fs from 'node:fs';
@@ -21,6 +23,7 @@ import { pino } from 'pino';
 import { type Dispatcher, Pool } from 'undici';
 import { fmt, hasWrk, sequentialLatency, wrk } from '../../bench/lib.ts';
 import { openSqliteStore } from '../store/sqlite.ts';
+import { Http1Server } from './http1/server.ts';
 import { createRouter } from './router.ts';
 import { WorkerPool } from './worker-client/pool.ts';
 import type { ResponseHandler } from './worker-client/types.ts';
@@ -78,10 +81,18 @@ class Sink implements Dispatcher.DispatchHandler {
   }
 }
 
-/** What both bare proxies do with a response: drop the framing headers, stream the rest. */
+/** The part of a response the bare proxies use: node:http's and the router's server's both have it. */
+interface BareResponse {
+  statusCode: number;
+  writeHead(status: number, headers: string[]): unknown;
+  write(chunk: Buffer): boolean;
+  end(): unknown;
+}
+
+/** What the bare proxies do with a response: drop the framing headers, stream the rest. */
 class BareReply {
-  readonly res: http.ServerResponse;
-  constructor(res: http.ServerResponse) {
+  readonly res: BareResponse;
+  constructor(res: BareResponse) {
     this.res = res;
   }
   writeHead(status: number, count: number, at: (i: number) => string): void {
@@ -127,6 +138,32 @@ const PROXY_HEADERS = [
   'X-Forwarded-Host', '127.0.0.1:8080', 'Forwarded', 'host="127.0.0.1:8080"',
 ];
 
+/** A bare proxy on the router's own server and worker client: the ceiling for the router's stack. */
+async function startBareHttp1Proxy(): Promise<{ url: string; stop(): Promise<void> }> {
+  const own = new WorkerPool({ socketPath }, { maxIdleMs: 60_000 });
+  const server = new Http1Server({
+    keepAliveTimeoutMs: 65_000,
+    headersTimeoutMs: 66_000,
+    handle(req, res) {
+      own.dispatch({ path: req.url, method: req.method, headers: PROXY_HEADERS, body: null, timeoutMs: 60_000 }, new BareWorkerClientCall(res));
+    },
+    refuse(res) {
+      res.statusCode = 400;
+      res.end();
+    },
+    handlerFailed() {},
+  });
+  const { port } = await server.listen(0, '127.0.0.1');
+  return {
+    url: `http://127.0.0.1:${port}`,
+    async stop() {
+      await server.close(0);
+      await own.close();
+    },
+  };
+}
+
+/** A bare proxy on node:http, forwarding with undici or with the worker client. */
 async function startBareProxy(client: 'undici' | 'worker client'): Promise<{ url: string; stop(): Promise<void> }> {
   const pool = new Pool('http://localhost', { socketPath, pipelining: 1 });
   const own = new WorkerPool({ socketPath }, { maxIdleMs: 60_000 });
@@ -221,11 +258,13 @@ async function endToEnd(workerPort: number): Promise<void> {
   const { url } = await router.start();
   const bare = await startBareProxy('undici');
   const bareOwn = await startBareProxy('worker client');
+  const bareHttp1 = await startBareHttp1Proxy();
   try {
     const targets = {
       direct: `http://127.0.0.1:${workerPort}/hello`,
       'bare undici': `${bare.url}/hello`,
       'bare own': `${bareOwn.url}/hello`,
+      'bare http1': `${bareHttp1.url}/hello`,
       router: `${url}/hello`,
     };
     // Warm every path (JIT, pools).
@@ -257,6 +296,7 @@ async function endToEnd(workerPort: number): Promise<void> {
   } finally {
     await bare.stop();
     await bareOwn.stop();
+    await bareHttp1.stop();
     await router.stop();
     await store.close();
   }
