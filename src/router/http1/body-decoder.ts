@@ -3,6 +3,7 @@
 // Strict where leniency could desynchronise a reused connection.
 //
 // Body chunks are handed on as views of the socket's buffers, never copied.
+import { isFieldValue, isToken } from './chars.ts';
 
 export interface BodySink {
   /**
@@ -17,8 +18,11 @@ export type FramingError = (what: string) => Error;
 
 export const CRLF2 = Buffer.from('\r\n\r\n');
 const MAX_CHUNK_LINE = 4096;
-/** Trailers are read and dropped; past this size they are refused. */
-const MAX_TRAILER_BYTES = 64 * 1024;
+/** Trailers are checked and dropped; past this size they are refused. */
+const MAX_TRAILER_BYTES = 16 * 1024;
+const TOKEN = "[!#$%&'*+\\-.^_`|~0-9A-Za-z]+";
+/** chunk-size [ chunk-ext ] (RFC 9112 7.1.1), nothing looser: a lenient peer in front must not read it differently. */
+const CHUNK_LINE = new RegExp(`^([0-9a-fA-F]{1,12})(?:[ \\t]*;[ \\t]*${TOKEN}(?:[ \\t]*=[ \\t]*(?:${TOKEN}|"(?:[\\t \\x21\\x23-\\x5b\\x5d-\\x7e\\x80-\\xff]|\\\\[\\t \\x21-\\x7e\\x80-\\xff])*"))?)*$`);
 
 const Phase = {
   Fixed: 0,
@@ -97,10 +101,8 @@ export class BodyDecoder {
         }
         case Phase.ChunkSize: {
           const eol = buf.indexOf(0x0a, pos);
-          if (eol === -1) {
-            if (len - pos > MAX_CHUNK_LINE) throw this.#error('chunk size line too long');
-            return pos;
-          }
+          if (eol === -1 ? len - pos > MAX_CHUNK_LINE : eol - pos > MAX_CHUNK_LINE) throw this.#error('chunk size line too long');
+          if (eol === -1) return pos;
           if (eol === pos || buf[eol - 1] !== 0x0d) throw this.#error('chunk size line does not end in CRLF');
           const line = buf.toString('latin1', pos, eol - 1);
           pos = eol + 1;
@@ -128,10 +130,9 @@ export class BodyDecoder {
           let end = pos;
           if (buf[pos] !== 0x0d || buf[pos + 1] !== 0x0a) {
             const at = buf.indexOf(CRLF2, pos);
-            if (at === -1) {
-              if (len - pos > MAX_TRAILER_BYTES) throw this.#error(`trailers larger than ${MAX_TRAILER_BYTES} bytes`);
-              return pos;
-            }
+            if (at === -1 ? len - pos > MAX_TRAILER_BYTES : at - pos > MAX_TRAILER_BYTES) throw this.#error(`trailers larger than ${MAX_TRAILER_BYTES} bytes`);
+            if (at === -1) return pos;
+            this.#checkTrailers(buf.toString('latin1', pos, at));
             end = at + 2;
           }
           this.#phase = Phase.Done;
@@ -149,11 +150,20 @@ export class BodyDecoder {
     return pos;
   }
 
+  /** Trailer lines must be well-formed header lines, so every reader agrees where they end. */
+  #checkTrailers(block: string): void {
+    for (const line of block.split('\r\n')) {
+      const colon = line.indexOf(':');
+      if (colon <= 0 || !isToken(line.slice(0, colon)) || !isFieldValue(line.slice(colon + 1))) {
+        throw this.#error(`bad trailer line ${JSON.stringify(line.slice(0, 64))}`);
+      }
+    }
+  }
+
   #chunkSize(line: string): void {
-    const semi = line.indexOf(';');
-    const hex = (semi === -1 ? line : line.slice(0, semi)).trim();
-    if (!/^[0-9a-fA-F]{1,12}$/.test(hex)) throw this.#error(`bad chunk size ${JSON.stringify(hex.slice(0, 16))}`);
-    const size = Number.parseInt(hex, 16);
+    const m = CHUNK_LINE.exec(line);
+    if (m === null) throw this.#error(`bad chunk size line ${JSON.stringify(line.slice(0, 32))}`);
+    const size = Number.parseInt(m[1], 16);
     if (size === 0) {
       this.#phase = Phase.Trailers;
       return;

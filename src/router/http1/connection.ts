@@ -20,6 +20,8 @@ export interface ConnectionHost {
 
 /** Requests sent ahead of their turn are buffered up to this much before reading stops. */
 const MAX_QUEUED_BYTES = 64 * 1024;
+/** A body left unread by its answer is read and dropped up to this much; past it the connection is closed. */
+const MAX_DUMP_BYTES = 256 * 1024;
 const CONTINUE = 'HTTP/1.1 100 Continue\r\n\r\n';
 
 export class ClientConnection implements RequestSink, ResponseOwner {
@@ -31,7 +33,10 @@ export class ClientConnection implements RequestSink, ResponseOwner {
   #bodyDone = true;
   /** The response went out before the body came in: the rest of the body is read and dropped. */
   #dumping = false;
+  #dumped = 0;
   #closeAfter = false;
+  /** end() has been called on the socket: no further request is read or answered. */
+  #ending = false;
   #corked = false;
   /** Reading stopped for a body that is not being read, or for requests queued behind this one. */
   #paused = false;
@@ -57,9 +62,15 @@ export class ClientConnection implements RequestSink, ResponseOwner {
     return this.#res === undefined && !this.#parser.midRequest;
   }
 
+  get ending(): boolean {
+    return this.#ending;
+  }
+
   // ---- reading ------------------------------------------------------------------
 
   readonly #onData = (data: Buffer): void => {
+    // Closing: nothing after the current request is read.
+    if (this.#ending && this.#bodyDone) return;
     if (this.#res === undefined && this.headSince === 0) this.headSince = Date.now();
     try {
       this.#parser.execute(data);
@@ -67,7 +78,11 @@ export class ClientConnection implements RequestSink, ResponseOwner {
       this.#refuse(err);
       return;
     }
-    if (this.#res !== undefined && this.#bodyDone && this.#parser.buffered > MAX_QUEUED_BYTES) this.#pause();
+    if (this.#res === undefined) {
+      // A head (perhaps pipelined behind a request answered during this read) is still arriving.
+      if (this.#parser.buffered === 0) this.headSince = 0;
+      else if (this.headSince === 0) this.headSince = Date.now();
+    } else if (this.#bodyDone && this.#parser.buffered > MAX_QUEUED_BYTES) this.#pause();
   };
 
   onRequest(head: RequestHead): void {
@@ -97,7 +112,12 @@ export class ClientConnection implements RequestSink, ResponseOwner {
   }
 
   onBody(chunk: Buffer, _last: boolean): boolean {
-    if (this.#dumping || this.#body === null) return true;
+    if (this.#dumping) {
+      this.#dumped += chunk.length;
+      if (this.#dumped > MAX_DUMP_BYTES && !this.#ending) this.#end();
+      return true;
+    }
+    if (this.#body === null) return true;
     if (this.#body.push(chunk)) return true;
     this.#pause();
     return false;
@@ -106,7 +126,7 @@ export class ClientConnection implements RequestSink, ResponseOwner {
   onRequestEnd(): void {
     this.#bodyDone = true;
     if (!this.#dumping) this.#body?.push(null);
-    if (this.#res?.finished === true) this.#next();
+    if (this.#res?.finished === true && !this.#ending) this.#next();
   }
 
   readonly #bodyWanted = (): void => {
@@ -173,8 +193,7 @@ export class ClientConnection implements RequestSink, ResponseOwner {
   responseDone(res: Http1Response, close: boolean): void {
     if (res !== this.#res) return;
     if (close || this.#closeAfter || this.#host.closing) {
-      this.#closeAfter = true;
-      this.#socket.end();
+      this.#end();
       return;
     }
     if (this.#bodyDone) {
@@ -183,6 +202,7 @@ export class ClientConnection implements RequestSink, ResponseOwner {
     }
     // Read the rest of the body and drop it, so the next request can be parsed.
     this.#dumping = true;
+    this.#dumped = 0;
     this.#body?.destroy();
     if (this.#paused) this.#resume();
   }
@@ -191,11 +211,28 @@ export class ClientConnection implements RequestSink, ResponseOwner {
     this.#socket.destroy();
   }
 
+  /**
+   * No more requests: what is written goes out, then the socket is destroyed
+   * (the client may never close its side); the rest of a body still arriving
+   * is dropped. The server's sweep cuts it if the client never reads.
+   */
+  #end(): void {
+    if (this.#ending) return;
+    this.#ending = true;
+    this.#closeAfter = true;
+    this.#dumping = true;
+    this.idleSince = Date.now();
+    this.#socket.once('finish', () => this.#socket.destroy());
+    this.#socket.end();
+  }
+
   #next(): void {
     this.#res = undefined;
     this.#body = null;
     this.#dumping = false;
     this.idleSince = Date.now();
+    // A head already (partly) here from pipelining starts its clock now.
+    if (this.#parser.buffered > 0) this.headSince = this.idleSince;
     if (this.#paused) {
       this.#paused = false;
       this.#socket.resume();

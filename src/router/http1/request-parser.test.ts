@@ -45,7 +45,7 @@ function refusal(text: string): FlintError {
 }
 
 const PIPELINE =
-  'POST /a?x=1 HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n5;ext=1\r\nhello\r\n6\r\n world\r\n0\r\nTrailer: t\r\n\r\n' +
+  'POST /a?x=1 HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n5;ext=1;q="a b"\r\nhello\r\n6\r\n world\r\n0\r\nTrailer: t\r\n\r\n' +
   'GET /b HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n' +
   'PUT /c HTTP/1.1\r\nHost: h\r\nContent-Length: 3\r\n\r\nabc';
 
@@ -120,6 +120,11 @@ describe('RequestParser', () => {
       ['GET / HTTP/1.1\r\nHost: h\r\nExpect: magic\r\n\r\n', 'FLINT_ERR_EXPECTATION_FAILED', /Expect/],
       ['POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n', 'FLINT_ERR_VALIDATION', /bad chunk size/],
       ['POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n1\r\nab\r\n', 'FLINT_ERR_VALIDATION', /not followed by CRLF/],
+      ['POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n 5\r\nhello\r\n', 'FLINT_ERR_VALIDATION', /bad chunk size/],
+      ['POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n5\r\r\nhello\r\n', 'FLINT_ERR_VALIDATION', /bad chunk size/],
+      ['POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n5;a=\x01\r\nhello\r\n', 'FLINT_ERR_VALIDATION', /bad chunk size/],
+      ['POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n0\r\nX: a\nGET / HTTP/1.1\r\n\r\n', 'FLINT_ERR_VALIDATION', /bad trailer line/],
+      [`POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n5;${'a'.repeat(5000)}\r\n`, 'FLINT_ERR_VALIDATION', /too long/],
       [`GET / HTTP/1.1\r\nHost: h\r\nX: ${'a'.repeat(17_000)}\r\n\r\n`, 'FLINT_ERR_HEADERS_TOO_LARGE', /larger than/],
       [`GET / HTTP/1.1\r\nHost: h\r\nX: ${'a'.repeat(17_000)}`, 'FLINT_ERR_HEADERS_TOO_LARGE', /larger than/],
     ];

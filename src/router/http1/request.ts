@@ -18,7 +18,17 @@ export class RequestBody extends Readable {
   override _read(): void {
     this.#wanted();
   }
+
+  // A client that goes away mid-upload destroys the body with an error; as in
+  // node:http, that error is only raised to someone listening for it, else it
+  // would be an uncaught exception (a body nobody has started reading yet).
+  override _destroy(err: Error | null, cb: (err?: Error | null) => void): void {
+    cb(this.listenerCount('error') > 0 ? err : null);
+  }
 }
+
+/** As node:http: repeats of these are dropped, not joined (a joined Host or Authorization means nothing). */
+const FIRST_ONLY = new Set(['authorization', 'content-length', 'content-type', 'host', 'user-agent', 'referer', 'from', 'age', 'etag', 'expires', 'location']);
 
 function noop(): void {}
 
@@ -42,7 +52,7 @@ export class Http1Request {
     this.body = body;
   }
 
-  /** Lower-cased names; repeated headers joined as RFC 9110 5.3 allows (cookies with '; '). */
+  /** Lower-cased names; repeated headers joined as RFC 9110 5.3 allows (cookies with '; '), some kept first only. */
   get headers(): Record<string, string> {
     if (this.#headers !== undefined) return this.#headers;
     const out: Record<string, string> = Object.create(null);
@@ -50,7 +60,8 @@ export class Http1Request {
     for (let i = 0; i < raw.length; i += 2) {
       const name = raw[i].toLowerCase();
       const prev = out[name];
-      out[name] = prev === undefined ? raw[i + 1] : `${prev}${name === 'cookie' ? '; ' : ', '}${raw[i + 1]}`;
+      if (prev === undefined) out[name] = raw[i + 1];
+      else if (!FIRST_ONLY.has(name)) out[name] = `${prev}${name === 'cookie' ? '; ' : ', '}${raw[i + 1]}`;
     }
     this.#headers = out;
     return out;

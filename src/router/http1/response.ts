@@ -172,8 +172,9 @@ export class Http1Response {
     this.#owner.responseDone(this, this.#close || short);
   }
 
-  /** Cuts the connection: the client sees the response is incomplete. */
+  /** Cuts the connection: the client sees the response is incomplete. Once the response is complete, does nothing. */
   destroy(): void {
+    if (this.finished) return;
     this.finished = true;
     this.#owner.destroy();
   }

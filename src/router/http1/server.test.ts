@@ -185,6 +185,64 @@ describe('Http1Server', () => {
     assert.ok(closed);
   });
 
+  it('survives a client that leaves mid-upload while nobody reads the body', async () => {
+    let answer: () => void = () => {};
+    handler = (req, res) => {
+      // Answered later, the body never read: its destroy must not be an uncaught error.
+      answer = () => hello(req, res);
+    };
+    const socket = net.connect(port, '127.0.0.1');
+    await once(socket, 'connect');
+    socket.write('POST /up HTTP/1.1\r\nHost: h\r\nContent-Length: 100000\r\n\r\nabc');
+    await new Promise((r) => setTimeout(r, 20));
+    socket.destroy();
+    await new Promise((r) => setTimeout(r, 20));
+    answer();
+    handler = hello;
+    const { got } = await exchange('GET /after HTTP/1.1\r\nHost: h\r\n\r\n', (g) => g.includes('hello /after'));
+    assert.match(got, /hello \/after/);
+  });
+
+  it('serves nothing after a response that closes the connection, even what was pipelined behind it', async () => {
+    const seen: string[] = [];
+    handler = (req, res) => {
+      seen.push(req.url);
+      hello(req, res);
+    };
+    const { got, closed } = await exchange(['POST /first HTTP/1.1\r\nHost: h\r\nConnection: close\r\nContent-Length: 5\r\n\r\n', 'abcdeGET /second HTTP/1.1\r\nHost: h\r\n\r\n']);
+    assert.ok(closed);
+    assert.deepEqual(seen, ['/first']);
+    assert.ok(!got.includes('/second'));
+  });
+
+  it('closes a refused connection even when the client keeps its side open', async () => {
+    const before = server.connections;
+    const socket = net.connect({ port, host: '127.0.0.1', allowHalfOpen: true });
+    await once(socket, 'connect');
+    socket.on('data', () => {});
+    socket.write('BAD\r\n\r\n');
+    await once(socket, 'end');
+    for (let i = 0; i < 50 && server.connections > before; i++) await new Promise((r) => setTimeout(r, 10));
+    assert.equal(server.connections, before);
+    socket.destroy();
+  });
+
+  it('times out a head that stops arriving, also one pipelined behind an answered request', async () => {
+    const s2 = new Http1Server({ keepAliveTimeoutMs: 60_000, headersTimeoutMs: 100, handle: hello, refuse: (res) => res.end(), handlerFailed() {} });
+    const p = (await s2.listen(0, '127.0.0.1')).port;
+    const socket = net.connect(p, '127.0.0.1');
+    await once(socket, 'connect');
+    let got = '';
+    socket.on('data', (d) => {
+      got += d.toString();
+    });
+    socket.write('GET /1 HTTP/1.1\r\nHost: h\r\n\r\nGET /2 HTTP/1.1\r\nHo');
+    await once(socket, 'close');
+    assert.match(got, /hello \/1/);
+    assert.equal(got.split('HTTP/1.1 200 OK').length, 3, 'the refusal follows the answer');
+    await s2.close(0);
+  });
+
   it('on close, lets a request under way finish with Connection: close', async () => {
     const s2 = new Http1Server({
       keepAliveTimeoutMs: 65_000,

@@ -127,7 +127,10 @@ export class Http1Server implements ConnectionHost {
     const idleBefore = now - this.#o.keepAliveTimeoutMs;
     const headBefore = now - this.#o.headersTimeoutMs;
     for (const c of this.#conns) {
-      if (c.headSince !== 0 && c.headSince < headBefore) c.timeOutHead();
+      // Closing, and the client has not taken the last bytes in all that time.
+      if (c.ending) {
+        if (c.idleSince < idleBefore) c.destroy();
+      } else if (c.headSince !== 0 && c.headSince < headBefore) c.timeOutHead();
       else if (c.idleSince !== 0 && c.idleSince < idleBefore) c.closeIfIdle();
     }
   }
