@@ -1,15 +1,17 @@
 // The router's HTTP/1.1 server, on node:net.
 //
 // A departure from DESIGN section 7 (router on node:http), made on a
-// measured reason: with the same proxy logic behind each, a server on
-// node:net with this parser served 1.6-1.9x the requests per second of one
-// on node:http under wrk, and added 30-70 µs less per request at one
-// connection (bench/RESULTS.md, 2026-11-24). node:http builds a stream-based
-// request and response per request and schedules several ticks for each;
-// the router needs neither: it forwards bytes. This server does only what
-// the router needs: HTTP/1.0 and 1.1, keep-alive, pipelined requests served
-// in turn, chunked and Content-Length bodies both ways, Expect:
-// 100-continue. No upgrades (Upgrade is a hop-by-hop header the proxy
+// measured reason: a prototype proxy on node:net served 1.6-1.9x the
+// requests per second of the same proxy on node:http under wrk and added
+// 30-70 µs less per request at one connection; in `npm run bench` the
+// router's throughput went from 0.41x of a bare node:http server to
+// 0.57-0.62x, its added latency p50 from 209 µs to 148-198 µs
+// (bench/RESULTS.md, 2026-11-23 third section). node:http builds a
+// stream-based request and response per request and schedules several
+// ticks for each; the router needs neither: it forwards bytes. This server
+// does only what the router needs: HTTP/1.0 and 1.1, keep-alive, pipelined
+// requests served in turn, chunked and Content-Length bodies both ways,
+// Expect: 100-continue. No upgrades (Upgrade is a hop-by-hop header the proxy
 // drops), no HTTP/2.
 import net from 'node:net';
 import type { FlintError } from '../../api/errors.ts';
