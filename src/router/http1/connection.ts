@@ -8,7 +8,8 @@ import { Http1Request, RequestBody } from './request.ts';
 import { Http1Response, type ResponseOwner } from './response.ts';
 
 export interface ConnectionHost {
-  readonly keepAliveSeconds: number;
+  /** The `Keep-Alive` response header line, built once by the server. */
+  readonly keepAliveLine: string;
   /** The server is stopping: every response closes its connection. */
   readonly closing: boolean;
   handle(req: Http1Request, res: Http1Response): void;
@@ -89,7 +90,7 @@ export class ClientConnection implements RequestSink, ResponseOwner {
     this.headSince = 0;
     this.idleSince = 0;
     if (!head.keepAlive) this.#closeAfter = true;
-    const res = new Http1Response(this, head.method === 'HEAD', head.http10, this.#host.keepAliveSeconds);
+    const res = new Http1Response(this, head.method === 'HEAD', head.http10, this.#host.keepAliveLine);
     this.#res = res;
     let body: RequestBody | null = null;
     if (head.hasBody) {
@@ -269,7 +270,7 @@ export class ClientConnection implements RequestSink, ResponseOwner {
     // A refused request ends the connection: what follows it cannot be trusted to be a request.
     this.#closeAfter = true;
     this.#dumping = true;
-    const res = new Http1Response(this, false, false, this.#host.keepAliveSeconds);
+    const res = new Http1Response(this, false, false, this.#host.keepAliveLine);
     this.#res = res;
     this.#host.refuse(res, e);
   }

@@ -50,7 +50,7 @@ export class Http1Response {
   readonly #owner: ResponseOwner;
   readonly #headRequest: boolean;
   readonly #http10: boolean;
-  readonly #keepAliveHeader: string;
+  readonly #keepAliveLine: string;
   /** The connection closes after this response. */
   #close = false;
   statusCode = 200;
@@ -65,11 +65,11 @@ export class Http1Response {
   /** Bytes a Content-Length body still owes; -1 when not framed by length. */
   #owed = -1;
 
-  constructor(owner: ResponseOwner, headRequest: boolean, http10: boolean, keepAliveSeconds: number) {
+  constructor(owner: ResponseOwner, headRequest: boolean, http10: boolean, keepAliveLine: string) {
     this.#owner = owner;
     this.#headRequest = headRequest;
     this.#http10 = http10;
-    this.#keepAliveHeader = `timeout=${keepAliveSeconds}`;
+    this.#keepAliveLine = keepAliveLine;
   }
 
   /** Sets a header the head will carry; a later writeHead() header of the same name replaces it. */
@@ -146,7 +146,7 @@ export class Http1Response {
     if (this.#close) text += 'Connection: close\r\n';
     else {
       if (this.#http10) text += 'Connection: keep-alive\r\n';
-      text += `Keep-Alive: ${this.#keepAliveHeader}\r\n`;
+      text += this.#keepAliveLine;
     }
     this.#head = `${text}\r\n`;
     this.statusCode = status;

@@ -38,14 +38,14 @@ export class Http1Server implements ConnectionHost {
   readonly #o: Http1ServerOptions;
   readonly #server: net.Server;
   readonly #conns = new Set<ClientConnection>();
-  readonly keepAliveSeconds: number;
+  readonly keepAliveLine: string;
   #sweep: NodeJS.Timeout | undefined = undefined;
   #closing = false;
   #allClosed: (() => void) | undefined = undefined;
 
   constructor(opts: Http1ServerOptions) {
     this.#o = opts;
-    this.keepAliveSeconds = Math.floor(opts.keepAliveTimeoutMs / 1000);
+    this.keepAliveLine = `Keep-Alive: timeout=${Math.floor(opts.keepAliveTimeoutMs / 1000)}\r\n`;
     // Not half-open: a client that shuts its sending side has gone, as node:http
     // also takes it; the socket ends and the request under way is cancelled.
     this.#server = net.createServer({ noDelay: true, allowHalfOpen: false }, (socket) => {
