@@ -326,16 +326,16 @@ export class ProcessExecutor implements Executor {
 
   // ---- acquiring -----------------------------------------------------------------
 
+  tryAcquire(fn: FunctionResource): Lease | undefined {
+    if (this.#stopped) return undefined;
+    const st = this.#current(fn);
+    const ready = this.#freeInstance(st);
+    return ready === undefined ? undefined : this.#lease(st, ready, false);
+  }
+
   acquire(fn: FunctionResource, signal?: AbortSignal): Promise<Lease> {
     if (this.#stopped) return Promise.reject(new FlintError('FLINT_ERR_UNAVAILABLE', 'the executor is stopping'));
-    // The caller's copy may lag behind the executor's own watch, or lead it.
-    const known = this.#functions.get(fnKey(fn.metadata.namespace, fn.metadata.name));
-    if (known && known.metadata.uid === fn.metadata.uid && Number(known.metadata.resourceVersion) > Number(fn.metadata.resourceVersion)) fn = known;
-    const st = this.#state(fn);
-    if (Number(fn.metadata.resourceVersion) > Number(st.fn.metadata.resourceVersion)) {
-      st.fn = fn;
-      this.#refreshVersion(st);
-    }
+    const st = this.#current(fn);
     const ready = this.#freeInstance(st);
     if (ready) return Promise.resolve(this.#lease(st, ready, false));
     return new Promise<Lease>((resolve, reject) => {
@@ -358,6 +358,19 @@ export class ProcessExecutor implements Executor {
       st.waiters.push(waiter);
       this.#scale(st);
     });
+  }
+
+  /** The state of `fn`, moved on to the newer of the caller's copy and the executor's own. */
+  #current(fn: FunctionResource): FnState {
+    // The caller's copy may lag behind the executor's own watch, or lead it.
+    const known = this.#functions.get(fnKey(fn.metadata.namespace, fn.metadata.name));
+    if (known && known.metadata.uid === fn.metadata.uid && Number(known.metadata.resourceVersion) > Number(fn.metadata.resourceVersion)) fn = known;
+    const st = this.#state(fn);
+    if (Number(fn.metadata.resourceVersion) > Number(st.fn.metadata.resourceVersion)) {
+      st.fn = fn;
+      this.#refreshVersion(st);
+    }
+    return st;
   }
 
   #removeWaiter(st: FnState, w: Waiter): boolean {

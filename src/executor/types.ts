@@ -32,6 +32,13 @@ export interface Executor {
    * FLINT_ERR_TOO_MANY_REQUESTS (concurrency cap), FLINT_ERR_UNAVAILABLE.
    */
   acquire(fn: FunctionResource, signal?: AbortSignal): Promise<Lease>;
+  /**
+   * An idle specialized instance of `fn`'s current generation with a free
+   * slot, leased at once, or undefined when acquire() would have to wait or
+   * start one. The router's fast path: a warm call costs no promise, no
+   * microtask and no AbortSignal.
+   */
+  tryAcquire(fn: FunctionResource): Lease | undefined;
   start(): Promise<void>;
   stop(): Promise<void>;
 }

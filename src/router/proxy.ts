@@ -39,7 +39,8 @@ export class ProxyCall implements ResponseHandler, ResponseWatcher {
   readonly #requestId: string;
   readonly #opts: UpstreamRequest;
   readonly #startedMs: number;
-  readonly #abort = new AbortController();
+  /** Made only when the request has to wait for an instance. */
+  #abort: AbortController | undefined = undefined;
   #lease: Lease | undefined = undefined;
   #abortUpstream: ((err: Error) => void) | undefined = undefined;
   #resume: (() => void) | undefined = undefined;
@@ -79,7 +80,14 @@ export class ProxyCall implements ResponseHandler, ResponseWatcher {
   start(): void {
     this.#deps.metrics.begin();
     this.#res.watcher = this;
-    this.#deps.executor.acquire(this.#target.fn, this.#abort.signal).then(
+    const executor = this.#deps.executor;
+    const ready = executor.tryAcquire(this.#target.fn);
+    if (ready !== undefined) {
+      this.#onLease(ready);
+      return;
+    }
+    this.#abort = new AbortController();
+    executor.acquire(this.#target.fn, this.#abort.signal).then(
       (lease) => this.#onLease(lease),
       (err) => this.#onAcquireError(err),
     );
@@ -120,7 +128,7 @@ export class ProxyCall implements ResponseHandler, ResponseWatcher {
   clientClosed(): void {
     if (this.#done || this.#res.finished) return;
     this.#gone = true;
-    this.#abort.abort();
+    this.#abort?.abort();
     this.#abortUpstream?.(new Error('client closed the connection'));
   }
 

@@ -34,6 +34,15 @@ export class FakeExecutor implements Executor {
     this.fallback = fallback;
   }
 
+  /** Warm placements lease at once, as the real executor's idle instances do. */
+  tryAcquire(fn: FunctionResource): Lease | undefined {
+    const key = `${fn.metadata.namespace}/${fn.metadata.name}`;
+    const p = this.placements.get(key) ?? this.fallback;
+    if (p.error || p.hang || !this.#warm.has(key)) return undefined;
+    this.acquired.push(key);
+    return this.#lease(key, p);
+  }
+
   async acquire(fn: FunctionResource, signal?: AbortSignal): Promise<Lease> {
     const key = `${fn.metadata.namespace}/${fn.metadata.name}`;
     this.acquired.push(key);
@@ -47,6 +56,10 @@ export class FakeExecutor implements Executor {
         });
       });
     }
+    return this.#lease(key, p);
+  }
+
+  #lease(key: string, p: Placement): Lease {
     const coldStart = !this.#warm.has(key);
     this.#warm.add(key);
     const instanceId = `i${++this.#next}`;
