@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict';
+import { spawn, spawnSync } from 'node:child_process';
 import { once } from 'node:events';
 import fs from 'node:fs';
 import http from 'node:http';
@@ -265,6 +266,33 @@ describe('WorkerPool', () => {
     const tcp = new WorkerPool({ host: '127.0.0.1', port: 1 }, { maxIdleMs: 60_000 });
     await assert.rejects(call(tcp), { code: 'ECONNREFUSED' });
     await tcp.close();
+  });
+
+  // A listener with a full accept queue drops further SYNs, as an address
+  // behind a black-holing firewall does: connect() neither succeeds nor fails.
+  const hasPython = spawnSync('python3', ['--version']).status === 0;
+  it('gives up on a TCP connect that never completes with ETIMEDOUT', { skip: !hasPython && 'needs python3', timeout: 5_000 }, async () => {
+    const code = "import socket,sys\ns=socket.socket()\ns.bind(('127.0.0.1',0))\ns.listen(0)\nprint(s.getsockname()[1],flush=True)\nsys.stdin.read()";
+    const py = spawn('python3', ['-c', code], { stdio: ['pipe', 'pipe', 'inherit'] });
+    try {
+      const [line] = (await once(py.stdout!, 'data')) as [Buffer];
+      const port = Number(line.toString().trim());
+      // Takes the one place in the queue; nothing is ever accepted.
+      const filler = net.connect({ host: '127.0.0.1', port });
+      await once(filler, 'connect');
+      const pool = new WorkerPool({ host: '127.0.0.1', port }, { maxIdleMs: 60_000, connectTimeoutMs: 300 });
+      // The request's own timeout is far off: only the connect timeout can end this in time.
+      await assert.rejects(call(pool, req({ timeoutMs: 60_000 })), (err: Error & { code?: string }) => {
+        assert.equal(err.code, 'ETIMEDOUT');
+        assert.match(err.message, new RegExp(`connect to 127.0.0.1:${port} timed out`));
+        return true;
+      });
+      assert.equal(pool.connections, 0);
+      filler.destroy();
+      await pool.close();
+    } finally {
+      py.kill();
+    }
   });
 
   it('talks HTTP over TCP with the host and port in Host', async () => {

@@ -24,14 +24,16 @@ export type PoolTarget = { socketPath: string } | { host: string; port: number }
 export interface PoolOptions {
   /** The longest a connection stays open unused (shorter if the instance hints so). */
   maxIdleMs: number;
+  /** How long a TCP connect may take (default 10 s); Unix sockets connect or fail at once. */
+  connectTimeoutMs?: number;
 }
 
 /** An address that swallows SYNs must give 502 soon, not 504 after the function's timeout. */
 const CONNECT_TIMEOUT_MS = 10_000;
 
-function connectTcp(host: string, port: number): net.Socket {
+function connectTcp(host: string, port: number, timeoutMs: number): net.Socket {
   const socket = net.connect({ host, port, noDelay: true });
-  socket.setTimeout(CONNECT_TIMEOUT_MS, () => {
+  socket.setTimeout(timeoutMs, () => {
     socket.destroy(Object.assign(new Error(`connect to ${host}:${port} timed out`), { code: 'ETIMEDOUT' }));
   });
   socket.once('connect', () => socket.setTimeout(0));
@@ -42,6 +44,7 @@ export class WorkerPool implements ConnectionOwner {
   readonly #target: PoolTarget;
   readonly #host: string;
   readonly #maxIdleMs: number;
+  readonly #connectTimeoutMs: number;
   /** Most recently used last: a warm connection is taken first. */
   readonly #idle: Connection[] = [];
   readonly #all = new Set<Connection>();
@@ -52,6 +55,7 @@ export class WorkerPool implements ConnectionOwner {
     this.#target = target;
     this.#host = 'socketPath' in target ? 'localhost' : target.host.includes(':') ? `[${target.host}]:${target.port}` : `${target.host}:${target.port}`;
     this.#maxIdleMs = opts.maxIdleMs;
+    this.#connectTimeoutMs = opts.connectTimeoutMs ?? CONNECT_TIMEOUT_MS;
   }
 
   /** Open connections, busy or idle. */
@@ -86,7 +90,7 @@ export class WorkerPool implements ConnectionOwner {
     }
     if (conn === undefined) {
       const t = this.#target;
-      const socket = 'socketPath' in t ? net.connect({ path: t.socketPath }) : connectTcp(t.host, t.port);
+      const socket = 'socketPath' in t ? net.connect({ path: t.socketPath }) : connectTcp(t.host, t.port, this.#connectTimeoutMs);
       conn = new Connection(socket, this, this.#maxIdleMs);
       this.#all.add(conn);
     }
