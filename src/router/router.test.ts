@@ -351,6 +351,52 @@ describe('router', () => {
     );
   });
 
+  it('answers pipelined requests in order, each leased and released in turn', async () => {
+    await echo('/hello'); // warm: later leases are taken synchronously, inside the previous response's end()
+    const before = executor.releases.length;
+    const target = new URL(url);
+    const sock = net.connect(Number(target.port), target.hostname);
+    await once(sock, 'connect');
+    const n = 3;
+    let wire = '';
+    for (let i = 1; i <= n; i++) wire += `GET /hello?i=${i} HTTP/1.1\r\nHost: x\r\n${i === n ? 'Connection: close\r\n' : ''}\r\n`;
+    sock.write(wire);
+    const chunks: Buffer[] = [];
+    sock.on('data', (c) => chunks.push(c));
+    await once(sock, 'end');
+    sock.destroy();
+    const text = Buffer.concat(chunks).toString('latin1');
+    const urls: string[] = [];
+    let rest = text;
+    while (rest.length > 0) {
+      const headEnd = rest.indexOf('\r\n\r\n');
+      assert.ok(headEnd > 0, `a response head in ${JSON.stringify(rest.slice(0, 200))}`);
+      const head = rest.slice(0, headEnd);
+      assert.match(head, /^HTTP\/1\.1 200 /);
+      assert.match(head, /\r\nTransfer-Encoding: chunked\r\n/i);
+      rest = rest.slice(headEnd + 4);
+      let body = '';
+      for (;;) {
+        const lineEnd = rest.indexOf('\r\n');
+        const size = Number.parseInt(rest.slice(0, lineEnd), 16);
+        rest = rest.slice(lineEnd + 2);
+        if (size === 0) {
+          assert.equal(rest.slice(0, 2), '\r\n');
+          rest = rest.slice(2);
+          break;
+        }
+        body += rest.slice(0, size);
+        rest = rest.slice(size + 2);
+      }
+      urls.push((JSON.parse(body) as Echo).url);
+    }
+    assert.deepEqual(urls, ['/hello?i=1', '/hello?i=2', '/hello?i=3']);
+    assert.deepEqual(
+      executor.releases.slice(before).map((r) => `${r.fn} ${r.outcome}`),
+      ['default/hello ok', 'default/hello ok', 'default/hello ok'],
+    );
+  });
+
   it('streams a large request body in and the response out without buffering either', async () => {
     const u = new URL(url);
     const chunk = Buffer.alloc(1 << 20, 7);
