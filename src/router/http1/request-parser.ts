@@ -8,8 +8,9 @@
 // One request at a time: bytes after a complete request are kept, not
 // parsed, until next() says the response to it is done.
 import { FlintError } from '../../api/errors.ts';
-import { BodyDecoder, type BodySink, CRLF2 } from './body-decoder.ts';
+import { BodyDecoder, type BodySink } from './body-decoder.ts';
 import { isFieldValue, isTarget, isToken } from './chars.ts';
+import { type HeadRefusals, headEnd } from './head-end.ts';
 
 export interface RequestHead {
   readonly method: string;
@@ -33,7 +34,6 @@ export interface RequestSink extends BodySink {
 
 /** node:http's default: larger heads are refused with 431. */
 export const MAX_REQUEST_HEAD_BYTES = 16 * 1024;
-const LF2 = Buffer.from('\n\n');
 
 const State = { Head: 0, Body: 1, Done: 2 } as const;
 type State = (typeof State)[keyof typeof State];
@@ -104,14 +104,11 @@ export class RequestParser implements BodySink {
           // RFC 9112 2.2: empty lines before a request line are ignored.
           while (pos + 1 < len && buf[pos] === 0x0d && buf[pos + 1] === 0x0a) pos += 2;
           if (pos >= len) return;
-          const end = buf.indexOf(CRLF2, pos);
+          const end = headEnd(buf, pos, MAX_REQUEST_HEAD_BYTES, REFUSALS);
           if (end === -1) {
-            if (len - pos > MAX_REQUEST_HEAD_BYTES) throw headTooLarge();
-            if (buf.indexOf(LF2, pos) !== -1) throw badRequest('lines end in a bare LF');
             this.#partial = buf.subarray(pos);
             return;
           }
-          if (end - pos > MAX_REQUEST_HEAD_BYTES) throw headTooLarge();
           const head = buf.toString('latin1', pos, end);
           pos = end + 4;
           this.#head(head);
@@ -237,6 +234,7 @@ export class RequestParser implements BodySink {
 
 const EMPTY = Buffer.alloc(0);
 
-function headTooLarge(): FlintError {
-  return new FlintError('FLINT_ERR_HEADERS_TOO_LARGE', `the request head is larger than ${MAX_REQUEST_HEAD_BYTES} bytes`);
-}
+const REFUSALS: HeadRefusals = {
+  tooLarge: () => new FlintError('FLINT_ERR_HEADERS_TOO_LARGE', `the request head is larger than ${MAX_REQUEST_HEAD_BYTES} bytes`),
+  bareLf: () => badRequest('lines end in a bare LF'),
+};

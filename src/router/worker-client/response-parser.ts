@@ -5,7 +5,8 @@
 // the router writes them to its client.
 //
 // Body chunks are handed on as views of the socket's buffers, never copied.
-import { BodyDecoder, type BodySink, CRLF2 } from '../http1/body-decoder.ts';
+import { BodyDecoder, type BodySink } from '../http1/body-decoder.ts';
+import { type HeadRefusals, headEnd } from '../http1/head-end.ts';
 import { badResponse } from './errors.ts';
 
 export interface ResponseSink {
@@ -23,7 +24,11 @@ export interface ResponseSink {
 
 /** Larger heads are refused: a runaway or hostile instance must not fill memory. */
 export const MAX_HEAD_BYTES = 64 * 1024;
-const LF2 = Buffer.from('\n\n');
+
+const REFUSALS: HeadRefusals = {
+  tooLarge: () => badResponse(`response head larger than ${MAX_HEAD_BYTES} bytes`),
+  bareLf: () => badResponse('response head lines end in a bare LF'),
+};
 
 // Parser states (plain numbers: the project's TypeScript has no enums).
 const State = {
@@ -93,15 +98,11 @@ export class ResponseParser implements BodySink {
     while (pos < len) {
       switch (this.#state) {
         case State.Head: {
-          const end = buf.indexOf(CRLF2, pos);
+          const end = headEnd(buf, pos, MAX_HEAD_BYTES, REFUSALS);
           if (end === -1) {
-            if (len - pos > MAX_HEAD_BYTES) throw badResponse(`response head larger than ${MAX_HEAD_BYTES} bytes`);
-            // Lines must end in CRLF; waiting for one that never comes would end as a timeout, not as the 502 it is.
-            if (buf.indexOf(LF2, pos) !== -1) throw badResponse('response head lines end in a bare LF');
             this.#partial = buf.subarray(pos);
             return;
           }
-          if (end - pos > MAX_HEAD_BYTES) throw badResponse(`response head larger than ${MAX_HEAD_BYTES} bytes`);
           const head = buf.toString('latin1', pos, end);
           pos = end + 4;
           this.#head(head);
