@@ -57,6 +57,21 @@ export async function interleavedLatency(a: () => Promise<void>, b: () => Promis
   return { a: sum(ra), b: sum(rb), rounds };
 }
 
+/**
+ * The first call of a function through the router, in microseconds, on a
+ * keep-alive undici pool: the client the fork baselines are timed with, so
+ * neither side pays fetch()'s own overhead (milliseconds in a process that has
+ * not called fetch much). Throws unless the answer is 200.
+ */
+export async function timedFirstCall(router: Pool, name: string): Promise<number> {
+  const t0 = process.hrtime.bigint();
+  const res = await router.request({ path: `/flint-function/${name}`, method: 'GET' });
+  const text = await res.body.text();
+  const us = Number(process.hrtime.bigint() - t0) / 1000;
+  if (res.statusCode !== 200) throw new Error(`first call of ${name}: ${res.statusCode} ${text}`);
+  return us;
+}
+
 export interface WrkResult {
   rps: number;
   p50Us: number;

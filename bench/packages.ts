@@ -11,7 +11,8 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { zipDirectory } from '../src/archive/index.ts';
 import { startServer } from '../test/helpers/server.ts';
-import { fmt, forkUntilServed, percentiles } from './lib.ts';
+import { Pool } from 'undici';
+import { fmt, forkUntilServed, percentiles, timedFirstCall } from './lib.ts';
 
 async function api(base: string, method: string, url: string, body?: unknown): Promise<any> {
   const res = await fetch(base + url, { method, headers: body ? { 'content-type': 'application/json' } : {}, body: body ? JSON.stringify(body) : undefined });
@@ -25,14 +26,6 @@ async function upload(base: string, file: string): Promise<{ url: string; checks
   if (res.status !== 201) throw new Error(`upload: ${res.status} ${await res.text()}`);
   const { url, checksum } = (await res.json()) as { url: string; checksum: { type: 'sha256'; sum: string } };
   return { url, checksum };
-}
-
-async function timedFirstCall(routerUrl: string, name: string): Promise<number> {
-  const t0 = process.hrtime.bigint();
-  const res = await fetch(`${routerUrl}/flint-function/${name}`);
-  const text = await res.text();
-  if (res.status !== 200) throw new Error(`first call of ${name}: ${res.status} ${text}`);
-  return Number(process.hrtime.bigint() - t0) / 1000;
 }
 
 /** A fresh python3 until it has answered one HTTP request on a Unix socket. */
@@ -62,6 +55,7 @@ export async function packagesBench(sandbox: 'bubblewrap' | 'none', work: string
   const server = await startServer({ sets: [`executor.sandbox=${sandbox}`, 'logLevel=error'] });
   const base = server.controllerUrl;
   const NS = '/v1/namespaces/default';
+  const router = new Pool(server.routerUrl, { connections: 1 });
   try {
     await api(base, 'POST', `${NS}/environments`, { metadata: { name: 'nodejs' }, spec: { runtime: { image: 'flint/node-env' }, builder: { image: 'flint/node-builder', command: 'build' }, poolsize: 3 } });
     await api(base, 'POST', `${NS}/environments`, { metadata: { name: 'python' }, spec: { runtime: { image: 'flint/python-env' }, poolsize: 3 } });
@@ -90,7 +84,7 @@ export async function packagesBench(sandbox: 'bubblewrap' | 'none', work: string
         await api(base, 'POST', `${NS}/packages`, { metadata: { name } , spec: { environment: { name: env }, deployment } });
         await api(base, 'POST', `${NS}/functions`, { metadata: { name }, spec: { environment: { name: env }, package: { packageref: { name } } } });
         await new Promise((r) => setTimeout(r, 600));
-        into.push(await timedFirstCall(server.routerUrl, name));
+        into.push(await timedFirstCall(router, name));
       }
     }
     const z = percentiles(zipCold);
@@ -126,6 +120,7 @@ export async function packagesBench(sandbox: 'bubblewrap' | 'none', work: string
     const d = percentiles(direct);
     rows.push(['build via build manager / builder script run directly', `${fmt(m.p50 / d.p50, 2)}x`, `managed p50 ${fmt(m.p50 / 1000, 1)} ms (create to succeeded), direct p50 ${fmt(d.p50 / 1000, 1)} ms`, '']);
   } finally {
+    await router.close();
     await server.stop();
   }
   return rows;

@@ -13,7 +13,7 @@ import path from 'node:path';
 import { Pool } from 'undici';
 import { startWorker } from '../src/executor/process/worker-process.ts';
 import { startServer } from '../test/helpers/server.ts';
-import { fmt, forkUntilServed, hasWrk, interleavedLatency, percentiles, startBareServer, wrk } from './lib.ts';
+import { fmt, forkUntilServed, hasWrk, interleavedLatency, percentiles, startBareServer, timedFirstCall, wrk } from './lib.ts';
 import { kafkaBench } from './mq.ts';
 import { packagesBench } from './packages.ts';
 
@@ -138,17 +138,15 @@ try {
   // 3. Cold start from the warm pool vs forking a fresh node.
   const COLD = Number(process.env.BENCH_COLD ?? 15);
   const cold: number[] = [];
+  const coldRouter = new Pool(server.routerUrl, { connections: 1 });
   for (let i = 0; i < COLD; i++) {
     const name = `cold-${i}`;
     await createFunction(server.controllerUrl, name);
     // Let the pool refill so each first call finds a warm worker.
     await new Promise((res) => setTimeout(res, 600));
-    const t0 = process.hrtime.bigint();
-    const res = await fetch(`${server.routerUrl}/flint-function/${name}`);
-    await res.text();
-    cold.push(Number(process.hrtime.bigint() - t0) / 1000);
-    if (res.status !== 200) throw new Error(`cold call ${name}: ${res.status}`);
+    cold.push(await timedFirstCall(coldRouter, name));
   }
+  await coldRouter.close();
   const forks: number[] = [];
   for (let i = 0; i < COLD; i++) forks.push(await forkNodeOnce(work, i));
   const c = percentiles(cold);
