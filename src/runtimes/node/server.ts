@@ -3,10 +3,9 @@
 // executor starts it in a sandbox) or on a TCP port (--port, default 8888:
 // kubernetes mode, as Fission's environment containers do).
 import fs from 'node:fs';
-import http from 'node:http';
-import { createRuntimeServer, WARMUP_PATH } from './app.ts';
+import { createRuntimeServer } from './app.ts';
 import { parseOptions } from './options.ts';
-import { warmUp } from './warmup.ts';
+import { selfWarm, warmUp } from './warmup.ts';
 
 const opts = parseOptions(process.argv.slice(2), process.env);
 const server = createRuntimeServer(opts);
@@ -39,20 +38,16 @@ server.on('error', (err) => {
   process.exit(1);
 });
 
-await warmUp();
-/** One request to ourselves through the whole request path; errors are ignored. */
-function selfWarm(): void {
-  const body = JSON.stringify({ warm: true });
-  const target = opts.socket ? { socketPath: opts.socket } : { host: '127.0.0.1', port: opts.port };
-  const req = http.request({ ...target, method: 'POST', path: `${WARMUP_PATH}?a=1`, agent: false, headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) } }, (res) => res.resume());
-  req.on('error', () => {});
-  req.end(body);
-}
+const fixtures = await warmUp();
+// A wildcard address is not one to call: its loopback is.
+const selfHost = opts.host === '0.0.0.0' || opts.host === '' ? '127.0.0.1' : opts.host === '::' ? '::1' : opts.host;
+const target = opts.socket ? { socketPath: opts.socket } : { host: selfHost, port: opts.port };
+const onListening = () => void selfWarm(target, fixtures);
 
 if (opts.socket) {
   // A socket file left by an earlier worker would make listen fail with EADDRINUSE.
   fs.rmSync(opts.socket, { force: true });
-  server.listen(opts.socket, selfWarm);
+  server.listen(opts.socket, onListening);
 } else {
-  server.listen(opts.port, opts.host, selfWarm);
+  server.listen(opts.port, opts.host, onListening);
 }
