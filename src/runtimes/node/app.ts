@@ -6,14 +6,11 @@ import type { RuntimeOptions } from './options.ts';
 import { sendFunctionError, sendJson } from './respond.ts';
 import { Specializer } from './specialize.ts';
 
-/** The worker's calls to itself while generic (server.ts): the request path, and the specialization path on a fixture. */
 export const WARMUP_PATH = '/flint-warmup';
-export const WARMUP_SPECIALIZE_PATH = '/flint-warmup/specialize';
-// JSON for a request with a body, text for one without: the two answers most functions give.
-const warmHandler = async (context: { request: { method: string; query: unknown; body: unknown } }) => ({
+const warmHandler = async (context: { request: { query: unknown; body: unknown } }) => ({
   status: 200,
   headers: { 'x-warm': '1' },
-  body: context.request.method === 'GET' ? 'ok' : { query: context.request.query, body: context.request.body },
+  body: { query: context.request.query, body: context.request.body },
 });
 
 type ControlRoute = 'healthz' | 'v1' | 'v2' | undefined;
@@ -37,14 +34,10 @@ export function createRuntimeServer(opts: Pick<RuntimeOptions, 'codepath' | 'max
     const route = handler !== undefined && req.headers['x-flint-function-name'] !== undefined ? undefined : controlRoute(req);
     if (route === undefined) {
       if (handler === undefined) {
-        if (req.url === WARMUP_SPECIALIZE_PATH && req.method === 'POST') {
-          specializer.rehearse(req, res).catch((err) => sendFunctionError(res, err));
-          return;
-        }
-        if (req.url?.startsWith(WARMUP_PATH)) {
-          // The worker's own warm-up calls run the request path while the
-          // worker is generic, so the function's first call is not the first
-          // time this code runs.
+        if (req.method === 'POST' && req.url?.startsWith(WARMUP_PATH)) {
+          // The worker's own warm-up call runs the request path once while
+          // the worker is generic, so the function's first call is not the
+          // first time this code runs.
           invoke(warmHandler, req, res, maxBodyBytes).catch((err) => sendFunctionError(res, err));
           return;
         }

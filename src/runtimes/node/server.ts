@@ -3,9 +3,10 @@
 // executor starts it in a sandbox) or on a TCP port (--port, default 8888:
 // kubernetes mode, as Fission's environment containers do).
 import fs from 'node:fs';
-import { createRuntimeServer } from './app.ts';
+import http from 'node:http';
+import { createRuntimeServer, WARMUP_PATH } from './app.ts';
 import { parseOptions } from './options.ts';
-import { selfWarm, warmUp } from './warmup.ts';
+import { warmUp } from './warmup.ts';
 
 const opts = parseOptions(process.argv.slice(2), process.env);
 const server = createRuntimeServer(opts);
@@ -38,16 +39,20 @@ server.on('error', (err) => {
   process.exit(1);
 });
 
-const fixtures = await warmUp();
-// A wildcard address is not one to call: its loopback is.
-const selfHost = opts.host === '0.0.0.0' || opts.host === '' ? '127.0.0.1' : opts.host === '::' ? '::1' : opts.host;
-const target = opts.socket ? { socketPath: opts.socket } : { host: selfHost, port: opts.port };
-const onListening = () => void selfWarm(target, fixtures);
+await warmUp();
+/** One request to ourselves through the whole request path; errors are ignored. */
+function selfWarm(): void {
+  const body = JSON.stringify({ warm: true });
+  const target = opts.socket ? { socketPath: opts.socket } : { host: '127.0.0.1', port: opts.port };
+  const req = http.request({ ...target, method: 'POST', path: `${WARMUP_PATH}?a=1`, agent: false, headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) } }, (res) => res.resume());
+  req.on('error', () => {});
+  req.end(body);
+}
 
 if (opts.socket) {
   // A socket file left by an earlier worker would make listen fail with EADDRINUSE.
   fs.rmSync(opts.socket, { force: true });
-  server.listen(opts.socket, onListening);
+  server.listen(opts.socket, selfWarm);
 } else {
-  server.listen(opts.port, opts.host, onListening);
+  server.listen(opts.port, opts.host, selfWarm);
 }

@@ -1,8 +1,6 @@
 // Specialization of the real worker process: the code forms it loads and the
 // failures it reports.
 import assert from 'node:assert/strict';
-import fs from 'node:fs';
-import os from 'node:os';
 import path from 'node:path';
 import { afterEach, describe, it } from 'node:test';
 import { type RunningRuntime, startRuntime, waitFor } from './testing.ts';
@@ -121,39 +119,6 @@ describe('node runtime: loading code', () => {
     assert.equal((await rt.specialize({ functionName: 'x' })).status, 400, 'filepath is required');
     const dir = rt.write({ 'index.js': 'module.exports = async () => ({ body: "ok" });' });
     assert.equal((await rt.specialize({ filepath: path.join(dir, 'index.js') })).status, 200);
-  });
-});
-
-describe('node runtime: warming up while generic', () => {
-  it('rehearses a specialization on a fixture without specializing, moving or failing the worker', async () => {
-    const rt = await runtime();
-    const fixture = rt.write({ 'fixture.js': 'module.exports = async () => ({ body: "fixture" });' }, 'fixtures');
-    const real = rt.write({
-      'data/x.txt': 'from-real-dir',
-      'index.js': 'const x = require("node:fs").readFileSync("data/x.txt", "utf8"); module.exports = async () => ({ body: { x, leaked: process.env.LEAKED ?? null } });',
-    });
-    const rehearsal = await rt.request('/flint-warmup/specialize', { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ filepath: path.join(fixture, 'fixture.js'), env: { LEAKED: '1' } }) });
-    assert.equal(rehearsal.status, 200, rehearsal.text);
-    assert.equal((await rt.request('/anything')).status, 503, 'still generic after the rehearsal');
-    const broken = await rt.request('/flint-warmup/specialize', { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ filepath: path.join(fixture, 'missing.js') }) });
-    assert.equal(broken.status, 404, 'a failed rehearsal answers like a failed specialization');
-    const s = await rt.specialize({ filepath: real });
-    assert.equal(s.status, 200, `the real specialization still runs after rehearsals: ${s.text}`);
-    assert.deepEqual((await rt.request('/')).json, { x: 'from-real-dir', leaked: null }, 'the real code runs in its own directory, without the rehearsal\'s env');
-  });
-
-  it('calls itself through the specialization and request paths, then removes its fixtures', async () => {
-    const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'flint-rt-tmp-'));
-    try {
-      const rt = await runtime({ TMPDIR: tmp, FLINT_DEBUG: '1' });
-      for (const call of ['POST /flint-warmup/specialize -> 200', 'POST /flint-warmup?a=1 -> 200', 'GET /flint-warmup -> 200']) {
-        await waitFor(() => rt.stderr().includes(call), call);
-      }
-      await waitFor(() => fs.readdirSync(tmp).length === 0, 'the warm-up fixtures to be removed');
-      assert.equal((await rt.request('/anything')).status, 503, 'the self-calls left the worker generic');
-    } finally {
-      fs.rmSync(tmp, { recursive: true, force: true });
-    }
   });
 });
 

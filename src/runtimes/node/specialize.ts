@@ -44,11 +44,6 @@ function parseV2(text: string): SpecializeRequest {
   return { filepath: b.filepath, functionName: (b.functionName as string | null | undefined) ?? undefined, env };
 }
 
-/** Nothing was loaded (a bad request, a body too large, a client gone): the worker may be specialized later. */
-const NOT_TRIED = Symbol('not tried');
-/** Loading ran and failed: the module may have run halfway. */
-const FAILED = Symbol('failed');
-
 /**
  * The worker's one-way switch. `handler` is set once a specialization
  * succeeded; `attempted` refuses a second attempt even after a failure,
@@ -70,48 +65,30 @@ export class Specializer {
       return;
     }
     this.#attempted = true;
-    let outcome: Handler | typeof NOT_TRIED | typeof FAILED = NOT_TRIED;
-    try {
-      outcome = await this.#run(req, res, version, false);
-    } finally {
-      // Until something is loaded, the worker stays generic.
-      if (outcome === NOT_TRIED) this.#attempted = false;
-    }
-    if (typeof outcome === 'function') this.handler = outcome;
-  }
-
-  /**
-   * The whole specialization path run on a fixture while the worker is still
-   * generic, changing nothing (no handler kept, no chdir, no environment): the
-   * first real specialization then runs code that has run before, which on a
-   * cold start is milliseconds.
-   */
-  async rehearse(req: IncomingMessage, res: ServerResponse): Promise<void> {
-    await this.#run(req, res, 2, true);
-  }
-
-  async #run(req: IncomingMessage, res: ServerResponse, version: 1 | 2, rehearsal: boolean): Promise<Handler | typeof NOT_TRIED | typeof FAILED> {
     // The request path's own reader: warmed while the worker was generic.
     const raw = await readBody(req, res, MAX_SPECIALIZE_BODY);
-    // Too large (answered already) or the client went away.
-    if (raw === undefined) return NOT_TRIED;
+    // Until something is loaded, the worker stays generic.
+    if (raw === undefined) {
+      // Too large (answered already) or the client went away.
+      this.#attempted = false;
+      return;
+    }
     let spec: SpecializeRequest;
     try {
       spec = version === 2 ? parseV2(raw.toString('utf8')) : { filepath: this.#codepath };
     } catch (err) {
+      this.#attempted = false;
       if (!(err instanceof BadRequest)) throw err;
       sendJson(res, 400, { error: err.message });
-      return NOT_TRIED;
+      return;
     }
     try {
-      if (spec.env && !rehearsal) Object.assign(process.env, spec.env);
-      // A rehearsal must not move the worker: a real specialization may be under way beside it.
-      chdirTo(rehearsal ? process.cwd() : spec.filepath);
-      const handler = await loadHandler(spec.filepath, spec.functionName);
+      if (spec.env) Object.assign(process.env, spec.env);
+      chdirTo(spec.filepath);
+      this.handler = await loadHandler(spec.filepath, spec.functionName);
       res.statusCode = 200;
       res.setHeader('content-length', 0);
       res.end();
-      return handler;
     } catch (err) {
       const status = err instanceof LoadError ? err.status : 500;
       const message = err instanceof Error ? err.message : String(err);
@@ -120,7 +97,6 @@ export class Specializer {
       const detail = thrown instanceof Error ? (thrown.stack ?? message) : message;
       process.stderr.write(`error specializing function: ${thrown === undefined ? message : `${message}\n${detail}`}\n`);
       sendJson(res, status, { error: `error specializing function: ${message}` });
-      return FAILED;
     }
   }
 }
