@@ -7,6 +7,8 @@ import { sendFunctionError, sendJson } from './respond.ts';
 import { Specializer } from './specialize.ts';
 
 export const WARMUP_PATH = '/flint-warmup';
+/** Carries the worker's own per-process token on its warm-up call (server.ts). */
+export const WARMUP_HEADER = 'x-flint-warmup';
 const warmHandler = async (context: { request: { query: unknown; body: unknown } }) => ({
   status: 200,
   headers: { 'x-warm': '1' },
@@ -22,11 +24,24 @@ function controlRoute(req: http.IncomingMessage): ControlRoute {
   return undefined;
 }
 
-export function createRuntimeServer(opts: Pick<RuntimeOptions, 'codepath' | 'maxBodyBytes' | 'debug'>): http.Server {
+/**
+ * `warmupToken`: the secret the worker's call to itself carries. Only that
+ * call reaches the built-in warm handler, generic or not: the executor may
+ * specialize the worker before the call arrives, and the function must not
+ * get it; nor may anyone else use the route.
+ */
+export function createRuntimeServer(opts: Pick<RuntimeOptions, 'codepath' | 'maxBodyBytes' | 'debug'>, warmupToken?: string): http.Server {
   const specializer = new Specializer(opts.codepath);
   const { maxBodyBytes } = opts;
 
   const onRequest = (req: http.IncomingMessage, res: http.ServerResponse): void => {
+    if (warmupToken !== undefined && req.url?.startsWith(WARMUP_PATH) && req.headers[WARMUP_HEADER] === warmupToken) {
+      // The worker's own warm-up call runs the request path once while the
+      // worker is generic, so the function's first call is not the first
+      // time this code runs.
+      invoke(warmHandler, req, res, maxBodyBytes).catch((err) => sendFunctionError(res, err));
+      return;
+    }
     const handler = specializer.handler;
     // Requests the router forwards always name their function, so a function
     // may serve /healthz or /specialize itself; only the executor's own calls
@@ -34,13 +49,6 @@ export function createRuntimeServer(opts: Pick<RuntimeOptions, 'codepath' | 'max
     const route = handler !== undefined && req.headers['x-flint-function-name'] !== undefined ? undefined : controlRoute(req);
     if (route === undefined) {
       if (handler === undefined) {
-        if (req.method === 'POST' && req.url?.startsWith(WARMUP_PATH)) {
-          // The worker's own warm-up call runs the request path once while
-          // the worker is generic, so the function's first call is not the
-          // first time this code runs.
-          invoke(warmHandler, req, res, maxBodyBytes).catch((err) => sendFunctionError(res, err));
-          return;
-        }
         req.resume();
         sendJson(res, 503, { error: 'Generic container: no requests supported until specialized' });
         return;

@@ -2,14 +2,16 @@
 // Serves on a Unix socket (FLINT_SOCKET or --socket: local mode, where the
 // executor starts it in a sandbox) or on a TCP port (--port, default 8888:
 // kubernetes mode, as Fission's environment containers do).
+import { randomUUID } from 'node:crypto';
 import fs from 'node:fs';
 import http from 'node:http';
-import { createRuntimeServer, WARMUP_PATH } from './app.ts';
+import { createRuntimeServer, WARMUP_HEADER, WARMUP_PATH } from './app.ts';
 import { parseOptions } from './options.ts';
 import { warmUp } from './warmup.ts';
 
 const opts = parseOptions(process.argv.slice(2), process.env);
-const server = createRuntimeServer(opts);
+const warmupToken = randomUUID();
+const server = createRuntimeServer(opts, warmupToken);
 
 let stopping = false;
 function shutdown(code: number): void {
@@ -43,8 +45,11 @@ await warmUp();
 /** One request to ourselves through the whole request path; errors are ignored. */
 function selfWarm(): void {
   const body = JSON.stringify({ warm: true });
-  const target = opts.socket ? { socketPath: opts.socket } : { host: '127.0.0.1', port: opts.port };
-  const req = http.request({ ...target, method: 'POST', path: `${WARMUP_PATH}?a=1`, agent: false, headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) } }, (res) => res.resume());
+  // A wildcard listener answers on the IPv4 loopback (a `::` one too); a specific address only on itself.
+  const host = opts.host === '0.0.0.0' || opts.host === '::' || opts.host === '' ? '127.0.0.1' : opts.host;
+  const target = opts.socket ? { socketPath: opts.socket } : { host, port: opts.port };
+  const headers = { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body), [WARMUP_HEADER]: warmupToken };
+  const req = http.request({ ...target, method: 'POST', path: `${WARMUP_PATH}?a=1`, agent: false, headers }, (res) => res.resume());
   req.on('error', () => {});
   req.end(body);
 }

@@ -34,6 +34,28 @@ describe('node runtime: before specialization', () => {
   });
 });
 
+describe('node runtime: its warm-up call', () => {
+  it('is the only request the warm-up route answers: without its token, 503 while generic and the function once specialized', async () => {
+    const rt = await runtime();
+    const json = { 'content-type': 'application/json' };
+    const generic = await rt.request('/flint-warmup?a=1', { method: 'POST', headers: { ...json, 'x-flint-warmup': 'guess' }, body: '{"warm":true}' });
+    assert.equal(generic.status, 503, generic.text);
+    assert.equal(generic.headers['x-warm'], undefined);
+    const dir = rt.write({ 'index.js': 'module.exports = async (ctx) => ({ body: `fn saw ${ctx.request.method} ${ctx.request.url}` });' });
+    assert.equal((await rt.specialize({ filepath: path.join(dir, 'index.js') })).status, 200);
+    const fn = await rt.request('/flint-warmup?a=1', { method: 'POST', headers: { ...json, 'x-flint-function-name': 'f' }, body: '{}' });
+    assert.equal(fn.text, 'fn saw POST /flint-warmup?a=1');
+  });
+
+  it('reaches the warm handler, not the function, also when the worker is specialized at once', async () => {
+    const rt = await runtime({ FLINT_DEBUG: '1' });
+    const dir = rt.write({ 'index.js': 'module.exports = async (ctx) => { console.error(`fn saw ${ctx.request.url}`); return { body: "fn" }; };' });
+    assert.equal((await rt.specialize({ filepath: path.join(dir, 'index.js') })).status, 200);
+    await waitFor(() => rt.stderr().includes('POST /flint-warmup?a=1 -> 200'), 'the warm-up call to be answered');
+    assert.doesNotMatch(rt.stderr(), /fn saw/);
+  });
+});
+
 describe('node runtime: loading code', () => {
   it('loads an extensionless CommonJS file (module.exports)', async () => {
     const { reply } = await serve({ deployarchive: 'module.exports = async (context) => ({ status: 200, body: "cjs" });' }, 'deployarchive');
