@@ -139,23 +139,26 @@ export function fmt(n: number, digits = 0): string {
 
 /**
  * Microseconds from spawning `command` until it has answered one HTTP
- * request on the Unix socket `sock`: the cold-start baselines.
+ * request on the Unix socket `sock`: the cold-start baselines. The child
+ * prints a line once it listens; the request follows at once (on a new
+ * connection: a fresh server has none), so no polling adds to the figure.
  */
 export async function forkUntilServed(command: string, args: string[], sock: string): Promise<number> {
   const t0 = process.hrtime.bigint();
-  const child = spawn(command, args, { stdio: 'ignore' });
-  const pool = new Pool('http://localhost', { socketPath: sock });
-  for (;;) {
-    try {
-      const r = await pool.request({ path: '/', method: 'GET' });
-      await r.body.text();
-      break;
-    } catch {
-      await new Promise((r) => setTimeout(r, 1));
-    }
+  const child = spawn(command, args, { stdio: ['ignore', 'pipe', 'inherit'] });
+  try {
+    const listening = once(child.stdout!, 'data');
+    const exited = once(child, 'exit').then(([code]) => {
+      throw new Error(`${command} exited with ${code} before it listened`);
+    });
+    await Promise.race([listening, exited]);
+    const pool = new Pool('http://localhost', { socketPath: sock });
+    const r = await pool.request({ path: '/', method: 'GET' });
+    await r.body.text();
+    const us = Number(process.hrtime.bigint() - t0) / 1000;
+    await pool.close();
+    return us;
+  } finally {
+    child.kill();
   }
-  const us = Number(process.hrtime.bigint() - t0) / 1000;
-  await pool.close();
-  child.kill();
-  return us;
 }

@@ -20,6 +20,7 @@ import { packagesBench } from './packages.ts';
 const HELLO = 'module.exports = async () => ({ status: 200, body: "hello\\n" });';
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 4);
 const THROUGHPUT_ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
+if (!Number.isInteger(THROUGHPUT_ROUNDS) || THROUGHPUT_ROUNDS < 1) throw new Error(`BENCH_ROUNDS must be a whole number of at least 1, not ${process.env.BENCH_ROUNDS}`);
 const N = Number(process.env.BENCH_REQUESTS ?? 3000);
 const sandbox = (process.env.BENCH_SANDBOX as 'bubblewrap' | 'none' | undefined) ?? 'bubblewrap';
 
@@ -48,7 +49,8 @@ async function waitFor(url: string): Promise<void> {
 /** A fresh node process until it has answered one HTTP request: the cold-start baseline. */
 function forkNodeOnce(dir: string, i: number): Promise<number> {
   const sock = path.join(dir, `fork-${i}.sock`);
-  return forkUntilServed(process.execPath, ['-e', `require('node:http').createServer((q, s) => s.end('hello')).listen(${JSON.stringify(sock)})`], sock);
+  const code = `require('node:http').createServer((q, s) => s.end('hello')).listen(${JSON.stringify(sock)}, () => process.stdout.write('listening\\n'))`;
+  return forkUntilServed(process.execPath, ['-e', code], sock);
 }
 
 const rows: string[][] = [];
@@ -124,10 +126,18 @@ try {
   // minute); the figure is the round with the median ratio.
   if (await hasWrk()) {
     const bare = await startBareServer();
+    // Both warmed under this load first: the router's first seconds under 32
+    // connections run at about half its later rate (code paths the
+    // one-connection latency runs never took).
+    await wrk(bare.url, { seconds: 2, connections: 32 });
+    await wrk(routeUrl, { seconds: 2, connections: 32 });
     const runs: { ratio: number; base: WrkResult; routed: WrkResult }[] = [];
     for (let i = 0; i < THROUGHPUT_ROUNDS; i++) {
-      const base = await wrk(bare.url, { seconds: SECONDS, connections: 32 });
-      const routed = await wrk(routeUrl, { seconds: SECONDS, connections: 32 });
+      // Alternating which goes first, so neither always follows the other's load.
+      const first = i % 2 === 0 ? bare.url : routeUrl;
+      const a = await wrk(first, { seconds: SECONDS, connections: 32 });
+      const b = await wrk(first === bare.url ? routeUrl : bare.url, { seconds: SECONDS, connections: 32 });
+      const [base, routed] = first === bare.url ? [a, b] : [b, a];
       runs.push({ ratio: routed.rps / base.rps, base, routed });
     }
     await bare.stop();
@@ -149,18 +159,21 @@ try {
   const cold: number[] = [];
   const forks: number[] = [];
   const coldRouter = new Pool(server.routerUrl, { connections: 1 });
-  for (let i = 0; i < COLD; i++) {
-    const name = `cold-${i}`;
-    await createFunction(server.controllerUrl, name);
-    // Let the pool refill so each first call finds a warm worker (and no
-    // worker is starting while either side is timed).
-    await new Promise((res) => setTimeout(res, 600));
-    // A fork next to each cold start, so drift in the VM's speed hits both alike.
-    forks.push(await forkNodeOnce(work, i));
-    await new Promise((res) => setTimeout(res, 100));
-    cold.push(await timedFirstCall(coldRouter, name));
+  try {
+    for (let i = 0; i < COLD; i++) {
+      const name = `cold-${i}`;
+      await createFunction(server.controllerUrl, name);
+      // Let the pool refill so each first call finds a warm worker (and no
+      // worker is starting while either side is timed).
+      await new Promise((res) => setTimeout(res, 600));
+      // A fork next to each cold start, so drift in the VM's speed hits both alike.
+      forks.push(await forkNodeOnce(work, i));
+      await new Promise((res) => setTimeout(res, 100));
+      cold.push(await timedFirstCall(coldRouter, name));
+    }
+  } finally {
+    await coldRouter.close();
   }
-  await coldRouter.close();
   const c = percentiles(cold);
   const f = percentiles(forks);
   rows.push(['cold start from warm pool / fork node', `${fmt(c.p50 / f.p50, 2)}x`, `cold p50 ${fmt(c.p50 / 1000, 1)} ms (p99 ${fmt(c.p99 / 1000, 1)} ms), fork p50 ${fmt(f.p50 / 1000, 1)} ms`, '≤ 0.15x']);
