@@ -41,7 +41,7 @@ describe('node runtime: its warm-up call', () => {
     const generic = await rt.request('/flint-warmup?a=1', { method: 'POST', headers: { ...json, 'x-flint-warmup': 'guess' }, body: '{"warm":true}' });
     assert.equal(generic.status, 503, generic.text);
     assert.equal(generic.headers['x-warm'], undefined);
-    const dir = rt.write({ 'index.js': 'module.exports = async (ctx) => ({ body: `fn saw ${ctx.request.method} ${ctx.request.url}` });' });
+    const dir = rt.write({ 'index.js': 'module.exports = async (ctx) => ({ body: "fn saw " + ctx.request.method + " " + ctx.request.url });' });
     assert.equal((await rt.specialize({ filepath: path.join(dir, 'index.js') })).status, 200);
     const fn = await rt.request('/flint-warmup?a=1', { method: 'POST', headers: { ...json, 'x-flint-function-name': 'f' }, body: '{}' });
     assert.equal(fn.text, 'fn saw POST /flint-warmup?a=1');
@@ -49,7 +49,7 @@ describe('node runtime: its warm-up call', () => {
 
   it('reaches the warm handler, not the function, also when the worker is specialized at once', async () => {
     const rt = await runtime({ FLINT_DEBUG: '1' });
-    const dir = rt.write({ 'index.js': 'module.exports = async (ctx) => { console.error(`fn saw ${ctx.request.url}`); return { body: "fn" }; };' });
+    const dir = rt.write({ 'index.js': 'module.exports = async (ctx) => { console.error("fn saw " + ctx.request.url); return { body: "fn" }; };' });
     assert.equal((await rt.specialize({ filepath: path.join(dir, 'index.js') })).status, 200);
     await waitFor(() => rt.stderr().includes('POST /flint-warmup?a=1 -> 200'), 'the warm-up call to be answered');
     assert.doesNotMatch(rt.stderr(), /fn saw/);
