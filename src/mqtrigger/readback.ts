@@ -8,10 +8,29 @@ const IDLE_CLOSE_MS = 60_000;
 interface Reader {
   sub?: Subscription;
   opening?: Promise<void>;
-  /** Messages received and not yet handed out, each with its release. */
-  ready: Array<{ msg: QueueMessage; take: () => void }>;
+  /**
+   * Messages received and not yet handed out: `take` commits one, `drop`
+   * stops the consumer without committing it, so the group gets it again.
+   */
+  ready: Array<{ msg: QueueMessage; take: () => void; drop: (err: Error) => void }>;
   waiting: Array<(m: QueueMessage) => void>;
   lastUsed: number;
+  closed: boolean;
+}
+
+/**
+ * A reader's consumer waits on the message it holds until a reader takes it;
+ * closing must give that message back first, or the close would wait forever.
+ */
+async function closeReader(r: Reader): Promise<void> {
+  r.closed = true;
+  const dropAll = () => {
+    for (const held of r.ready.splice(0)) held.drop(new Error('topic read-back closed'));
+  };
+  dropAll();
+  await r.opening;
+  dropAll();
+  await r.sub?.close();
 }
 
 export class TopicReadback {
@@ -46,7 +65,7 @@ export class TopicReadback {
     const kafkaGroup = `${group}.${topic}`;
     let r = this.#readers.get(key);
     if (!r) {
-      r = { ready: [], waiting: [], lastUsed: Date.now() };
+      r = { ready: [], waiting: [], lastUsed: Date.now(), closed: false };
       this.#readers.set(key, r);
       const reader = r;
       reader.opening = c
@@ -54,12 +73,16 @@ export class TopicReadback {
           topic,
           group: kafkaGroup,
           onMessage: (msg) =>
-            new Promise<void>((take) => {
+            new Promise<void>((take, drop) => {
+              if (reader.closed) {
+                drop(new Error('topic read-back closed'));
+                return;
+              }
               const w = reader.waiting.shift();
               if (w) {
                 w(msg);
                 take();
-              } else reader.ready.push({ msg, take });
+              } else reader.ready.push({ msg, take, drop });
             }),
         })
         .then((sub) => {
@@ -98,7 +121,7 @@ export class TopicReadback {
     for (const [k, r] of this.#readers) {
       if (r.lastUsed < cutoff && r.waiting.length === 0) {
         this.#readers.delete(k);
-        void r.sub?.close();
+        void closeReader(r).catch(() => {});
       }
     }
   }
@@ -107,9 +130,6 @@ export class TopicReadback {
     clearInterval(this.#sweeper);
     const all = [...this.#readers.values()];
     this.#readers.clear();
-    await Promise.all(all.map(async (r) => {
-      await r.opening;
-      await r.sub?.close();
-    }));
+    await Promise.all(all.map(closeReader));
   }
 }
