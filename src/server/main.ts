@@ -213,7 +213,11 @@ export async function runServer(src: ValuesSources): Promise<void> {
   });
   let stopping = false;
   const shutdown = async (signal: string) => {
-    if (stopping) return;
+    if (stopping) {
+      // The way out when a stop hangs: Ctrl-C twice.
+      console.log(`received ${signal} again, exiting without finishing the stop`);
+      process.exit(1);
+    }
     stopping = true;
     console.log(`received ${signal}, stopping`);
     await server.stop();
