@@ -124,7 +124,7 @@ export async function kafkaBench(sandbox: 'bubblewrap' | 'none', count: number):
   } finally {
     await conn.close();
     await server.stop();
-    await kafka.stop();
+    await kafka.destroy();
     fs.rmSync(work, { recursive: true, force: true });
     fs.rmSync(kafka.dataDir, { recursive: true, force: true });
   }

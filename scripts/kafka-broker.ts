@@ -32,6 +32,8 @@ export interface KafkaBroker {
   dataDir: string;
   /** Stops the broker process; the data directory is kept so a restart resumes it. */
   stop(): Promise<void>;
+  /** Stops it for good: also removes the data directory, when startKafka made it. */
+  destroy(): Promise<void>;
   /** Starts it again on the same port and data (broker-restart tests). */
   restart(): Promise<void>;
 }
@@ -104,6 +106,10 @@ export async function startKafka(opts: KafkaOptions = {}): Promise<KafkaBroker> 
     brokers: `127.0.0.1:${port}`,
     dataDir,
     stop,
+    async destroy() {
+      await stop();
+      if (opts.dataDir === undefined) fs.rmSync(dataDir, { recursive: true, force: true });
+    },
     async restart() {
       await stop();
       await launch();

@@ -68,7 +68,7 @@ describe('message-queue triggers with Kafka', { timeout: 600_000 }, () => {
   });
   after(async () => {
     await server?.stop();
-    await kafka?.stop();
+    await kafka?.destroy();
     fs.rmSync(work, { recursive: true, force: true });
     if (kafka) fs.rmSync(kafka.dataDir, { recursive: true, force: true });
   });

@@ -8,7 +8,7 @@ before(async () => {
   broker = await startKafka();
 });
 after(async () => {
-  await broker?.stop();
+  await broker?.destroy();
 });
 
 runConnectorContract('kafka', async () => new KafkaConnector({ brokers: [broker.brokers] }));
