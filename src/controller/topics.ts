@@ -15,7 +15,8 @@ export interface TopicMessage {
 
 /** What the controller needs of a broker; the server supplies the Kafka one. */
 export interface TopicAccess {
-  read(topic: string, group: string, timeoutMs: number): Promise<TopicMessage | undefined>;
+  /** `signal` aborts when the client leaves: the message, if one comes, stays for the next read. */
+  read(topic: string, group: string, timeoutMs: number, signal?: AbortSignal): Promise<TopicMessage | undefined>;
   produce(topic: string, msg: { key?: string | null; value: Buffer; headers?: Record<string, string> }): Promise<void>;
 }
 
@@ -55,7 +56,12 @@ export function registerTopicRoutes(app: FastifyInstance, access: TopicAccess | 
       checkTopic(topic);
       const group = req.query.group;
       if (!group || !/^[a-zA-Z0-9._-]{1,200}$/.test(group)) throw invalid('group', 'a consumer group name is required (letters, digits, ., _, -)');
-      const msg = await need().read(topic, group, LONG_POLL_MS);
+      // A client that leaves mid-poll must not take a message with it.
+      const gone = new AbortController();
+      reply.raw.once('close', () => {
+        if (!reply.raw.writableFinished) gone.abort();
+      });
+      const msg = await need().read(topic, group, LONG_POLL_MS, gone.signal);
       if (!msg) return reply.code(408).send({ error: 'long polling timeout' });
       return { key: msg.key === null ? null : msg.key.toString('utf8'), value: msg.value.toString('base64'), partition: msg.partition, offset: Number(msg.offset) };
     },

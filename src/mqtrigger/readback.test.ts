@@ -1,8 +1,10 @@
 // Topic read-back against a real Kafka broker: what a reader did not take
-// survives a close, and a close does not wait on a message nobody read.
+// survives a close, a close does not wait on a message nobody read, and a
+// long-poll whose client left takes nothing with it.
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { type KafkaBroker, startKafka } from '../../scripts/kafka-broker.ts';
+import type { Connector } from './connector.ts';
 import { KafkaConnector } from './kafka.ts';
 import { TopicReadback } from './readback.ts';
 
@@ -13,21 +15,68 @@ before(async () => {
   connector = new KafkaConnector({ brokers: [broker.brokers], clientId: 'readback-test' });
 });
 after(async () => {
-  await connector?.close();
+  // Bounded, so a regression that hangs a consumer still stops the broker.
+  await within(15_000, connector?.close() ?? Promise.resolve());
   await broker?.destroy();
 });
 
-const text = (m: { value: Buffer } | undefined) => m?.value.toString();
+/** Whether `p` settled within `ms`. */
+async function within(ms: number, p: Promise<unknown>): Promise<boolean> {
+  let timer: NodeJS.Timeout | undefined;
+  const limit = new Promise<false>((r) => {
+    timer = setTimeout(() => r(false), ms);
+  });
+  const settled = p.then(
+    () => true,
+    () => true,
+  );
+  const done = await Promise.race([settled, limit]);
+  clearTimeout(timer);
+  return done;
+}
 
-describe('topic read-back (Kafka)', () => {
-  it('closes while holding a message nobody asked for, and that message goes to the next reader of the group', { timeout: 60_000 }, async () => {
-    const topic = `rb-${Date.now()}`;
-    for (const v of ['one', 'two', 'three']) await connector.publish(topic, { key: null, value: Buffer.from(v), headers: {} });
-    const first = new TopicReadback(() => connector);
+/** The connector, counting the messages its consumers have been handed. */
+function counting(c: Connector): { connector: Connector; delivered: () => number } {
+  let n = 0;
+  const wrapped: Connector = {
+    subscribe: (opts) =>
+      c.subscribe({
+        ...opts,
+        onMessage: (m) => {
+          n++;
+          return opts.onMessage(m);
+        },
+      }),
+    publish: (t, m) => c.publish(t, m),
+    ensureTopic: (t) => c.ensureTopic(t),
+    close: () => c.close(),
+  };
+  return { connector: wrapped, delivered: () => n };
+}
+
+async function until(check: () => boolean, what: string): Promise<void> {
+  const deadline = Date.now() + 20_000;
+  while (!check()) {
+    if (Date.now() > deadline) throw new Error(`gave up waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
+
+const text = (m: { value: Buffer } | undefined) => m?.value.toString();
+const publish = async (topic: string, ...values: string[]) => {
+  for (const v of values) await connector.publish(topic, { key: null, value: Buffer.from(v), headers: {} });
+};
+
+describe('topic read-back (Kafka)', { timeout: 120_000 }, () => {
+  it('closes while holding a message nobody asked for, and that message goes to the next reader of the group', async () => {
+    const topic = `rb-held-${Date.now()}`;
+    await publish(topic, 'one', 'two', 'three');
+    const c = counting(connector);
+    const first = new TopicReadback(() => c.connector);
     assert.equal(text(await first.read(topic, 'g', 20_000)), 'one');
-    // The consumer has 'two' in hand by now, waiting for a reader that never comes.
-    await new Promise((r) => setTimeout(r, 1000));
-    await first.close();
+    await until(() => c.delivered() >= 2, "the consumer to hold 'two' for a reader");
+    assert.ok(await within(15_000, first.close()), 'close() finished instead of waiting on the held message');
+    await assert.rejects(first.read(topic, 'g', 1000), /closed/, 'a closed read-back opens no new consumer');
 
     const second = new TopicReadback(() => connector);
     try {
@@ -36,6 +85,25 @@ describe('topic read-back (Kafka)', () => {
       assert.equal(await second.read(topic, 'g', 1500), undefined, 'nothing read twice');
     } finally {
       await second.close();
+    }
+  });
+
+  it('ends long-polls on close, and a long-poll whose client left takes no message', async () => {
+    const topic = `rb-poll-${Date.now()}`;
+    const rb = new TopicReadback(() => connector);
+    try {
+      const left = new AbortController();
+      const abandoned = rb.read(topic, 'g', 20_000, left.signal);
+      left.abort();
+      assert.equal(await abandoned, undefined);
+      await publish(topic, 'kept');
+      assert.equal(text(await rb.read(topic, 'g', 20_000)), 'kept', 'the message went to the next read');
+      const pending = rb.read(topic, 'g', 60_000);
+      assert.ok(await within(15_000, rb.close()));
+      assert.ok(await within(1000, pending), 'the pending long-poll ended with the close');
+      assert.equal(await pending, undefined);
+    } finally {
+      await rb.close();
     }
   });
 });

@@ -1,6 +1,7 @@
 // Topic read-back for the controller's `/topics/<topic>/messages` endpoint:
 // one long-lived consumer per (topic, group); a message is committed only once
-// it has been handed to a reader, so an unanswered poll loses nothing.
+// it has been handed to a reader, so a poll that times out, or whose client
+// left first, loses nothing.
 import type { Connector, OutgoingMessage, QueueMessage, Subscription } from './connector.ts';
 
 const IDLE_CLOSE_MS = 60_000;
@@ -13,7 +14,8 @@ interface Reader {
    * stops the consumer without committing it, so the group gets it again.
    */
   ready: Array<{ msg: QueueMessage; take: () => void; drop: (err: Error) => void }>;
-  waiting: Array<(m: QueueMessage) => void>;
+  /** Long-polls in order; called with undefined when the wait ends without a message. */
+  waiting: Array<(m: QueueMessage | undefined) => void>;
   lastUsed: number;
   closed: boolean;
 }
@@ -24,6 +26,7 @@ interface Reader {
  */
 async function closeReader(r: Reader): Promise<void> {
   r.closed = true;
+  for (const w of r.waiting.splice(0)) w(undefined);
   const dropAll = () => {
     for (const held of r.ready.splice(0)) held.drop(new Error('topic read-back closed'));
   };
@@ -37,6 +40,7 @@ export class TopicReadback {
   readonly #connector: () => Connector | undefined;
   readonly #readers = new Map<string, Reader>();
   readonly #sweeper: NodeJS.Timeout;
+  #closed = false;
 
   constructor(connector: () => Connector | undefined) {
     this.#connector = connector;
@@ -54,10 +58,17 @@ export class TopicReadback {
     await c.publish(topic, msg);
   }
 
-  /** The group's next message, or undefined when none arrives within timeoutMs. */
-  async read(topic: string, group: string, timeoutMs: number): Promise<QueueMessage | undefined> {
+  /**
+   * The group's next message, or undefined when none arrives within
+   * timeoutMs or `signal` aborts first (the client left: the message stays
+   * for the group's next read).
+   */
+  async read(topic: string, group: string, timeoutMs: number, signal?: AbortSignal): Promise<QueueMessage | undefined> {
     const c = this.#connector();
     if (!c) throw new Error('no Kafka broker is configured (kafka.enabled=false)');
+    // A consumer opened now would never be closed.
+    if (this.#closed) throw new Error('topic read-back is closed');
+    if (signal?.aborted) return undefined;
     const key = `${topic}\u0000${group}`;
     // One Kafka group per (group, topic): members of one group that subscribe
     // to different topics make the group rebalance between them, and a
@@ -103,15 +114,18 @@ export class TopicReadback {
     }
     const reader = r;
     return new Promise((resolve) => {
-      const waiter = (m: QueueMessage) => {
+      const waiter = (m: QueueMessage | undefined) => {
         clearTimeout(timer);
+        signal?.removeEventListener('abort', giveUp);
         resolve(m);
       };
-      const timer = setTimeout(() => {
+      const giveUp = () => {
         const i = reader.waiting.indexOf(waiter);
         if (i >= 0) reader.waiting.splice(i, 1);
-        resolve(undefined);
-      }, timeoutMs);
+        waiter(undefined);
+      };
+      const timer = setTimeout(giveUp, timeoutMs);
+      signal?.addEventListener('abort', giveUp, { once: true });
       reader.waiting.push(waiter);
     });
   }
@@ -127,6 +141,7 @@ export class TopicReadback {
   }
 
   async close(): Promise<void> {
+    this.#closed = true;
     clearInterval(this.#sweeper);
     const all = [...this.#readers.values()];
     this.#readers.clear();
