@@ -211,14 +211,16 @@ export async function runServer(src: ValuesSources): Promise<void> {
   process.on('unhandledRejection', (err) => {
     console.error(`unhandled rejection: ${(err as Error)?.stack ?? String(err)}`);
   });
-  let stopping = false;
+  let stoppingSince = 0;
   const shutdown = async (signal: string) => {
-    if (stopping) {
-      // The way out when a stop hangs: Ctrl-C twice.
+    if (stoppingSince !== 0) {
+      // npm can pass on the terminal's Ctrl-C, so one press may arrive twice at once.
+      if (Date.now() - stoppingSince < 1000) return;
+      // The way out when a stop hangs: Ctrl-C again.
       console.log(`received ${signal} again, exiting without finishing the stop`);
       process.exit(1);
     }
-    stopping = true;
+    stoppingSince = Date.now();
     console.log(`received ${signal}, stopping`);
     await server.stop();
     process.exit(0);
