@@ -126,7 +126,6 @@ export async function kafkaBench(sandbox: 'bubblewrap' | 'none', count: number):
     await server.stop();
     await kafka.destroy();
     fs.rmSync(work, { recursive: true, force: true });
-    fs.rmSync(kafka.dataDir, { recursive: true, force: true });
   }
   return rows;
 }

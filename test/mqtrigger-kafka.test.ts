@@ -70,7 +70,6 @@ describe('message-queue triggers with Kafka', { timeout: 600_000 }, () => {
     await server?.stop();
     await kafka?.destroy();
     fs.rmSync(work, { recursive: true, force: true });
-    if (kafka) fs.rmSync(kafka.dataDir, { recursive: true, force: true });
   });
 
   it("runs the product document's example: input -> consumer -> output, then failures to error", async () => {
