@@ -131,13 +131,19 @@ try {
     // one-connection latency runs never took).
     await wrk(bare.url, { seconds: 2, connections: 32 });
     await wrk(routeUrl, { seconds: 2, connections: 32 });
+    const measure = (url: string) => wrk(url, { seconds: SECONDS, connections: 32 });
     const runs: { ratio: number; base: WrkResult; routed: WrkResult }[] = [];
     for (let i = 0; i < THROUGHPUT_ROUNDS; i++) {
       // Alternating which goes first, so neither always follows the other's load.
-      const first = i % 2 === 0 ? bare.url : routeUrl;
-      const a = await wrk(first, { seconds: SECONDS, connections: 32 });
-      const b = await wrk(first === bare.url ? routeUrl : bare.url, { seconds: SECONDS, connections: 32 });
-      const [base, routed] = first === bare.url ? [a, b] : [b, a];
+      let base: WrkResult;
+      let routed: WrkResult;
+      if (i % 2 === 0) {
+        base = await measure(bare.url);
+        routed = await measure(routeUrl);
+      } else {
+        routed = await measure(routeUrl);
+        base = await measure(bare.url);
+      }
       runs.push({ ratio: routed.rps / base.rps, base, routed });
     }
     await bare.stop();
