@@ -187,3 +187,18 @@ export function responseHeaders(raw: string[], requestIdName: string, requestId:
   headers.push(requestIdName, requestId);
   return headers;
 }
+
+/**
+ * A 101's headers for the client: the function's, as responseHeaders() gives
+ * them, then the switch itself (on a 101, Upgrade and Connection are the
+ * answer's meaning, not hop-by-hop details). Undefined when the function
+ * named no protocol to switch to.
+ */
+export function switchHeaders(raw: string[], requestIdName: string, requestId: string): string[] | undefined {
+  let upgrade = '';
+  for (let i = 0; i < raw.length; i += 2) if (raw[i].length === 7 && raw[i].toLowerCase() === 'upgrade') upgrade = raw[i + 1];
+  if (upgrade === '') return undefined;
+  const headers = responseHeaders(raw, requestIdName, requestId);
+  headers.push('Connection', 'Upgrade', 'Upgrade', upgrade);
+  return headers;
+}

@@ -4,15 +4,17 @@
 //
 // One ProxyCall object per request is the worker client's handler and the
 // response's watcher itself, so there are no per-request closures.
+import type net from 'node:net';
 import type { Logger } from 'pino';
 import { type ErrorCode, ErrorCodes, isFlintError } from '../api/errors.ts';
 import type { Executor, Lease } from '../executor/types.ts';
-import { responseHeaders } from './forward-headers.ts';
+import { responseHeaders, switchHeaders } from './forward-headers.ts';
 import type { Http1Request } from './http1/request.ts';
-import type { Http1Response, ResponseWatcher } from './http1/response.ts';
+import type { DetachedSocket, Http1Response, ResponseWatcher } from './http1/response.ts';
 import type { FnStats, RouterMetrics } from './metrics.ts';
 import { REQUEST_ID_HEADER, sendError } from './reply.ts';
 import type { FnTarget } from './targets.ts';
+import { Tunnel, type Tunnels } from './tunnel.ts';
 import type { Upstreams } from './upstreams.ts';
 import { badResponse } from './worker-client/errors.ts';
 import type { ResponseHandler, UpstreamRequest } from './worker-client/types.ts';
@@ -22,6 +24,8 @@ export interface ProxyDeps {
   upstreams: Upstreams;
   metrics: RouterMetrics;
   logger: Logger;
+  /** Upgraded connections open now; the router cuts them when it stops. */
+  tunnels: Tunnels;
 }
 
 /** nginx's code for "the client went away first"; only ever seen in metrics. */
@@ -74,6 +78,7 @@ export class ProxyCall implements ResponseHandler, ResponseWatcher {
       // functionTimeout bounds the wait for the response head and any silence
       // inside the body; a body that keeps flowing may run longer.
       timeoutMs: target.timeoutMs,
+      upgrade: req.upgrade,
     };
   }
 
@@ -168,6 +173,34 @@ export class ProxyCall implements ResponseHandler, ResponseWatcher {
     this.#lease?.release('ok');
     this.#res.end(this.#tail);
     this.#finish(this.#res.statusCode);
+  }
+
+  onUpgrade(headers: string[], upstream: net.Socket, rest: Buffer): void {
+    const lease = this.#lease;
+    if (this.#gone || this.#req.socket.destroyed) {
+      upstream.destroy();
+      lease?.release('ok');
+      this.#finish(CLIENT_CLOSED);
+      return;
+    }
+    const out = switchHeaders(headers, REQUEST_ID_HEADER, this.#requestId);
+    let client: DetachedSocket;
+    try {
+      if (out === undefined) throw new Error('a 101 without an Upgrade header');
+      client = this.#res.switchProtocols(out);
+    } catch (err) {
+      upstream.destroy();
+      this.onError(badResponse((err as Error).message));
+      return;
+    }
+    // The instance stays leased while the connection is open: it is busy, not idle, and must not be reaped.
+    const tunnels = this.#deps.tunnels;
+    const tunnel = new Tunnel(client.socket, client.rest, upstream, rest, (t) => {
+      tunnels.delete(t);
+      lease?.release('ok');
+    });
+    tunnels.add(tunnel);
+    this.#finish(101);
   }
 
   onError(err: Error): void {

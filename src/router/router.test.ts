@@ -13,7 +13,7 @@ import { FlintError } from '../api/errors.ts';
 import type { AnyResource } from '../api/kinds.ts';
 import { openSqliteStore, type SqliteStore } from '../store/sqlite.ts';
 import { createRouter, type Router } from './router.ts';
-import { call, waitFor } from './testing/client.ts';
+import { call, upgradeCall, waitFor } from './testing/client.ts';
 import type { Echo, EchoWorker } from './testing/echo-worker.ts';
 import { startEchoWorker } from './testing/echo-worker.ts';
 import { FakeExecutor } from './testing/fake-executor.ts';
@@ -503,6 +503,92 @@ describe('router', () => {
     assert.match(text, /flint_router_cold_starts_total\{function="hello",namespace="default"\} 1/);
     assert.match(text, /flint_router_request_duration_seconds_count\{function="hello",namespace="default"\} \d+/);
     assert.match(text, /flint_router_in_flight_requests 0/);
+  });
+});
+
+describe('router upgrades', () => {
+  const releasesOf = (before: number) => executor.releases.slice(before).map((r) => `${r.fn} ${r.outcome}`);
+  const firstLine = (rest: Buffer) => rest.includes('\n');
+
+  it('switches protocols end to end and carries bytes both ways, the instance leased until the connection closes', async () => {
+    await echo('/hello');
+    const before = executor.releases.length;
+    const up = await upgradeCall(url, '/hello?x=1', { 'Sec-WebSocket-Key': 'k', 'X-Flint-Function-Name': 'forged' }, Buffer.from('early:'));
+    assert.equal(up.status, 101, up.head);
+    assert.match(up.head, /^HTTP\/1\.1 101 Switching Protocols\r\n/);
+    assert.match(up.head, /\r\nUpgrade: websocket(\r\n|$)/i);
+    assert.match(up.head, /\r\nConnection: Upgrade(\r\n|$)/i);
+    assert.match(up.head, /\r\nX-Worker: a(\r\n|$)/);
+    assert.match(up.head, /\r\nX-Flint-Request-Id: \S+/i);
+    assert.doesNotMatch(up.head, /Transfer-Encoding|Content-Length|Keep-Alive/i);
+    const rest = await up.until(firstLine, 'the worker\'s first line');
+    const seen = JSON.parse(rest.subarray(0, rest.indexOf('\n')).toString());
+    assert.equal(seen.url, '/hello?x=1');
+    assert.equal(seen.headers.upgrade, 'websocket');
+    assert.equal(seen.headers.connection, 'Upgrade');
+    assert.equal(seen.headers['sec-websocket-key'], 'k');
+    assert.equal(seen.headers['x-flint-function-name'], 'hello', 'the router sets the function headers, never the client');
+    // Bytes sent right behind the head reach the instance, then everything echoes.
+    await up.until((b) => b.includes('early:'), 'the early bytes echoed');
+    up.socket.write('ping');
+    await up.until((b) => b.includes('early:ping'), 'ping echoed');
+    assert.deepEqual(releasesOf(before), [], 'the instance is busy while the connection is open');
+    up.socket.end();
+    await up.closed;
+    await waitFor(() => releasesOf(before).length === 1, 'the release');
+    assert.deepEqual(releasesOf(before), ['default/hello ok']);
+  });
+
+  it('passes on an ordinary answer to an upgrade request, then closes the connection', async () => {
+    const before = executor.releases.length;
+    const up = await upgradeCall(url, '/api/refuse');
+    assert.equal(up.status, 403, up.head);
+    assert.match(up.head, /\r\nConnection: close(\r\n|$)/i);
+    await up.closed;
+    assert.equal(up.rest.toString(), 'nope');
+    assert.deepEqual(releasesOf(before), ['default/hello ok']);
+  });
+
+  it('answers 502 to a 101 that names no protocol, 504 when the 101 never comes, 404 without a route', async () => {
+    for (const [p, status, code] of [
+      ['/api/bare', 502, 'FLINT_ERR_FUNCTION_UNREACHABLE'],
+      ['/quick/slow', 504, 'FLINT_ERR_FUNCTION_TIMEOUT'],
+      ['/nowhere', 404, 'FLINT_ERR_NOT_FOUND'],
+    ] as const) {
+      const up = await upgradeCall(url, p);
+      assert.equal(up.status, status, up.head);
+      await up.closed;
+      assert.equal(JSON.parse(up.rest.toString()).code, code);
+    }
+  });
+
+  it('takes an upgrade request with a body as an ordinary request', async () => {
+    const up = await upgradeCall(url, '/hello', { 'Content-Length': '2' }, Buffer.from('hi'));
+    assert.equal(up.status, 200, up.head);
+    const seen: Echo = JSON.parse((await up.until((b) => b.includes('}'), 'the echo')).toString().replace(/^[^{]*/, '').replace(/[^}]*$/, ''));
+    assert.equal(seen.bodyBytes, 2);
+    assert.equal(seen.headers.upgrade, undefined);
+    up.socket.destroy();
+  });
+
+  it('closes the instance side when the client goes, and cuts open tunnels when it stops', async () => {
+    const own = createRouter({ store, executor, logger, host: '127.0.0.1', port: 0, drainMs: 100 });
+    const ownUrl = (await own.start()).url;
+    try {
+      await waitFor(async () => (await call(ownUrl, '/hello')).status === 200, 'routes on the second router');
+      const before = executor.releases.length;
+      const a = await upgradeCall(ownUrl, '/hello');
+      const b = await upgradeCall(ownUrl, '/hello');
+      assert.equal(a.status, 101);
+      assert.equal(b.status, 101);
+      a.socket.destroy();
+      await waitFor(() => releasesOf(before).length === 1, 'the first release');
+      await own.stop();
+      await b.closed;
+      await waitFor(() => releasesOf(before).length === 2, 'the second release');
+    } finally {
+      await own.stop();
+    }
   });
 });
 

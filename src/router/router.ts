@@ -19,6 +19,7 @@ import { requestIdFrom } from './request-id.ts';
 import { RouteSource } from './route-source.ts';
 import { FORWARD_BELOW, FORWARD_ROOT, type RouteHit } from './route-table.ts';
 import { type FnTarget, pickTarget } from './targets.ts';
+import { Tunnels } from './tunnel.ts';
 import { Upstreams } from './upstreams.ts';
 
 export { INTERNAL_PREFIX } from './internal-path.ts';
@@ -110,6 +111,7 @@ export class Router {
   readonly #server: Http1Server;
   readonly #source: RouteSource;
   readonly #upstreams = new Upstreams();
+  readonly #tunnels = new Tunnels();
   readonly #deps: ProxyDeps;
   readonly #endpoints = new Map<string, RouterEndpoint>();
   readonly metrics: RouterMetrics;
@@ -119,7 +121,7 @@ export class Router {
     this.#o = opts;
     this.metrics = new RouterMetrics(opts.registry);
     this.#source = new RouteSource(opts.store, opts.logger);
-    this.#deps = { executor: opts.executor, upstreams: this.#upstreams, metrics: this.metrics, logger: opts.logger };
+    this.#deps = { executor: opts.executor, upstreams: this.#upstreams, metrics: this.metrics, logger: opts.logger, tunnels: this.#tunnels };
     const own: RouterEndpoint[] = [
       { path: HEALTH_PATH, public: true, handle: (req, res, info) => this.#health(req, res, info) },
       // Behind the auth seam like every route (DESIGN section 5 exempts only
@@ -157,6 +159,8 @@ export class Router {
 
   async stop(): Promise<void> {
     this.#source.stop();
+    // Upgraded connections first: they are still the listening socket's, which does not close while any is open.
+    this.#tunnels.closeAll();
     if (this.#server.listening) await this.#server.close(this.#o.drainMs ?? 5000);
     await this.#upstreams.close();
   }

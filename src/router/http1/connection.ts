@@ -5,7 +5,7 @@ import type net from 'node:net';
 import { FlintError } from '../../api/errors.ts';
 import { type RequestHead, RequestParser, type RequestSink } from './request-parser.ts';
 import { Http1Request, RequestBody } from './request.ts';
-import { Http1Response, type ResponseOwner } from './response.ts';
+import { type DetachedSocket, Http1Response, type ResponseOwner } from './response.ts';
 
 export interface ConnectionHost {
   /** The `Keep-Alive` response header line, built once by the server. */
@@ -90,6 +90,12 @@ export class ClientConnection implements RequestSink, ResponseOwner {
     this.headSince = 0;
     this.idleSince = 0;
     if (!head.keepAlive) this.#closeAfter = true;
+    if (head.upgrade !== undefined) {
+      // What follows the head is the other protocol's, or nothing: if the
+      // answer does not switch, the connection ends with it.
+      this.#closeAfter = true;
+      this.#pause();
+    }
     const res = new Http1Response(this, head.method === 'HEAD', head.http10, this.#host.keepAliveLine);
     this.#res = res;
     let body: RequestBody | null = null;
@@ -210,6 +216,21 @@ export class ClientConnection implements RequestSink, ResponseOwner {
 
   destroy(): void {
     this.#socket.destroy();
+  }
+
+  /** The response switched protocols: the socket, paused, and the bytes read past the head leave this server. */
+  detach(): DetachedSocket {
+    const socket = this.#socket;
+    socket.pause();
+    socket.off('data', this.#onData);
+    socket.off('close', this.#onClose);
+    socket.off('drain', this.#onDrain);
+    if (this.#corked) socket.uncork();
+    this.#corked = false;
+    this.#closed = true;
+    this.#res = undefined;
+    this.#host.forget(this);
+    return { socket, rest: this.#parser.takeRest() };
   }
 
   /**

@@ -101,6 +101,24 @@ describe('RequestParser', () => {
     assert.equal(e.heads[0].expectContinue, true);
   });
 
+  it('marks an upgrade only when Connection names it on a bodiless HTTP/1.1 request, and keeps the bytes after it unparsed', () => {
+    const r = new Recorder(false);
+    r.parser.execute(Buffer.from('GET /ws HTTP/1.1\r\nHost: h\r\nConnection: keep-alive, Upgrade\r\nUpgrade: websocket\r\n\r\n\x81\x85not http', 'latin1'));
+    assert.equal(r.heads.length, 1);
+    assert.equal(r.heads[0].upgrade, 'websocket');
+    assert.equal(r.parser.takeRest().toString('latin1'), '\x81\x85not http');
+    assert.equal(r.parser.takeRest().length, 0);
+    for (const text of [
+      'GET / HTTP/1.1\r\nHost: h\r\nUpgrade: websocket\r\n\r\n',
+      'GET / HTTP/1.1\r\nHost: h\r\nConnection: upgraded\r\nUpgrade: websocket\r\n\r\n',
+      'GET / HTTP/1.0\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n',
+      'POST / HTTP/1.1\r\nHost: h\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nContent-Length: 1\r\n\r\nx',
+      'GET / HTTP/1.1\r\nHost: h\r\nConnection: Upgrade\r\n\r\n',
+    ]) {
+      assert.equal(parse(text).heads[0].upgrade, undefined, text);
+    }
+  });
+
   it('refuses requests that could desynchronise the connection, naming what is wrong', () => {
     const cases: [string, string, RegExp][] = [
       ['GET / HTTP/1.1\r\n\r\n', 'FLINT_ERR_VALIDATION', /no Host/],

@@ -24,6 +24,12 @@ export interface RequestHead {
   /** A body follows (a Content-Length above 0, or chunked). */
   readonly hasBody: boolean;
   readonly expectContinue: boolean;
+  /**
+   * The protocol the client asks to switch to (its `Upgrade` header), when
+   * `Connection` names `upgrade` on an HTTP/1.1 request without a body.
+   * Bytes after such a head belong to that protocol: they are never parsed.
+   */
+  readonly upgrade: string | undefined;
 }
 
 export interface RequestSink extends BodySink {
@@ -71,6 +77,13 @@ export class RequestParser implements BodySink {
 
   onBody(chunk: Buffer, last: boolean): boolean {
     return this.#sink.onBody(chunk, last);
+  }
+
+  /** The bytes after the current request, handed over with the connection after an upgrade. */
+  takeRest(): Buffer {
+    const rest = this.#partial ?? EMPTY;
+    this.#partial = undefined;
+    return rest;
   }
 
   /** The response to the current request is done: parse the next one. */
@@ -158,6 +171,7 @@ export class RequestParser implements BodySink {
     let connection = '';
     let hosts = 0;
     let expect: string | undefined;
+    let upgrade: string | undefined;
     let start = lineEnd0 === -1 ? head.length : lineEnd0 + 2;
     while (start < head.length) {
       let end = head.indexOf('\r\n', start);
@@ -181,6 +195,9 @@ export class RequestParser implements BodySink {
           break;
         case 6:
           if (name.toLowerCase() === 'expect') expect = value.toLowerCase();
+          break;
+        case 7:
+          if (name.toLowerCase() === 'upgrade') upgrade = upgrade === undefined ? value : `${upgrade}, ${value}`;
           break;
         case 10:
           if (name.toLowerCase() === 'connection') connection = connection === '' ? value : `${connection}, ${value}`;
@@ -222,17 +239,27 @@ export class RequestParser implements BodySink {
       expectContinue = !http10;
     }
     let keepAlive: boolean;
-    if (connection === '') keepAlive = !http10;
-    else {
+    if (connection === '') {
+      keepAlive = !http10;
+      upgrade = undefined;
+    } else {
       const conn = connection.toLowerCase();
       keepAlive = http10 ? conn.includes('keep-alive') : !conn.includes('close');
+      // A body would have to be forwarded before the switch; no client sends one with a WebSocket handshake.
+      if (upgrade !== undefined && (http10 || hasBody || upgrade === '' || !hasToken(conn, 'upgrade'))) upgrade = undefined;
     }
     this.#state = hasBody ? State.Body : State.Done;
-    this.#sink.onRequest({ method, url, http10, rawHeaders, keepAlive, hasBody, expectContinue });
+    this.#sink.onRequest({ method, url, http10, rawHeaders, keepAlive, hasBody, expectContinue, upgrade });
   }
 }
 
 const EMPTY = Buffer.alloc(0);
+
+/** Whether a comma-separated list (lower-cased) has `token` as one of its items. */
+function hasToken(list: string, token: string): boolean {
+  for (const item of list.split(',')) if (item.trim() === token) return true;
+  return false;
+}
 
 const REFUSALS: HeadRefusals = {
   tooLarge: () => new FlintError('FLINT_ERR_HEADERS_TOO_LARGE', `the request head is larger than ${MAX_REQUEST_HEAD_BYTES} bytes`),

@@ -38,6 +38,8 @@ export class Http1Request {
   readonly httpVersion: string;
   readonly rawHeaders: string[];
   readonly socket: net.Socket;
+  /** The protocol asked for with `Upgrade` (see RequestHead.upgrade); the response may switch to it. */
+  readonly upgrade: string | undefined;
   /** null when the request has no body. */
   readonly body: RequestBody | null;
   #headers: Record<string, string> | undefined = undefined;
@@ -49,6 +51,7 @@ export class Http1Request {
     this.httpVersion = head.http10 ? '1.0' : '1.1';
     this.rawHeaders = head.rawHeaders;
     this.socket = socket;
+    this.upgrade = head.upgrade;
     this.body = body;
   }
 

@@ -7,6 +7,7 @@
 // one write; framing (Content-Length as given, else chunked, or until close
 // for HTTP/1.0 clients), Date and the connection headers are the server's.
 import { STATUS_CODES } from 'node:http';
+import type net from 'node:net';
 import { isFieldValue, isToken } from './chars.ts';
 
 /** What the response tells the code producing it. */
@@ -17,6 +18,14 @@ export interface ResponseWatcher {
   drained(): void;
 }
 
+/** A client connection taken over after `101 Switching Protocols`. */
+export interface DetachedSocket {
+  /** Paused; its 'error' events are already handled. */
+  socket: net.Socket;
+  /** Bytes the client sent after the request head. */
+  rest: Buffer;
+}
+
 /** The connection side of a response. */
 export interface ResponseOwner {
   write(data: Buffer | string, more: boolean): boolean;
@@ -25,6 +34,8 @@ export interface ResponseOwner {
   /** The response is complete; `close` when the connection must not carry another. */
   responseDone(res: Http1Response, close: boolean): void;
   destroy(): void;
+  /** Hands the connection over: the server forgets it. */
+  detach(): DetachedSocket;
 }
 
 /** Small bodies are copied behind the head for one write; larger ones go by writev. */
@@ -44,6 +55,12 @@ function httpDate(): string {
 
 function invalid(code: string, message: string): Error {
   return Object.assign(new TypeError(message), { code });
+}
+
+/** Refuses what is not HTTP, with node:http's codes. */
+function checkHeader(name: string, value: string): void {
+  if (!isToken(name)) throw invalid('ERR_INVALID_HTTP_TOKEN', `Header name must be a valid HTTP token ["${name}"]`);
+  if (!isFieldValue(value)) throw invalid('ERR_INVALID_CHAR', `Invalid character in header content ["${name}"]`);
 }
 
 export class Http1Response {
@@ -102,8 +119,7 @@ export class Http1Response {
     for (let i = 0; i < all.length; i += 2) {
       const name = all[i];
       const value = all[i + 1];
-      if (!isToken(name)) throw invalid('ERR_INVALID_HTTP_TOKEN', `Header name must be a valid HTTP token ["${name}"]`);
-      if (!isFieldValue(value)) throw invalid('ERR_INVALID_CHAR', `Invalid character in header content ["${name}"]`);
+      checkHeader(name, value);
       // The framing and connection headers are the server's; names of other lengths need no lower-casing.
       switch (name.length) {
         case 4:
@@ -152,6 +168,28 @@ export class Http1Response {
     this.statusCode = status;
     this.headersSent = true;
     return this;
+  }
+
+  /**
+   * Answers `101 Switching Protocols` with exactly these headers (Upgrade and
+   * Connection among them: they are the answer's meaning here) and hands the
+   * connection over to the caller. Only for a request with `upgrade` set.
+   */
+  switchProtocols(headers: string[]): DetachedSocket {
+    if (this.headersSent) throw invalid('ERR_HTTP_HEADERS_SENT', 'Cannot write headers after they are sent to the client');
+    let text = 'HTTP/1.1 101 Switching Protocols\r\n';
+    for (let i = 0; i < headers.length; i += 2) {
+      const name = headers[i];
+      const value = headers[i + 1];
+      checkHeader(name, value);
+      text += `${name}: ${value}\r\n`;
+    }
+    this.statusCode = 101;
+    this.headersSent = true;
+    this.finished = true;
+    this.watcher = undefined;
+    this.#owner.write(`${text}\r\n`, false);
+    return this.#owner.detach();
   }
 
   /** Returns false when the client is not keeping up; the watcher's drained() follows. */

@@ -11,8 +11,8 @@
 // ticks for each; the router needs neither: it forwards bytes. This server
 // does only what the router needs: HTTP/1.0 and 1.1, keep-alive, pipelined
 // requests served in turn, chunked and Content-Length bodies both ways,
-// Expect: 100-continue. No upgrades (Upgrade is a hop-by-hop header the proxy
-// drops), no HTTP/2.
+// Expect: 100-continue, and handing a connection over once a response
+// switches protocols (Upgrade, for WebSockets). No HTTP/2.
 import net from 'node:net';
 import type { FlintError } from '../../api/errors.ts';
 import { ClientConnection, type ConnectionHost } from './connection.ts';

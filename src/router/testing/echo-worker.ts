@@ -5,9 +5,15 @@
 //   /pipe...   streams the request body straight back
 //   /big?bytes=N  streams N bytes
 //   anything else: JSON {instance, method, url, headers, bodyBytes, bodySha256}
+// Upgrade requests (Connection: Upgrade):
+//   .../refuse   an ordinary 403 answer
+//   .../bare     a 101 that names no protocol
+//   .../slow     never answers
+//   anything else: 101, then one JSON line {instance, url, headers} and every byte echoed back
 import { createHash } from 'node:crypto';
 import http from 'node:http';
 import path from 'node:path';
+import type { Duplex } from 'node:stream';
 
 export interface EchoWorker {
   readonly name: string;
@@ -31,6 +37,8 @@ const CHUNK = Buffer.alloc(64 * 1024, 'flint-');
 export async function startEchoWorker(dir: string, name: string): Promise<EchoWorker> {
   const socketPath = path.join(dir, `${name}.sock`);
   const seen: string[] = [];
+  // node:http forgets a connection once it is upgraded; close() must not wait for these.
+  const upgraded = new Set<Duplex>();
   const server = http.createServer((req, res) => {
     const url = req.url ?? '';
     seen.push(url);
@@ -78,6 +86,26 @@ export async function startEchoWorker(dir: string, name: string): Promise<EchoWo
       res.end(body);
     });
   });
+  server.on('upgrade', (req: http.IncomingMessage, socket: Duplex, head: Buffer) => {
+    const url = req.url ?? '';
+    seen.push(url);
+    upgraded.add(socket);
+    socket.on('close', () => upgraded.delete(socket));
+    socket.on('error', () => {});
+    if (url.endsWith('/slow')) return;
+    if (url.endsWith('/refuse')) {
+      socket.end('HTTP/1.1 403 Forbidden\r\nContent-Type: text/plain\r\nContent-Length: 4\r\nConnection: close\r\n\r\nnope');
+      return;
+    }
+    if (url.endsWith('/bare')) {
+      socket.write('HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\n\r\n');
+      return;
+    }
+    socket.write(`HTTP/1.1 101 Switching Protocols\r\nUpgrade: ${req.headers.upgrade}\r\nConnection: Upgrade\r\nX-Worker: ${name}\r\n\r\n`);
+    socket.write(`${JSON.stringify({ instance: name, url, headers: req.headers })}\n`);
+    if (head.length > 0) socket.write(head);
+    socket.pipe(socket);
+  });
   await new Promise<void>((resolve) => server.listen(socketPath, resolve));
   return {
     name,
@@ -85,6 +113,7 @@ export async function startEchoWorker(dir: string, name: string): Promise<EchoWo
     seen,
     async close() {
       server.closeAllConnections();
+      for (const s of upgraded) s.destroy();
       await new Promise<void>((resolve) => server.close(() => resolve()));
     },
   };

@@ -4,7 +4,7 @@
 // is cheaper per request than a general-purpose one.
 import type net from 'node:net';
 import type { Readable } from 'node:stream';
-import { UpstreamError } from './errors.ts';
+import { badResponse, UpstreamError } from './errors.ts';
 import { ResponseParser, type ResponseSink } from './response-parser.ts';
 import type { RequestHead } from './request-head.ts';
 import type { ResponseHandler, UpstreamRequest } from './types.ts';
@@ -20,6 +20,8 @@ export interface ConnectionOwner {
 /** A keep-alive hint this close to running out is not worth the race with the instance's close. */
 const HINT_MARGIN_MS = 1000;
 const EMPTY = Buffer.alloc(0);
+
+function noop(): void {}
 
 export class Connection implements ResponseSink {
   readonly #socket: net.Socket;
@@ -39,6 +41,8 @@ export class Connection implements ResponseSink {
   #idleDeadline = 0;
   /** The handler asked to stop reading and has not resumed yet. */
   #pushedBack = false;
+  /** Set by the parser's onUpgrade: the 101's headers, acted on once the current read has been parsed. */
+  #switched: string[] | undefined = undefined;
 
   constructor(socket: net.Socket, owner: ConnectionOwner, maxIdleMs: number) {
     this.#socket = socket;
@@ -63,7 +67,7 @@ export class Connection implements ResponseSink {
     this.#ended = false;
     this.#pushedBack = false;
     this.#awaitingHead = true;
-    this.#parser.start(req.method === 'HEAD');
+    this.#parser.start(req.method === 'HEAD', req.upgrade !== undefined);
     this.#armTimer(req.timeoutMs);
     this.#socket.write(head.text, 'latin1');
     const body = req.body;
@@ -142,6 +146,10 @@ export class Connection implements ResponseSink {
     this.#ended = true;
   }
 
+  onUpgrade(headers: string[]): void {
+    this.#switched = headers;
+  }
+
   readonly #resume = (): void => {
     if (this.#closed || this.#handler === undefined || !this.#pushedBack) return;
     this.#pushedBack = false;
@@ -173,6 +181,31 @@ export class Connection implements ResponseSink {
       this.#close();
     }
     h.onComplete();
+  }
+
+  /** After a 101 the socket carries another protocol: it leaves the pool for the handler. */
+  #handOver(headers: string[]): void {
+    const h = this.#handler;
+    if (h === undefined) return;
+    this.#handler = undefined;
+    this.#switched = undefined;
+    const socket = this.#socket;
+    socket.pause();
+    socket.off('data', this.#onSocketData);
+    socket.off('end', this.#onSocketEnd);
+    socket.off('close', this.#onSocketClose);
+    socket.off('error', this.#onSocketError);
+    socket.on('error', noop);
+    this.#closed = true;
+    if (this.#timer !== undefined) clearTimeout(this.#timer);
+    this.#owner.remove(this);
+    const rest = this.#parser.takeRest();
+    if (h.onUpgrade === undefined) {
+      socket.destroy();
+      h.onError(badResponse('101 Switching Protocols to a caller that cannot take the connection'));
+      return;
+    }
+    h.onUpgrade(headers, socket, rest);
   }
 
   #fail(err: Error): void {
@@ -217,6 +250,7 @@ export class Connection implements ResponseSink {
     }
     // Completing after the whole read is parsed: bytes after the response make the parser refuse reuse.
     if (this.#ended) this.#complete();
+    else if (this.#switched !== undefined) this.#handOver(this.#switched);
   }
 
   readonly #onSocketEnd = (): void => {

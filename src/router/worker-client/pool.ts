@@ -12,7 +12,7 @@
 // bare undici proxy to level with a bare proxy on this client (figures in
 // bench/RESULTS.md, 2026-11-23 second section). It speaks only what the
 // router needs: HTTP/1.1, one request per connection at a time, no
-// pipelining, no upgrades.
+// pipelining; a connection that switches protocols leaves the pool.
 import net from 'node:net';
 import { Connection, type ConnectionOwner } from './connection.ts';
 import { UpstreamError } from './errors.ts';

@@ -26,6 +26,11 @@ export function requestHead(req: UpstreamRequest, host: string): RequestHead | U
     if (name.length === 14 && name.toLowerCase() === 'content-length') framed = true;
     head += `${name}: ${value}\r\n`;
   }
+  if (req.upgrade !== undefined) {
+    if (req.body !== null) return new UpstreamError('UPSTREAM_BAD_REQUEST', 'an upgrade request cannot carry a body');
+    if (!isFieldValue(req.upgrade)) return new UpstreamError('UPSTREAM_BAD_REQUEST', 'the Upgrade value has a control character in it');
+    head += `Connection: Upgrade\r\nUpgrade: ${req.upgrade}\r\n`;
+  }
   const chunked = req.body !== null && !framed;
   return { text: chunked ? `${head}Transfer-Encoding: chunked\r\n\r\n` : `${head}\r\n`, chunked };
 }

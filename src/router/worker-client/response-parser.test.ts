@@ -24,15 +24,19 @@ class Recorder implements ResponseSink {
   onEnd(): void {
     this.ended++;
   }
+  switched: string[] | undefined;
+  onUpgrade(headers: string[]): void {
+    this.switched = headers;
+  }
   get text(): string {
     return Buffer.concat(this.body).toString();
   }
 }
 
-function parse(wire: string | Buffer, opts: { noBody?: boolean; split?: number } = {}): { rec: Recorder; parser: ResponseParser } {
+function parse(wire: string | Buffer, opts: { noBody?: boolean; split?: number; upgrade?: boolean } = {}): { rec: Recorder; parser: ResponseParser } {
   const rec = new Recorder();
   const parser = new ResponseParser(rec);
-  parser.start(opts.noBody ?? false);
+  parser.start(opts.noBody ?? false, opts.upgrade ?? false);
   const buf = typeof wire === 'string' ? Buffer.from(wire, 'latin1') : wire;
   const step = opts.split ?? buf.length;
   for (let i = 0; i < buf.length; i += step) parser.execute(buf.subarray(i, i + step));
@@ -82,7 +86,24 @@ describe('ResponseParser', () => {
     });
   });
 
-  it('skips 1xx interim responses and refuses 101', () => {
+  it('takes a 101 to an upgrade request and keeps what follows unparsed, however the bytes are split', () => {
+    const wire = 'HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n\x81\x02hi';
+    for (const split of [1, 7, 1000]) {
+      const { rec, parser } = parse(wire, { upgrade: true, split });
+      assert.deepEqual(rec.switched, ['Upgrade', 'websocket', 'Connection', 'Upgrade']);
+      assert.equal(rec.heads, 0);
+      assert.equal(parser.takeRest().toString('latin1'), '\x81\x02hi');
+      assert.equal(parser.takeRest().length, 0, 'handed over once');
+      assert.equal(parser.keepAlive, false);
+    }
+    // An upgrade request may still get an ordinary answer.
+    const { rec } = parse('HTTP/1.1 400 Bad Request\r\nContent-Length: 2\r\n\r\nno', { upgrade: true });
+    assert.equal(rec.switched, undefined);
+    assert.equal(rec.status, 400);
+    assert.equal(rec.text, 'no');
+  });
+
+  it('skips 1xx interim responses and refuses a 101 nobody asked for', () => {
     const { rec } = parse('HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 103 Early Hints\r\nLink: </a>\r\n\r\nHTTP/1.1 201 Created\r\nContent-Length: 2\r\n\r\nok');
     assert.equal(rec.heads, 1);
     assert.equal(rec.status, 201);

@@ -20,6 +20,8 @@ export interface ResponseSink {
   onBody(chunk: Buffer, last: boolean): boolean;
   /** The response is complete. */
   onEnd(): void;
+  /** A 101 to a request that asked to upgrade: what follows is the other protocol's (takeRest()). */
+  onUpgrade(headers: string[]): void;
 }
 
 /** Larger heads are refused: a runaway or hostile instance must not fill memory. */
@@ -36,6 +38,7 @@ const State = {
   Head: 1,
   Body: 2,
   Done: 3,
+  Upgraded: 4,
 } as const;
 type State = (typeof State)[keyof typeof State];
 
@@ -48,6 +51,7 @@ export class ResponseParser implements BodySink {
   /** A head (or chunk-size line, or trailers) split across reads, or bytes held after a push-back. */
   #partial: Buffer | undefined = undefined;
   #noBody = false;
+  #upgrade = false;
   /** After the response: whether the connection may carry another request. */
   keepAlive = true;
   /** The instance's `Keep-Alive: timeout=N`, in ms; undefined when it sent none. */
@@ -60,11 +64,12 @@ export class ResponseParser implements BodySink {
     this.#body = new BodyDecoder(this, badResponse);
   }
 
-  /** Expect the response to a new request; `noBody` for HEAD requests. */
-  start(noBody: boolean): void {
+  /** Expect the response to a new request; `noBody` for HEAD requests, `upgrade` when it asked to switch protocols. */
+  start(noBody: boolean, upgrade = false): void {
     this.#state = State.Head;
     this.#partial = undefined;
     this.#noBody = noBody;
+    this.#upgrade = upgrade;
     this.keepAlive = true;
     this.keepAliveHintMs = undefined;
     this.trailingBytes = false;
@@ -124,10 +129,20 @@ export class ResponseParser implements BodySink {
           this.trailingBytes = true;
           this.keepAlive = false;
           return;
+        case State.Upgraded:
+          this.#partial = buf.subarray(pos);
+          return;
         case State.Idle:
           throw badResponse('data arrived while no request was in flight');
       }
     }
+  }
+
+  /** After onUpgrade: the bytes that followed the 101's head in the same read. */
+  takeRest(): Buffer {
+    const rest = this.#partial ?? EMPTY;
+    this.#partial = undefined;
+    return rest;
   }
 
   /** Whether bytes are held back, waiting for execute() with nothing new. */
@@ -196,7 +211,12 @@ export class ResponseParser implements BodySink {
     }
     if (status < 200) {
       // 1xx interim responses (100 Continue, 103 Early Hints) precede the real one.
-      if (status === 101) throw badResponse('101 Switching Protocols is not supported');
+      if (status === 101) {
+        if (!this.#upgrade) throw badResponse('101 Switching Protocols to a request that did not ask to upgrade');
+        this.#state = State.Upgraded;
+        this.keepAlive = false;
+        this.#sink.onUpgrade(headers);
+      }
       return;
     }
     if (connection === '') {
@@ -232,6 +252,8 @@ export class ResponseParser implements BodySink {
     if (this.#state === State.Done) this.#sink.onEnd();
   }
 }
+
+const EMPTY = Buffer.alloc(0);
 
 function isOws(c: number): boolean {
   return c === 0x20 || c === 0x09;

@@ -2,6 +2,7 @@
 // calls back. Shaped like undici's dispatch handler (one object per request,
 // no per-request closures) but with headers as strings, which is what the
 // router forwards and writes anyway.
+import type net from 'node:net';
 import type { Readable } from 'node:stream';
 
 export interface UpstreamRequest {
@@ -17,6 +18,11 @@ export interface UpstreamRequest {
   body: Readable | null;
   /** Bounds the wait for the response head and any silence inside the body; 0 for none. */
   timeoutMs: number;
+  /**
+   * Asks the instance to switch to this protocol (sent as `Upgrade`, with
+   * `Connection: Upgrade`); only with no body. A 101 then goes to onUpgrade.
+   */
+  upgrade?: string | undefined;
 }
 
 export interface ResponseHandler {
@@ -31,6 +37,13 @@ export interface ResponseHandler {
    */
   onData(chunk: Buffer, last: boolean): boolean;
   onComplete(): void;
-  /** Exactly one of onComplete and onError is called, once. */
+  /**
+   * The instance switched protocols (only for a request with `upgrade`): the
+   * connection leaves the pool and is the handler's, paused, with `rest`
+   * (bytes after the 101's head) already read from it. Ends the request
+   * like onComplete; the handler owns the socket's 'error' events from now.
+   */
+  onUpgrade?(headers: string[], socket: net.Socket, rest: Buffer): void;
+  /** Exactly one of onComplete, onUpgrade and onError is called, once. */
   onError(err: Error): void;
 }
