@@ -1,10 +1,12 @@
 // The worker's HTTP server: control routes (health, specialize) and, once
-// specialized, everything else to the handler.
+// specialized, everything else to the handler, WebSocket upgrades included.
 import http from 'node:http';
 import { invoke } from './invoke.ts';
 import type { RuntimeOptions } from './options.ts';
 import { sendFunctionError, sendJson } from './respond.ts';
 import { Specializer } from './specialize.ts';
+import type { WebSocket } from './websocket.ts';
+import { closeAll, handleUpgrade } from './ws-upgrade.ts';
 
 export const WARMUP_PATH = '/flint-warmup';
 /** Carries the worker's own per-process token on its warm-up call (server.ts). */
@@ -16,6 +18,14 @@ const warmHandler = async (context: { request: { query: unknown; body: unknown }
 });
 
 type ControlRoute = 'healthz' | 'v1' | 'v2' | undefined;
+
+const webSockets = new WeakMap<http.Server, Set<WebSocket>>();
+
+/** Asks the server's open WebSockets to close (1001), so a stopping worker need not wait out their clients. */
+export function closeWebSockets(server: http.Server): void {
+  const clients = webSockets.get(server);
+  if (clients !== undefined) closeAll(clients);
+}
 
 function controlRoute(req: http.IncomingMessage): ControlRoute {
   const url = req.url;
@@ -82,5 +92,13 @@ export function createRuntimeServer(opts: Pick<RuntimeOptions, 'codepath' | 'max
   // connection the router is about to reuse. Function timeouts are the router's job.
   server.keepAliveTimeout = 120_000;
   server.headersTimeout = 125_000;
+  // Upgrades never reach the control routes: those are plain HTTP. A message
+  // may be as large as a request body, one limit for what a client can make
+  // the worker hold.
+  const clients = new Set<WebSocket>();
+  webSockets.set(server, clients);
+  server.on('upgrade', (req: http.IncomingMessage, socket, head: Buffer) =>
+    handleUpgrade({ handler: specializer.handler, clients, maxPayload: maxBodyBytes, debug: opts.debug }, req, socket, head),
+  );
   return server;
 }

@@ -5,7 +5,7 @@
 import { randomUUID } from 'node:crypto';
 import fs from 'node:fs';
 import http from 'node:http';
-import { createRuntimeServer, WARMUP_HEADER, WARMUP_PATH } from './app.ts';
+import { closeWebSockets, createRuntimeServer, WARMUP_HEADER, WARMUP_PATH } from './app.ts';
 import { parseOptions } from './options.ts';
 import { warmUp } from './warmup.ts';
 
@@ -17,9 +17,11 @@ let stopping = false;
 function shutdown(code: number): void {
   if (stopping) return;
   stopping = true;
-  // In-flight requests finish; idle keep-alive connections close now.
+  // In-flight requests finish; idle keep-alive connections close now, and
+  // open WebSockets are told the worker is going away.
   server.close(() => process.exit(code));
   server.closeIdleConnections();
+  closeWebSockets(server);
   setTimeout(() => process.exit(code), Number(process.env.FLINT_SHUTDOWN_GRACE_MS) || 5000).unref();
 }
 

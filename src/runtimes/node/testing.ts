@@ -3,6 +3,7 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import fs from 'node:fs';
 import http from 'node:http';
+import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 
@@ -120,4 +121,34 @@ export async function waitFor(check: () => boolean, what: string, limitMs = 10_0
     if (Date.now() > deadline) throw new Error(`gave up waiting for ${what}`);
     await new Promise((r) => setTimeout(r, 10));
   }
+}
+
+/**
+ * A TCP listener on the loopback that forwards each connection to the
+ * worker's Unix socket, for clients that only speak TCP (Node's WebSocket).
+ */
+export async function tcpProxy(socketPath: string): Promise<{ port: number; close(): void }> {
+  const open = new Set<net.Socket>();
+  const server = net.createServer({ allowHalfOpen: true }, (down) => {
+    const up = net.connect(socketPath);
+    for (const s of [down, up]) {
+      open.add(s);
+      s.on('close', () => open.delete(s));
+      s.on('error', () => {
+        down.destroy();
+        up.destroy();
+      });
+    }
+    // pipe() passes each side's end on, so a half-close reaches the other end.
+    down.pipe(up);
+    up.pipe(down);
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return {
+    port: (server.address() as net.AddressInfo).port,
+    close() {
+      server.close();
+      for (const s of open) s.destroy();
+    },
+  };
 }
