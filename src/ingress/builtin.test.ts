@@ -1,8 +1,17 @@
 import assert from 'node:assert/strict';
 import http from 'node:http';
-import { describe, it } from 'node:test';
+import { afterEach, beforeEach, describe, it } from 'node:test';
 import { type BuiltinGateway, createBuiltinGateway, normalizeHost } from './builtin.ts';
-import { httpSender, ingress, runIngressProviderContract, startEchoRouter } from './provider.contract.ts';
+import {
+  type EchoRouter,
+  httpSender,
+  ingress,
+  runIngressProviderContract,
+  sendUpgrade,
+  startEchoRouter,
+  UPGRADE_REFUSAL,
+  type UpgradeClient,
+} from './provider.contract.ts';
 
 let gw: BuiltinGateway | undefined;
 
@@ -14,6 +23,7 @@ runIngressProviderContract('builtin', {
     return {
       provider: g,
       send: httpSender(() => ({ url: g.url, httpsUrl: g.httpsUrl })),
+      listener: () => ({ url: g.url, httpsUrl: g.httpsUrl }),
       capabilities: { traffic: true, https: true, rewrite: true, strictPaths: true },
     };
   },
@@ -54,5 +64,76 @@ describe('builtin gateway', () => {
     } finally {
       await g.stop();
     }
+  });
+
+  describe('upgrades', () => {
+    let router: EchoRouter;
+    let g: BuiltinGateway;
+    beforeEach(async () => {
+      router = await startEchoRouter();
+      g = createBuiltinGateway({ routerUrl: router.url, port: 0 });
+      await g.start();
+      await g.apply([ingress('chat'), ingress('refuse')]);
+    });
+    afterEach(async () => {
+      await g.stop();
+      await router.close();
+    });
+    const open = async (): Promise<UpgradeClient> => {
+      const c = await sendUpgrade({ url: g.url, host: 'h.test', path: '/chat' });
+      assert.equal(c.status, 101, c.raw);
+      return c;
+    };
+
+    it('answers 502 in the shape of its other errors when the router is down', { timeout: 30_000 }, async () => {
+      await router.close();
+      const c = await sendUpgrade({ url: g.url, host: 'h.test', path: '/chat' });
+      assert.equal(c.status, 502, c.raw);
+      assert.match(c.raw, /\r\ncontent-type: text\/plain; charset=utf-8\r\n/);
+      assert.equal(c.body, 'bad gateway: the router did not answer');
+      const plain = await fetch(`${g.url}/chat`);
+      assert.equal(await plain.text(), c.body, 'the same answer as a plain request gets');
+      await c.closed;
+    });
+
+    it('passes a refusal back byte for byte and lets no further request through to the router', { timeout: 30_000 }, async () => {
+      // A second request right behind the upgrade, for a path no ingress exposes.
+      const c = await sendUpgrade({ url: g.url, host: 'h.test', path: '/refuse', extra: 'GET /hidden HTTP/1.1\r\nHost: h.test\r\n\r\n' });
+      assert.equal(c.raw, UPGRADE_REFUSAL);
+      await c.closed;
+      const r = router.upgrades.at(-1)!;
+      await r.closed;
+      assert.equal(Buffer.concat(r.after).toString(), '', 'nothing after the refused upgrade reached the router');
+      assert.equal(router.received.length, 0);
+    });
+
+    it('serves an h2c offer as a plain request', { timeout: 30_000 }, async () => {
+      const c = await sendUpgrade({ url: g.url, host: 'h.test', path: '/chat', protocol: 'h2c', headers: { 'HTTP2-Settings': 'AAMAAABkAAQAoAAAAAIAAAAA' } });
+      c.socket.destroy();
+      assert.equal(c.status, 200, c.raw);
+      assert.equal(JSON.parse(c.body).echo.url, '/chat');
+      assert.equal(router.upgrades.length, 0);
+    });
+
+    it('closes the router side when the client goes away', { timeout: 30_000 }, async () => {
+      const c = await open();
+      c.socket.destroy();
+      await router.upgrades.at(-1)!.closed;
+    });
+
+    it('closes the client when the router side goes away', { timeout: 30_000 }, async () => {
+      const c = await open();
+      router.upgrades.at(-1)!.socket.destroy();
+      await c.closed;
+    });
+
+    it('stops with a tunnel open, closing both sides', { timeout: 30_000 }, async () => {
+      const c = await open();
+      c.socket.write('still here');
+      assert.equal((await c.read(10)).toString(), 'still here');
+      await g.stop();
+      await c.closed;
+      await router.upgrades.at(-1)!.closed;
+    });
   });
 });

@@ -5,8 +5,8 @@
 // through untouched.
 import http from 'node:http';
 import https from 'node:https';
-import type { AddressInfo } from 'node:net';
-import { Readable } from 'node:stream';
+import type { AddressInfo, Socket } from 'node:net';
+import { type Duplex, Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import tls from 'node:tls';
 import { pino, type Logger } from 'pino';
@@ -14,6 +14,7 @@ import { Pool } from 'undici';
 import { type LocalIngressOptions, localOptions } from './annotations.ts';
 import { compareRules, matchPath, type PathRule, parsePathRule, rewriteFor } from './paths.ts';
 import { type ApplyResult, DEFAULT_BACKEND_BODY, type IngressProvider, type IngressSpec, type TlsMaterial } from './provider.ts';
+import { openTunnel, type Tunnel } from './tunnel.ts';
 
 export interface BuiltinGatewayOptions {
   /** Where the router serves routes: `http://127.0.0.1:8080`. */
@@ -60,6 +61,16 @@ interface Table {
   /** For clients that send no SNI, and hosts with no certificate of their own. */
   defaultMaterial?: TlsMaterial;
 }
+
+/** What the gateway does with a request, whether it is a plain one or an Upgrade. */
+type Decision =
+  | { kind: 'answer'; status: number; text: string; extra?: Record<string, string> }
+  | { kind: 'forward'; entry: Entry; path: string; headers: Record<string, string | string[]> };
+
+const BAD_GATEWAY = 'bad gateway: the router did not answer';
+
+/** As undici's own connect timeout, which bounds the wait on the plain path. */
+const ROUTER_CONNECT_TIMEOUT_MS = 10_000;
 
 const HOP_BY_HOP = new Set([
   'connection',
@@ -175,10 +186,7 @@ function responseHeaders(headers: Record<string, string | string[] | undefined>)
   return out;
 }
 
-function defaultBackend(res: http.ServerResponse): void {
-  res.writeHead(404, { 'content-type': 'text/plain; charset=utf-8', 'content-length': Buffer.byteLength(DEFAULT_BACKEND_BODY) });
-  res.end(DEFAULT_BACKEND_BODY);
-}
+const DEFAULT_BACKEND: Decision = { kind: 'answer', status: 404, text: DEFAULT_BACKEND_BODY };
 
 function plain(res: http.ServerResponse, status: number, text: string, extra: Record<string, string> = {}): void {
   if (res.headersSent) {
@@ -187,6 +195,36 @@ function plain(res: http.ServerResponse, status: number, text: string, extra: Re
   }
   res.writeHead(status, { 'content-type': 'text/plain; charset=utf-8', 'content-length': Buffer.byteLength(text), ...extra });
   res.end(text);
+}
+
+/** `plain` for a connection the HTTP server has handed over (Upgrade): the response is written by hand. */
+function plainRaw(socket: Duplex, status: number, text: string, extra: Record<string, string> = {}): void {
+  const headers = { 'content-type': 'text/plain; charset=utf-8', 'content-length': String(Buffer.byteLength(text)), connection: 'close', ...extra };
+  const lines = [`HTTP/1.1 ${status} ${http.STATUS_CODES[status] ?? ''}`, ...Object.entries(headers).map(([k, v]) => `${k}: ${v}`), '', text];
+  socket.resume();
+  socket.end(lines.join('\r\n'), () => socket.destroy());
+}
+
+/** The head of an Upgrade request to the router; header values are Latin-1, as the parser read them. */
+function upgradeHead(method: string, path: string, headers: Record<string, string | string[]>, upgrade: string): string {
+  const lines = [`${method} ${path} HTTP/1.1`];
+  for (const [name, value] of Object.entries(headers)) {
+    for (const v of Array.isArray(value) ? value : [value]) lines.push(`${name}: ${v}`);
+  }
+  lines.push('Connection: Upgrade', `Upgrade: ${upgrade}`, '', '');
+  return lines.join('\r\n');
+}
+
+/**
+ * Whether an Upgrade request becomes a tunnel. An h2c offer does not: it needs
+ * HTTP2-Settings, a hop-by-hop header the router never gets, and a server may
+ * ignore an upgrade offer, so it is served as the HTTP/1.1 request it also is.
+ */
+function wantsTunnel(req: http.IncomingMessage): boolean {
+  const offered = String(req.headers.upgrade ?? '')
+    .split(',')
+    .map((p) => p.trim().toLowerCase());
+  return offered.some((p) => p !== '' && p !== 'h2c');
 }
 
 function urlOf(scheme: string, addr: AddressInfo): string {
@@ -227,8 +265,12 @@ export function createBuiltinGateway(opts: BuiltinGatewayOptions): BuiltinGatewa
   let httpsUrl: string | undefined;
   let httpsPort = 0;
   let defaultMaterial: TlsMaterial | undefined;
+  /** Open Upgrade tunnels: the listeners cannot close while they last. */
+  const tunnels = new Set<Tunnel>();
+  let stopping = false;
 
-  async function handle(req: http.IncomingMessage, res: http.ServerResponse, secure: boolean): Promise<void> {
+  /** Route matching and the forwarded request, shared by plain requests and Upgrades. */
+  function decide(req: http.IncomingMessage, secure: boolean): Decision {
     // One snapshot per request: a table swap never changes a request midway.
     const t = table;
     const rawUrl = req.url ?? '/';
@@ -237,23 +279,15 @@ export function createBuiltinGateway(opts: BuiltinGatewayOptions): BuiltinGatewa
     const query = q < 0 ? '' : rawUrl.slice(q);
     const path = safeDecode(rawPath);
     const hit = rawPath.startsWith('/') ? lookup(t, normalizeHost(req.headers.host), path) : undefined;
-    if (!hit) {
-      req.resume();
-      defaultBackend(res);
-      return;
-    }
+    if (!hit) return DEFAULT_BACKEND;
     const { entry } = hit;
     if (!secure && entry.options.sslRedirect && httpsServer) {
-      req.resume();
       const host = normalizeHost(req.headers.host) || listenHost;
-      plain(res, 308, 'redirecting to https', { location: `https://${host}:${httpsPort}${rawUrl}` });
-      return;
+      return { kind: 'answer', status: 308, text: 'redirecting to https', extra: { location: `https://${host}:${httpsPort}${rawUrl}` } };
     }
     const max = entry.options.maxBodyBytes;
     if (max !== undefined && Number(req.headers['content-length'] ?? 0) > max) {
-      req.resume();
-      plain(res, 413, 'request entity too large');
-      return;
+      return { kind: 'answer', status: 413, text: 'request entity too large' };
     }
     let target = rawPath;
     if (entry.rewrite) {
@@ -262,6 +296,17 @@ export function createBuiltinGateway(opts: BuiltinGatewayOptions): BuiltinGatewa
         ? entry.rewrite(rawPath, onRaw.matchedLength)
         : encodeURI(entry.rewrite(path, hit.matchedLength));
     }
+    return { kind: 'forward', entry, path: routerBase + target + query, headers: forwardHeaders(req, secure) };
+  }
+
+  async function handle(req: http.IncomingMessage, res: http.ServerResponse, secure: boolean): Promise<void> {
+    const d = decide(req, secure);
+    if (d.kind === 'answer') {
+      req.resume();
+      plain(res, d.status, d.text, d.extra);
+      return;
+    }
+    const max = d.entry.options.maxBodyBytes;
     const hasBody = req.headers['transfer-encoding'] !== undefined || Number(req.headers['content-length'] ?? 0) > 0;
     const ac = new AbortController();
     res.once('close', () => {
@@ -272,8 +317,8 @@ export function createBuiltinGateway(opts: BuiltinGatewayOptions): BuiltinGatewa
     try {
       const up = await pool!.request({
         method: req.method as any,
-        path: routerBase + target + query,
-        headers: forwardHeaders(req, secure),
+        path: d.path,
+        headers: d.headers,
         body,
         signal: ac.signal,
         // The router enforces each function's own timeout (up to a day).
@@ -288,9 +333,49 @@ export function createBuiltinGateway(opts: BuiltinGatewayOptions): BuiltinGatewa
         return;
       }
       if (ac.signal.aborted || res.destroyed) return;
-      logger.warn({ err, route: entry.spec.name }, 'forwarding to the router failed');
-      plain(res, 502, 'bad gateway: the router did not answer');
+      logger.warn({ err, route: d.entry.spec.name }, 'forwarding to the router failed');
+      plain(res, 502, BAD_GATEWAY);
     }
+  }
+
+  function handleUpgrade(req: http.IncomingMessage, socket: Duplex, head: Buffer, secure: boolean): void {
+    socket.on('error', () => socket.destroy());
+    if (stopping) {
+      socket.destroy();
+      return;
+    }
+    const d = decide(req, secure);
+    if (d.kind === 'answer') {
+      plainRaw(socket, d.status, d.text, d.extra);
+      return;
+    }
+    // The body goes ahead of the router's answer, so the tunnel must know where it ends.
+    if (req.headers['transfer-encoding'] !== undefined) {
+      plainRaw(socket, 400, 'bad request: an upgrade request cannot have a chunked body');
+      return;
+    }
+    // The head is written by hand: anything but visible ASCII would break its framing.
+    if (!/^[\x21-\x7e]+$/.test(d.path)) {
+      logger.warn({ route: d.entry.spec.name, path: d.path }, 'forwarding an upgrade to the router failed: the path cannot be sent');
+      plainRaw(socket, 502, BAD_GATEWAY);
+      return;
+    }
+    // undici sends the router's own host when the client sent none; so does the tunnel.
+    const headers = d.headers.host === undefined ? { host: router.host, ...d.headers } : d.headers;
+    const tunnel: Tunnel = openTunnel({
+      client: socket as Socket,
+      head,
+      request: upgradeHead(req.method ?? 'GET', d.path, headers, String(req.headers.upgrade)),
+      bodyLength: Number(req.headers['content-length'] ?? 0),
+      router,
+      connectTimeoutMs: ROUTER_CONNECT_TIMEOUT_MS,
+      onUnreachable(err) {
+        logger.warn({ err, route: d.entry.spec.name }, 'forwarding an upgrade to the router failed');
+        plainRaw(socket, 502, BAD_GATEWAY);
+      },
+      onClose: () => tunnels.delete(tunnel),
+    });
+    tunnels.add(tunnel);
   }
 
   async function* limited(req: http.IncomingMessage, max: number, ac: AbortController): AsyncIterable<Buffer> {
@@ -303,6 +388,17 @@ export function createBuiltinGateway(opts: BuiltinGatewayOptions): BuiltinGatewa
       }
       yield chunk;
     }
+  }
+
+  function onUpgrade(secure: boolean) {
+    return (req: http.IncomingMessage, socket: Duplex, head: Buffer) => {
+      try {
+        handleUpgrade(req, socket, head, secure);
+      } catch (err) {
+        logger.error({ err }, 'ingress gateway upgrade failed');
+        if (!socket.destroyed) plainRaw(socket, 500, 'internal gateway error');
+      }
+    };
   }
 
   function onRequest(secure: boolean) {
@@ -410,12 +506,15 @@ export function createBuiltinGateway(opts: BuiltinGatewayOptions): BuiltinGatewa
     },
 
     async start() {
+      stopping = false;
       pool = new Pool(router.origin, { connections: opts.connections ?? 128, keepAliveTimeout: 30_000, pipelining: 1 });
-      httpServer = http.createServer({ keepAliveTimeout: 30_000 }, onRequest(false));
+      httpServer = http.createServer({ keepAliveTimeout: 30_000, shouldUpgradeCallback: wantsTunnel }, onRequest(false));
+      httpServer.on('upgrade', onUpgrade(false));
       const addr = await listen(httpServer, opts.port, listenHost);
       url = urlOf('http', addr);
       if (opts.httpsPort !== undefined) {
-        httpsServer = https.createServer({ SNICallback: sni, keepAliveTimeout: 30_000 }, onRequest(true));
+        httpsServer = https.createServer({ SNICallback: sni, keepAliveTimeout: 30_000, shouldUpgradeCallback: wantsTunnel }, onRequest(true));
+        httpsServer.on('upgrade', onUpgrade(true));
         const saddr = await listen(httpsServer, opts.httpsPort, listenHost);
         httpsPort = saddr.port;
         httpsUrl = urlOf('https', saddr);
@@ -437,6 +536,10 @@ export function createBuiltinGateway(opts: BuiltinGatewayOptions): BuiltinGatewa
     },
 
     async stop() {
+      // A WebSocket may stay open for days; waiting for it would hang the stop.
+      stopping = true;
+      for (const t of tunnels) t.destroy();
+      tunnels.clear();
       const servers = [httpServer, httpsServer].filter((s): s is http.Server => s !== undefined);
       await Promise.all(servers.map(close));
       httpServer = httpsServer = undefined;

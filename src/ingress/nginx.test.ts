@@ -19,6 +19,7 @@ runIngressProviderContract('nginx', {
     return {
       provider: n,
       send: httpSender(() => ({ url: n.url, httpsUrl: n.httpsUrl })),
+      listener: () => ({ url: n.url, httpsUrl: n.httpsUrl }),
       capabilities: { traffic: true, https: true, rewrite: true, strictPaths: true },
     };
   },

@@ -139,7 +139,14 @@ export function renderMainConf(o: MainConfOptions): string {
     '  proxy_set_header X-Forwarded-Host $flint_host;',
     '  proxy_set_header X-Forwarded-Proto $scheme;',
     '  proxy_set_header X-Forwarded-For $proxy_add_x_forwarded_for;',
-    '  proxy_set_header Connection "";',
+    // An Upgrade (WebSocket) goes on with its Upgrade header and becomes a
+    // tunnel once the router answers 101. Any other request sends no
+    // Connection header at all (an empty value drops it), so the upstream
+    // connection stays open for keepalive below: "close" here would end it
+    // after every request.
+    '  map $http_upgrade $flint_connection { default upgrade; "" ""; }',
+    '  proxy_set_header Upgrade $http_upgrade;',
+    '  proxy_set_header Connection $flint_connection;',
     `  upstream flint_router { server ${listenAddress(router.hostname.replace(/^\[|\]$/g, ''), Number(routerPort))}; keepalive 32; }`,
     `  include ${q(path.join(o.include, 'servers', '*.conf'))};`,
     '}',

@@ -6,13 +6,16 @@
 // kubernetes provider by resolving the Ingress objects it wrote.
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
+import { createHash } from 'node:crypto';
+import { once } from 'node:events';
 import fs from 'node:fs';
 import http from 'node:http';
 import https from 'node:https';
-import type { AddressInfo } from 'node:net';
+import net, { type AddressInfo } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { after, afterEach, before, describe, it } from 'node:test';
+import tls from 'node:tls';
 import { DEFAULT_BACKEND_BODY, INGRESS_NAMESPACE, type IngressProvider, type IngressSpec, type TlsMaterial } from './provider.ts';
 
 export interface Received {
@@ -21,6 +24,18 @@ export interface Received {
   url: string;
   headers: http.IncomingHttpHeaders;
   body: string;
+  /** Which of the stand-in router's connections carried the request, counting from 1. */
+  connection?: number;
+}
+
+/** An Upgrade request as the router got it. */
+export interface UpgradeReceived extends Omit<Received, 'body' | 'connection'> {
+  /** The router's end of the connection. */
+  socket: net.Socket;
+  /** Settles once the router's end of the connection has closed. */
+  closed: Promise<void>;
+  /** Bytes that reached the router after the head of a refused upgrade. */
+  after: Buffer[];
 }
 
 export type Outcome =
@@ -44,6 +59,8 @@ export interface SendRequest {
 export interface ContractTarget {
   provider: IngressProvider;
   send(req: SendRequest): Promise<Outcome>;
+  /** Where a listening provider takes connections, for requests `send` cannot make (Upgrade). */
+  listener?: () => { url: string; httpsUrl?: string };
   capabilities: {
     /** Real requests go through the provider (headers, load, status codes can be checked). */
     traffic: boolean;
@@ -103,32 +120,183 @@ export function makeSelfSignedCert(dir: string, host: string): TlsMaterial {
 export interface EchoRouter {
   url: string;
   received: Received[];
+  upgrades: UpgradeReceived[];
   close(): Promise<void>;
 }
 
-/** Stands in for the router: answers 200 with a JSON echo of the request. */
+/** What the stand-in router answers an Upgrade whose path holds `/refuse`, and keeps the connection open after. */
+export const UPGRADE_REFUSAL = 'HTTP/1.1 403 Forbidden\r\ncontent-type: text/plain\r\ncontent-length: 7\r\n\r\nrefused';
+
+/** Asked for with `Sec-WebSocket-Protocol: frames`: the stand-in speaks just enough WebSocket for a real client. */
+export const ECHO_FRAMES_PROTOCOL = 'frames';
+
+function switchingProtocols(req: http.IncomingMessage): string {
+  const lines = ['HTTP/1.1 101 Switching Protocols', 'Connection: Upgrade', `Upgrade: ${req.headers.upgrade}`];
+  const key = req.headers['sec-websocket-key'];
+  if (key) {
+    const accept = createHash('sha1').update(`${key}258EAFA5-E914-47DA-95CA-C5AB0DC85B11`).digest('base64');
+    lines.push(`Sec-WebSocket-Accept: ${accept}`);
+  }
+  if (req.headers['sec-websocket-protocol'] === ECHO_FRAMES_PROTOCOL) lines.push(`Sec-WebSocket-Protocol: ${ECHO_FRAMES_PROTOCOL}`);
+  return `${lines.join('\r\n')}\r\n\r\n`;
+}
+
+/** Echoes small WebSocket frames unmasked, as a server must send them, and answers a close. */
+function echoFrames(socket: net.Socket, first: Buffer): void {
+  let buf = first;
+  const take = (chunk: Buffer) => {
+    buf = Buffer.concat([buf, chunk]);
+    while (buf.length >= 2) {
+      const opcode = buf[0] & 0x0f;
+      const len = buf[1] & 0x7f;
+      if (len > 125) throw new Error('the stand-in router echoes only small frames');
+      if (buf.length < 6 + len) return;
+      const mask = buf.subarray(2, 6);
+      const payload = Buffer.from(buf.subarray(6, 6 + len).map((b, i) => b ^ mask[i % 4]));
+      buf = buf.subarray(6 + len);
+      if (opcode === 0x8) {
+        socket.end(Buffer.from([0x88, 0]));
+        return;
+      }
+      socket.write(Buffer.concat([Buffer.from([0x80 | opcode, len]), payload]));
+    }
+  };
+  socket.on('data', take);
+  take(Buffer.alloc(0));
+}
+
+/**
+ * Stands in for the router: answers 200 with a JSON echo of the request. An
+ * Upgrade gets 101 and then every byte echoed back (or WebSocket frames, see
+ * ECHO_FRAMES_PROTOCOL), unless its path holds `/refuse` (UPGRADE_REFUSAL).
+ */
 export async function startEchoRouter(): Promise<EchoRouter> {
   const received: Received[] = [];
+  const upgrades: UpgradeReceived[] = [];
+  const connections = new WeakMap<net.Socket, number>();
+  let count = 0;
   const server = http.createServer(async (req, res) => {
     let body = '';
     req.setEncoding('utf8');
     for await (const c of req) body += c;
-    const r: Received = { method: req.method ?? '', url: req.url ?? '', headers: req.headers, body };
+    const r: Received = { method: req.method ?? '', url: req.url ?? '', headers: req.headers, body, connection: connections.get(req.socket) ?? 0 };
     received.push(r);
     const text = JSON.stringify({ echo: r });
     res.writeHead(200, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) });
     res.end(text);
+  });
+  server.on('connection', (socket: net.Socket) => connections.set(socket, ++count));
+  server.on('upgrade', (req: http.IncomingMessage, socket: net.Socket, head: Buffer) => {
+    const u: UpgradeReceived = {
+      method: req.method ?? '',
+      url: req.url ?? '',
+      headers: req.headers,
+      socket,
+      closed: once(socket, 'close').then(() => undefined),
+      after: [],
+    };
+    upgrades.push(u);
+    socket.on('error', () => socket.destroy());
+    // The client's half-close ends the conversation, as a real server would take it.
+    socket.on('end', () => socket.end());
+    if (u.url.includes('/refuse')) {
+      if (head.length > 0) u.after.push(head);
+      socket.on('data', (d: Buffer) => u.after.push(d));
+      socket.write(UPGRADE_REFUSAL);
+      return;
+    }
+    socket.write(switchingProtocols(req));
+    if (req.headers['sec-websocket-protocol'] === ECHO_FRAMES_PROTOCOL) {
+      echoFrames(socket, head);
+      return;
+    }
+    if (head.length > 0) socket.write(head);
+    socket.on('data', (d: Buffer) => socket.write(d));
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', () => resolve()));
   const { port } = server.address() as AddressInfo;
   return {
     url: `http://127.0.0.1:${port}`,
     received,
+    upgrades,
     async close() {
       server.closeAllConnections();
+      // Upgraded connections are no longer the HTTP server's to close.
+      for (const u of upgrades) u.socket.destroy();
       await new Promise<void>((r) => server.close(() => r()));
     },
   };
+}
+
+export interface UpgradeRequest {
+  /** The provider's `http://` or `https://` URL. */
+  url: string;
+  /** Host header (and TLS server name). */
+  host: string;
+  path: string;
+  ca?: string[];
+  headers?: Record<string, string>;
+  /** Sent right after the request head, in the same write. */
+  extra?: string;
+  /** The Upgrade header; default `websocket`. */
+  protocol?: string;
+}
+
+export interface UpgradeClient {
+  status: number;
+  /** The answer as it arrived: head, then a body of Content-Length bytes for anything but a 101. */
+  raw: string;
+  body: string;
+  socket: net.Socket;
+  /** The next `n` bytes the tunnel brings back; rejects if the connection closes first. */
+  read(n: number): Promise<Buffer>;
+  /** Settles once the connection has closed. */
+  closed: Promise<void>;
+}
+
+/** Sends an Upgrade request on a new connection and reads the answer's head (and body, if not a 101). */
+export function sendUpgrade(req: UpgradeRequest): Promise<UpgradeClient> {
+  const base = new URL(req.url);
+  const socket =
+    base.protocol === 'https:'
+      ? tls.connect({ host: base.hostname, port: Number(base.port), servername: req.host.replace(/:\d+$/, ''), ca: req.ca })
+      : net.connect({ host: base.hostname, port: Number(base.port) });
+  const closed = once(socket, 'close').then(() => undefined);
+  socket.on('error', () => {});
+  const head = [`GET ${req.path} HTTP/1.1`, `Host: ${req.host}`, 'Connection: Upgrade', `Upgrade: ${req.protocol ?? 'websocket'}`];
+  for (const [k, v] of Object.entries(req.headers ?? {})) head.push(`${k}: ${v}`);
+  socket.write(`${head.join('\r\n')}\r\n\r\n${req.extra ?? ''}`);
+
+  let buf = Buffer.alloc(0);
+  let wake: (() => void) | undefined;
+  socket.on('data', (d: Buffer) => {
+    buf = Buffer.concat([buf, d]);
+    wake?.();
+  });
+  socket.on('close', () => wake?.());
+  const until = async (enough: () => boolean, what: string) => {
+    while (!enough()) {
+      if (socket.destroyed) throw new Error(`the connection closed before ${what}; got ${JSON.stringify(buf.toString('latin1'))}`);
+      await new Promise<void>((r) => {
+        wake = r;
+      });
+    }
+  };
+  const read = async (n: number) => {
+    await until(() => buf.length >= n, `${n} bytes came back`);
+    const out = buf.subarray(0, n);
+    buf = buf.subarray(n);
+    return out;
+  };
+  return (async () => {
+    await until(() => buf.includes('\r\n\r\n'), 'the answer head');
+    const end = buf.indexOf('\r\n\r\n') + 4;
+    const headText = (await read(end)).toString('latin1');
+    const status = Number(headText.split(' ')[1]);
+    const length = status === 101 ? 0 : Number(/\r\ncontent-length: *(\d+)/i.exec(headText)?.[1] ?? 0);
+    const body = (await read(length)).toString('latin1');
+    return { status, raw: headText + body, body, socket, read, closed };
+  })();
 }
 
 /** `send` for providers that listen: real requests to their HTTP and HTTPS URLs. */
@@ -306,6 +474,121 @@ export function runIngressProviderContract(name: string, factory: ContractFactor
       await exposed('h.test', '/small', { method: 'POST', body: 'x'.repeat(1000) });
       const big = await t.send({ host: 'h.test', path: '/small', method: 'POST', body: 'x'.repeat(5000) });
       assert.equal(big.status, 413);
+    });
+
+    const upgrade = (o: Omit<UpgradeRequest, 'url'> & { https?: boolean }) => {
+      const l = t.listener!();
+      return sendUpgrade({ ...o, url: o.https ? l.httpsUrl! : l.url });
+    };
+    const lastUpgrade = (count: number) => {
+      assert.equal(router.upgrades.length, count + 1, 'the upgrade reached the router once');
+      return router.upgrades.at(-1)!;
+    };
+    const echoes = async (c: UpgradeClient) => {
+      c.socket.write('ping');
+      assert.equal((await c.read(4)).toString(), 'ping');
+      // More than one socket buffer, so backpressure comes into play.
+      const big = Buffer.alloc(1024 * 1024, 'flint');
+      c.socket.write(big);
+      assert.ok((await c.read(big.length)).equals(big), 'the large message came back unchanged');
+    };
+
+    it('forwards an Upgrade with the rewritten path and the forwarded headers, then relays bytes both ways', { timeout: 30_000 }, async (ctx) => {
+      if (!t.listener) return ctx.skip('not applicable to this provider');
+      await t.provider.apply([ingress('chat', { path: '/pub/*', prefix: '/api' })]);
+      const count = router.upgrades.length;
+      const c = await upgrade({
+        host: 'h.example.test',
+        path: '/pub/chat?room=1',
+        headers: {
+          'sec-websocket-key': 'dGhlIHNhbXBsZSBub25jZQ==',
+          'sec-websocket-version': '13',
+          authorization: 'Bearer abc.def',
+          'x-forwarded-for': '203.0.113.9',
+          'x-forwarded-host': 'spoofed.example.test',
+          'x-forwarded-proto': 'https',
+        },
+      });
+      try {
+        assert.equal(c.status, 101, c.raw);
+        const r = lastUpgrade(count);
+        assert.equal(r.method, 'GET');
+        assert.equal(r.url, '/api/chat?room=1');
+        assert.equal(r.headers.host, 'h.example.test');
+        assert.equal(r.headers['x-forwarded-host'], 'h.example.test');
+        assert.equal(r.headers['x-forwarded-proto'], 'http');
+        assert.equal(r.headers['x-forwarded-for'], '203.0.113.9, 127.0.0.1');
+        assert.equal(r.headers.upgrade, 'websocket');
+        assert.match(String(r.headers.connection), /^upgrade$/i);
+        assert.equal(r.headers['sec-websocket-key'], 'dGhlIHNhbXBsZSBub25jZQ==');
+        assert.equal(r.headers.authorization, 'Bearer abc.def');
+        await echoes(c);
+      } finally {
+        c.socket.destroy();
+      }
+    });
+
+    it('forwards an Upgrade over HTTPS', { timeout: 30_000 }, async (ctx) => {
+      if (!t.listener || !t.capabilities.https) return ctx.skip('not applicable to this provider');
+      await t.provider.apply([
+        ingress('secure', { host: 'secure.example.test', tls: { secretName: 'secure-tls', hosts: ['secure.example.test'], material: secure } }),
+      ]);
+      const count = router.upgrades.length;
+      const c = await upgrade({ host: 'secure.example.test', path: '/secure', https: true, ca: [secure.cert] });
+      try {
+        assert.equal(c.status, 101, c.raw);
+        const r = lastUpgrade(count);
+        assert.equal(r.url, '/secure');
+        assert.equal(r.headers.host, 'secure.example.test');
+        assert.equal(r.headers['x-forwarded-proto'], 'https');
+        await echoes(c);
+      } finally {
+        c.socket.destroy();
+      }
+    });
+
+    it('passes back an answer other than 101, and answers 404 to an Upgrade no ingress claims', { timeout: 30_000 }, async (ctx) => {
+      if (!t.listener) return ctx.skip('not applicable to this provider');
+      await t.provider.apply([ingress('refuse')]);
+      const refused = await upgrade({ host: 'h.test', path: '/refuse' });
+      refused.socket.destroy();
+      assert.equal(refused.status, 403, refused.raw);
+      assert.equal(refused.body, 'refused');
+      const count = router.upgrades.length;
+      const none = await upgrade({ host: 'h.test', path: '/nothing' });
+      none.socket.destroy();
+      assert.equal(none.status, 404, none.raw);
+      assert.equal(none.body, DEFAULT_BACKEND_BODY);
+      assert.equal(router.upgrades.length, count, 'the router never saw it');
+    });
+
+    it("carries a conversation of Node's WebSocket client", { timeout: 30_000 }, async (ctx) => {
+      if (!t.listener) return ctx.skip('not applicable to this provider');
+      await t.provider.apply([ingress('ws')]);
+      const ws = new WebSocket(`${t.listener().url.replace(/^http/, 'ws')}/ws`, ECHO_FRAMES_PROTOCOL);
+      try {
+        await new Promise((resolve, reject) => {
+          ws.onopen = resolve;
+          ws.onerror = () => reject(new Error('the WebSocket did not open'));
+        });
+        assert.equal(ws.protocol, ECHO_FRAMES_PROTOCOL);
+        const echoed = new Promise<string>((resolve, reject) => {
+          ws.onmessage = (e) => resolve(String(e.data));
+          ws.onclose = () => reject(new Error('the WebSocket closed before the echo'));
+        });
+        ws.send('hello through the ingress');
+        assert.equal(await echoed, 'hello through the ingress');
+      } finally {
+        ws.close();
+      }
+    });
+
+    it('keeps connections to the router open between plain requests', async (ctx) => {
+      if (!t.capabilities.traffic) return ctx.skip('not applicable to this provider');
+      await t.provider.apply([ingress('again')]);
+      const seen = new Set<number | undefined>();
+      for (let i = 0; i < 4; i++) seen.add((await exposed('h.test', '/again')).connection);
+      assert.ok(seen.size < 4, `every request opened a new connection to the router (${[...seen].join(', ')})`);
     });
 
     it('drops no request while the ingresses change', async (ctx) => {
