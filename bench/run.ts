@@ -5,19 +5,24 @@
 //   2. throughput through the router (wrk) as a ratio of a bare node:http server;
 //   3. cold start from the warm pool (first call of a new function) as a
 //      ratio of forking a fresh `node` that serves one request;
-//   4. packages (bench/packages.ts) and Kafka triggers (bench/mq.ts).
+//   4. a WebSocket message's round trip through the router's tunnel vs
+//      straight to the same kind of worker;
+//   5. packages (bench/packages.ts) and Kafka triggers (bench/mq.ts).
 // Results print as a markdown table; bench/RESULTS.md records them.
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { Pool } from 'undici';
 import { startWorker } from '../src/executor/process/worker-process.ts';
+import { OP_TEXT } from '../src/runtimes/node/ws-frame.ts';
+import { clientFrame, type RawPeer, rawUpgrade } from '../src/runtimes/node/ws-testing.ts';
 import { startServer } from '../test/helpers/server.ts';
 import { fmt, forkUntilServed, hasWrk, interleavedLatency, percentiles, startBareServer, timedFirstCall, type WrkResult, wrk } from './lib.ts';
 import { kafkaBench } from './mq.ts';
 import { packagesBench } from './packages.ts';
 
 const HELLO = 'module.exports = async () => ({ status: 200, body: "hello\\n" });';
+const WS_ECHO = 'module.exports = (ws) => ws.on("message", (m) => ws.send(m));';
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 4);
 const THROUGHPUT_ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
 if (!Number.isInteger(THROUGHPUT_ROUNDS) || THROUGHPUT_ROUNDS < 1) throw new Error(`BENCH_ROUNDS must be a whole number of at least 1, not ${process.env.BENCH_ROUNDS}`);
@@ -29,8 +34,8 @@ async function api(base: string, plural: string, body: unknown): Promise<void> {
   if (res.status !== 201) throw new Error(`create ${plural}: ${res.status} ${await res.text()}`);
 }
 
-async function createFunction(base: string, name: string, poolEnv = 'nodejs'): Promise<void> {
-  await api(base, 'packages', { metadata: { name: `${name}-pkg` }, spec: { environment: { name: poolEnv }, deployment: { type: 'literal', literal: Buffer.from(HELLO).toString('base64') } } });
+async function createFunction(base: string, name: string, poolEnv = 'nodejs', code = HELLO): Promise<void> {
+  await api(base, 'packages', { metadata: { name: `${name}-pkg` }, spec: { environment: { name: poolEnv }, deployment: { type: 'literal', literal: Buffer.from(code).toString('base64') } } });
   await api(base, 'functions', { metadata: { name }, spec: { environment: { name: poolEnv }, package: { packageref: { name: `${name}-pkg` } }, requestsPerPod: 1000 } });
 }
 
@@ -88,7 +93,50 @@ try {
   await viaRouter.close();
   await worker.kill();
 
-  // 1b. What authentication adds: the same route on a server with auth on,
+  // 1b. A WebSocket message's round trip: through the router's tunnel vs
+  // straight to a worker of the same code, one connection each.
+  {
+    await createFunction(server.controllerUrl, 'wsecho', 'nodejs', WS_ECHO);
+    await api(server.controllerUrl, 'httptriggers', { metadata: { name: 'wsecho' }, spec: { relativeurl: '/ws', functionref: { name: 'wsecho' } } });
+    const wsWorker = await startWorker({ id: 'bench-ws-direct', runtime: 'node', instanceDir: path.join(work, 'ws-direct'), sandbox, allowNetwork: false, memoryMB: 256, onOutput() {} });
+    fs.writeFileSync(path.join(wsWorker.hostDirs.userfunc, 'deployarchive'), WS_ECHO);
+    await wsWorker.specialize({ filepath: path.posix.join(wsWorker.sandboxDirs.userfunc, 'deployarchive') }, 10_000);
+    const open = async (peer: RawPeer, what: string) => {
+      const { status } = await peer.head();
+      if (status !== 101) throw new Error(`WebSocket ${what}: ${status}`);
+      return peer;
+    };
+    const u = new URL(server.routerUrl);
+    const directWs = await open(rawUpgrade(wsWorker.socketPath, { path: '/' }), 'direct');
+    let routedWs: RawPeer | undefined;
+    for (let i = 0; routedWs === undefined; i++) {
+      routedWs = await open(rawUpgrade({ host: u.hostname, port: Number(u.port) }, { path: '/ws' }), 'via router').catch((err) => {
+        if (i >= 100) throw err;
+        return new Promise<undefined>((res) => setTimeout(() => res(undefined), 50));
+      });
+    }
+    const frame = clientFrame(OP_TEXT, 'hello');
+    const roundTrip = (peer: RawPeer) => async () => {
+      peer.send(frame);
+      await peer.frame();
+    };
+    for (let i = 0; i < 1000; i++) {
+      await roundTrip(directWs)();
+      await roundTrip(routedWs)();
+    }
+    const { a: wd, b: wr, rounds: wsRounds } = await interleavedLatency(roundTrip(directWs), roundTrip(routedWs), N);
+    rows.push([
+      'WebSocket round trip added by the router p50',
+      `${fmt(wr.p50 - wd.p50)} µs`,
+      `direct ${fmt(wd.p50)} µs, router ${fmt(wr.p50)} µs, p99 ${fmt(wd.p99)} / ${fmt(wr.p99)} µs (median of ${wsRounds} interleaved rounds)`,
+      '',
+    ]);
+    directWs.socket.destroy();
+    routedWs.socket.destroy();
+    await wsWorker.kill();
+  }
+
+  // 1c. What authentication adds: the same route on a server with auth on,
   // called with a valid token, against this server's figure.
   const authed = await startServer({ sets: [`executor.sandbox=${sandbox}`, 'logLevel=error', 'authentication.enabled=true', 'authentication.jwtExpiryTime=3600'] });
   try {

@@ -221,15 +221,16 @@ export const UPGRADE_HEADERS: Record<string, string> = {
 };
 
 /**
- * Sends an upgrade request on a new connection to `socketPath` (headers
- * whose value is undefined are left out; `after` is written in the same
- * packet, after the request) and returns the peer.
+ * Sends an upgrade request on a new connection to `target` (a Unix socket
+ * path, or a TCP host and port; headers whose value is undefined are left
+ * out; `after` is written in the same packet, after the request) and
+ * returns the peer.
  */
 export function rawUpgrade(
-  socketPath: string,
+  target: string | { host: string; port: number },
   opts: { path?: string; method?: string; headers?: Record<string, string | undefined>; after?: Buffer } = {},
 ): RawPeer {
-  const socket = net.connect(socketPath);
+  const socket = typeof target === 'string' ? net.connect(target) : net.connect({ ...target, noDelay: true });
   const headers: Record<string, string | undefined> = {
     ...UPGRADE_HEADERS,
     'sec-websocket-key': randomBytes(16).toString('base64'),
