@@ -198,7 +198,10 @@ export function switchHeaders(raw: string[], requestIdName: string, requestId: s
   let upgrade = '';
   for (let i = 0; i < raw.length; i += 2) if (raw[i].length === 7 && raw[i].toLowerCase() === 'upgrade') upgrade = raw[i + 1];
   if (upgrade === '') return undefined;
-  const headers = responseHeaders(raw, requestIdName, requestId);
+  const out = responseHeaders(raw, requestIdName, requestId);
+  // A 101 has no body to frame (RFC 9110 8.6).
+  const headers: string[] = [];
+  for (let i = 0; i < out.length; i += 2) if (out[i].toLowerCase() !== 'content-length') headers.push(out[i], out[i + 1]);
   headers.push('Connection', 'Upgrade', 'Upgrade', upgrade);
   return headers;
 }

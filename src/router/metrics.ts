@@ -86,7 +86,8 @@ export class RouterMetrics {
   readonly none = new FnStats('', '');
   #inFlight = 0;
 
-  constructor(registry: Registry = new Registry()) {
+  /** `openUpgrades`: connections switched to another protocol (WebSockets) and open now. */
+  constructor(registry: Registry = new Registry(), openUpgrades: () => number = () => 0) {
     this.registry = registry;
     const self = this;
     new Counter({
@@ -120,6 +121,14 @@ export class RouterMetrics {
       registers: [registry],
       collect() {
         this.set(self.#inFlight);
+      },
+    });
+    new Gauge({
+      name: 'flint_router_upgraded_connections',
+      help: 'Connections switched to another protocol (WebSockets) that are open now; each holds its instance',
+      registers: [registry],
+      collect() {
+        this.set(openUpgrades());
       },
     });
     registry.registerMetric(new LatencyHistogram(() => this.#byFunction.values()) as any);

@@ -195,9 +195,10 @@ export class ProxyCall implements ResponseHandler, ResponseWatcher {
     }
     // The instance stays leased while the connection is open: it is busy, not idle, and must not be reaped.
     const tunnels = this.#deps.tunnels;
-    const tunnel = new Tunnel(client.socket, client.rest, upstream, rest, (t) => {
+    const tunnel = new Tunnel(client.socket, client.rest, upstream, rest, (t, outcome) => {
       tunnels.delete(t);
-      lease?.release('ok');
+      lease?.release(outcome);
+      if (outcome === 'unreachable' && lease !== undefined) this.#deps.upstreams.forgetIfGone(lease);
     });
     tunnels.add(tunnel);
     this.#finish(101);

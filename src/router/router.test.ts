@@ -533,10 +533,13 @@ describe('router upgrades', () => {
     up.socket.write('ping');
     await up.until((b) => b.includes('early:ping'), 'ping echoed');
     assert.deepEqual(releasesOf(before), [], 'the instance is busy while the connection is open');
+    assert.match((await get('/metrics')).text(), /^flint_router_upgraded_connections 1$/m);
+    assert.match((await get('/metrics')).text(), /flint_router_requests_total\{code="101",method="GET",function="hello",namespace="default"\} 1/);
     up.socket.end();
     await up.closed;
     await waitFor(() => releasesOf(before).length === 1, 'the release');
     assert.deepEqual(releasesOf(before), ['default/hello ok']);
+    assert.match((await get('/metrics')).text(), /^flint_router_upgraded_connections 0$/m);
   });
 
   it('passes on an ordinary answer to an upgrade request, then closes the connection', async () => {
@@ -547,6 +550,16 @@ describe('router upgrades', () => {
     await up.closed;
     assert.equal(up.rest.toString(), 'nope');
     assert.deepEqual(releasesOf(before), ['default/hello ok']);
+  });
+
+  it('never sends another request on a connection that carried an upgrade, even one declined without closing', async () => {
+    await echo('/quick/warm');
+    const up = await upgradeCall(url, '/quick/refuse-open');
+    assert.equal(up.status, 403, up.head);
+    await up.closed;
+    // The instance no longer reads that connection: a request sent on it would time out (504).
+    const r = await get('/quick/after');
+    assert.equal(r.status, 200, r.text());
   });
 
   it('answers 502 to a 101 that names no protocol, 504 when the 101 never comes, 404 without a route', async () => {

@@ -119,7 +119,7 @@ export class Router {
 
   constructor(opts: RouterOptions) {
     this.#o = opts;
-    this.metrics = new RouterMetrics(opts.registry);
+    this.metrics = new RouterMetrics(opts.registry, () => this.#tunnels.size);
     this.#source = new RouteSource(opts.store, opts.logger);
     this.#deps = { executor: opts.executor, upstreams: this.#upstreams, metrics: this.metrics, logger: opts.logger, tunnels: this.#tunnels };
     const own: RouterEndpoint[] = [

@@ -1,36 +1,44 @@
 // A client connection joined to an instance's connection after `101
 // Switching Protocols` (a WebSocket, usually): the router no longer speaks
 // HTTP on either; it moves bytes both ways, with backpressure each way, for
-// as long as both stay open. When either side closes or fails, both go.
+// as long as both stay open. When one side closes, the other is ended, so
+// what is still queued for it (a last close frame) goes out first.
 import type net from 'node:net';
 
 /** Dead peers on a connection that may idle for hours are found by TCP keep-alive probes. */
 const KEEPALIVE_PROBE_MS = 60_000;
+/** How long the side left open may take to flush and close once the other has gone. */
+const CLOSE_GRACE_MS = 5_000;
+
+/** `unreachable` when the instance's side failed (a reset): the instance may be gone. */
+export type TunnelOutcome = 'ok' | 'unreachable';
 
 export class Tunnel {
   readonly #client: net.Socket;
   readonly #upstream: net.Socket;
-  readonly #onClosed: (tunnel: Tunnel) => void;
+  readonly #onClosed: (tunnel: Tunnel, outcome: TunnelOutcome) => void;
   #closed = false;
+  #upstreamFailed = false;
+  #grace: NodeJS.Timeout | undefined = undefined;
 
   /**
    * Both sockets paused, with the bytes already read past each side's head;
-   * `onClosed` runs once, when the tunnel is gone.
+   * `onClosed` runs once, when both sides are closed.
    */
-  constructor(client: net.Socket, clientRest: Buffer, upstream: net.Socket, upstreamRest: Buffer, onClosed: (tunnel: Tunnel) => void) {
+  constructor(client: net.Socket, clientRest: Buffer, upstream: net.Socket, upstreamRest: Buffer, onClosed: (tunnel: Tunnel, outcome: TunnelOutcome) => void) {
     this.#client = client;
     this.#upstream = upstream;
     this.#onClosed = onClosed;
-    client.on('close', this.#close);
-    upstream.on('close', this.#close);
-    // Errors end in 'close'; listening here keeps them from being thrown.
-    client.on('error', this.#close);
-    upstream.on('error', this.#close);
+    client.on('close', this.#sideClosed);
+    upstream.on('close', this.#sideClosed);
+    client.on('error', this.#failed);
+    upstream.on('error', this.#upstreamError);
     if (client.destroyed || upstream.destroyed) {
-      this.#close();
+      this.destroy();
       return;
     }
     client.setKeepAlive(true, KEEPALIVE_PROBE_MS);
+    upstream.setKeepAlive(true, KEEPALIVE_PROBE_MS);
     if (clientRest.length > 0) upstream.write(clientRest);
     if (upstreamRest.length > 0) client.write(upstreamRest);
     client.pipe(upstream);
@@ -41,17 +49,43 @@ export class Tunnel {
     return this.#closed;
   }
 
+  /** Cuts both sides now. */
   destroy(): void {
-    this.#close();
-  }
-
-  readonly #close = (): void => {
-    if (this.#closed) return;
-    this.#closed = true;
     this.#client.destroy();
     this.#upstream.destroy();
-    this.#onClosed(this);
+    this.#finish();
+  }
+
+  readonly #sideClosed = (): void => {
+    const client = this.#client;
+    const upstream = this.#upstream;
+    if (client.destroyed && upstream.destroyed) {
+      this.#finish();
+      return;
+    }
+    if (this.#grace !== undefined) return;
+    const open = client.destroyed ? upstream : client;
+    open.end();
+    this.#grace = setTimeout(() => open.destroy(), CLOSE_GRACE_MS);
+    this.#grace.unref();
   };
+
+  readonly #upstreamError = (): void => {
+    this.#upstreamFailed = true;
+    this.#failed();
+  };
+
+  /** An error leaves nothing worth flushing: both go. */
+  readonly #failed = (): void => {
+    this.destroy();
+  };
+
+  #finish(): void {
+    if (this.#closed) return;
+    this.#closed = true;
+    if (this.#grace !== undefined) clearTimeout(this.#grace);
+    this.#onClosed(this, this.#upstreamFailed ? 'unreachable' : 'ok');
+  }
 }
 
 /** The open tunnels of one router. Once closed, a tunnel handed to it is cut at once: the router is stopping. */

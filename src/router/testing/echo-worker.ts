@@ -6,7 +6,8 @@
 //   /big?bytes=N  streams N bytes
 //   anything else: JSON {instance, method, url, headers, bodyBytes, bodySha256}
 // Upgrade requests (Connection: Upgrade):
-//   .../refuse   an ordinary 403 answer
+//   .../refuse   an ordinary 403 answer, then the connection closes
+//   .../refuse-open  a 403 that says nothing of the connection, which stays open and is never read again
 //   .../bare     a 101 that names no protocol
 //   .../slow     never answers
 //   anything else: 101, then one JSON line {instance, url, headers} and every byte echoed back
@@ -93,6 +94,10 @@ export async function startEchoWorker(dir: string, name: string): Promise<EchoWo
     socket.on('close', () => upgraded.delete(socket));
     socket.on('error', () => {});
     if (url.endsWith('/slow')) return;
+    if (url.endsWith('/refuse-open')) {
+      socket.write('HTTP/1.1 403 Forbidden\r\nContent-Length: 4\r\n\r\nnope');
+      return;
+    }
     if (url.endsWith('/refuse')) {
       socket.end('HTTP/1.1 403 Forbidden\r\nContent-Type: text/plain\r\nContent-Length: 4\r\nConnection: close\r\n\r\nnope');
       return;

@@ -97,10 +97,11 @@ describe('ResponseParser', () => {
       assert.equal(parser.keepAlive, false);
     }
     // An upgrade request may still get an ordinary answer.
-    const { rec } = parse('HTTP/1.1 400 Bad Request\r\nContent-Length: 2\r\n\r\nno', { upgrade: true });
+    const { rec, parser } = parse('HTTP/1.1 400 Bad Request\r\nContent-Length: 2\r\n\r\nno', { upgrade: true });
     assert.equal(rec.switched, undefined);
     assert.equal(rec.status, 400);
     assert.equal(rec.text, 'no');
+    assert.equal(parser.keepAlive, false, 'a connection that carried an upgrade is never reused, whatever the answer says');
   });
 
   it('skips 1xx interim responses and refuses a 101 nobody asked for', () => {

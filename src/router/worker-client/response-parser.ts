@@ -219,7 +219,12 @@ export class ResponseParser implements BodySink {
       }
       return;
     }
-    if (connection === '') {
+    if (this.#upgrade) {
+      // An instance that declined to switch may have taken the socket from its
+      // HTTP parser all the same (node:http does, once it listens for upgrades):
+      // another request sent on it could wait forever.
+      this.keepAlive = false;
+    } else if (connection === '') {
       this.keepAlive = !http10;
     } else {
       const conn = connection.toLowerCase();
