@@ -144,7 +144,8 @@ export function renderMainConf(o: MainConfOptions): string {
     // Connection header at all (an empty value drops it), so the upstream
     // connection stays open for keepalive below: "close" here would end it
     // after every request.
-    '  map $http_upgrade $flint_connection { default upgrade; "" ""; }',
+    // An h2c offer is no upgrade the router can carry out (its HTTP2-Settings is hop-by-hop): a plain request.
+    '  map $http_upgrade $flint_connection { default upgrade; "" ""; "~*^\\s*h2c\\s*$" ""; }',
     '  proxy_set_header Upgrade $http_upgrade;',
     '  proxy_set_header Connection $flint_connection;',
     `  upstream flint_router { server ${listenAddress(router.hostname.replace(/^\[|\]$/g, ''), Number(routerPort))}; keepalive 32; }`,

@@ -114,6 +114,7 @@ describe('RequestParser', () => {
       'GET / HTTP/1.0\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n',
       'POST / HTTP/1.1\r\nHost: h\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nContent-Length: 1\r\n\r\nx',
       'GET / HTTP/1.1\r\nHost: h\r\nConnection: Upgrade\r\n\r\n',
+      'GET / HTTP/1.1\r\nHost: h\r\nConnection: Upgrade, HTTP2-Settings\r\nUpgrade: h2c\r\nHTTP2-Settings: AAMAAABkAAQCAAAAAAIAAAAA\r\n\r\n',
     ]) {
       assert.equal(parse(text).heads[0].upgrade, undefined, text);
     }

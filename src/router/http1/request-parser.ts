@@ -247,6 +247,8 @@ export class RequestParser implements BodySink {
       keepAlive = http10 ? conn.includes('keep-alive') : !conn.includes('close');
       // A body would have to be forwarded before the switch; no client sends one with a WebSocket handshake.
       if (upgrade !== undefined && (http10 || hasBody || upgrade === '' || !hasToken(conn, 'upgrade'))) upgrade = undefined;
+      // h2c cannot be carried out through a proxy (HTTP2-Settings is hop-by-hop): the request is served as the plain one it also is.
+      else if (upgrade !== undefined && upgrade.trim().toLowerCase() === 'h2c') upgrade = undefined;
     }
     this.#state = hasBody ? State.Body : State.Done;
     this.#sink.onRequest({ method, url, http10, rawHeaders, keepAlive, hasBody, expectContinue, upgrade });

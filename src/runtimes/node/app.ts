@@ -6,7 +6,7 @@ import type { RuntimeOptions } from './options.ts';
 import { sendFunctionError, sendJson } from './respond.ts';
 import { Specializer } from './specialize.ts';
 import type { WebSocket } from './websocket.ts';
-import { closeAll, handleUpgrade } from './ws-upgrade.ts';
+import { closeAll, handleUpgrade, offersWebSocket } from './ws-upgrade.ts';
 
 export const WARMUP_PATH = '/flint-warmup';
 /** Carries the worker's own per-process token on its warm-up call (server.ts). */
@@ -87,7 +87,7 @@ export function createRuntimeServer(opts: Pick<RuntimeOptions, 'codepath' | 'max
       }
     : onRequest;
 
-  const server = http.createServer({ requestTimeout: 0 }, listener);
+  const server = http.createServer({ requestTimeout: 0, shouldUpgradeCallback: offersWebSocket }, listener);
   // Longer than any client pool's idle timeout, so the worker never closes a
   // connection the router is about to reuse. Function timeouts are the router's job.
   server.keepAliveTimeout = 120_000;

@@ -243,6 +243,22 @@ describe('websocket: a client that breaks the protocol', () => {
     assert.equal((await closed).code, 1006, 'no close frame came from the peer');
   });
 
+  it('stops reading while its replies go unread, so a peer that only sends cannot make it queue without bound', BOUNDED, async () => {
+    const { ws, peer } = await pair();
+    peer.socket.pause(); // never reads the pongs
+    const batch = Buffer.concat(Array(1000).fill(clientFrame(PING, Buffer.alloc(125, 1))));
+    const limit = 64 * 1024 * 1024;
+    let sent = 0;
+    // Until the client's own queue shows the server has stopped taking bytes, or everything is sent.
+    while (sent < limit && peer.socket.writableLength < 8 * 1024 * 1024) {
+      peer.socket.write(batch);
+      sent += batch.length;
+      await new Promise((r) => setImmediate(r));
+    }
+    assert.ok(sent < limit, `the server took all ${sent} bytes while its pongs went unread`);
+    assert.ok(ws.bufferedAmount < 8 * 1024 * 1024, `${ws.bufferedAmount} bytes of pongs queued`);
+  });
+
   it('does not throw when nobody listens for errors', BOUNDED, async () => {
     const { ws, peer, closed } = await pair({ maxPayload: 10 });
     assert.equal(ws.listenerCount('error'), 0);

@@ -35,6 +35,11 @@ export interface WebSocketOptions {
   maxPayload?: number;
   /** How long close() waits for the peer's close frame before cutting the connection. */
   closeTimeoutMs?: number;
+  /**
+   * A listener of this socket threw. Without this, the error is thrown on,
+   * as EventEmitter does: out of an I/O callback, that ends the process.
+   */
+  onListenerError?: (err: unknown) => void;
 }
 
 export interface SendOptions {
@@ -82,6 +87,9 @@ export class WebSocket extends EventEmitter {
   readonly #socket: Duplex;
   readonly #parser: FrameParser;
   readonly #closeTimeoutMs: number;
+  readonly #onListenerError: ((err: unknown) => void) | undefined;
+  /** Reading stopped until what this side wrote has drained. */
+  #readPaused = false;
   #readyState = WebSocket.OPEN;
   #closeSent = false;
   #closeCode = CLOSE_ABNORMAL;
@@ -97,6 +105,7 @@ export class WebSocket extends EventEmitter {
     this.protocol = options.protocol ?? '';
     this.#parser = new FrameParser(options.maxPayload ?? DEFAULT_MAX_PAYLOAD);
     this.#closeTimeoutMs = options.closeTimeoutMs ?? DEFAULT_CLOSE_TIMEOUT_MS;
+    this.#onListenerError = options.onListenerError;
     // Back into the stream rather than parsed now: the caller has not had a
     // chance to listen for 'message' yet, and the data events start on a later tick.
     if (head.length > 0) socket.unshift(head);
@@ -221,24 +230,50 @@ export class WebSocket extends EventEmitter {
   }
 
   #onData(chunk: Buffer): void {
+    const socket = this.#socket;
     for (const event of this.#parser.push(chunk)) {
       // A listener may have terminated the connection; what followed is moot.
-      if (this.#socket.destroyed) return;
+      if (socket.destroyed) return;
       this.#dispatch(event);
+    }
+    // A peer that sends (pings, messages an echo answers) but does not read
+    // would otherwise make this side queue replies without bound.
+    if (socket.writableNeedDrain && !this.#readPaused) {
+      this.#readPaused = true;
+      socket.pause();
+      socket.once('drain', this.#resumeReading);
+    }
+  }
+
+  readonly #resumeReading = (): void => {
+    this.#readPaused = false;
+    this.#socket.resume();
+  };
+
+  /** emit() with a throwing listener reported, not thrown into the socket's callback. */
+  #emitSafely(event: string, ...args: unknown[]): void {
+    if (this.#onListenerError === undefined) {
+      this.emit(event, ...args);
+      return;
+    }
+    try {
+      this.emit(event, ...args);
+    } catch (err) {
+      this.#onListenerError(err);
     }
   }
 
   #dispatch(event: WsEvent): void {
     switch (event.type) {
       case 'message':
-        this.emit('message', event.data, event.isBinary);
+        this.#emitSafely('message', event.data, event.isBinary);
         return;
       case 'ping':
         if (this.#readyState === WebSocket.OPEN) this.#write(OP_PONG, true, event.data);
-        this.emit('ping', event.data);
+        this.#emitSafely('ping', event.data);
         return;
       case 'pong':
-        this.emit('pong', event.data);
+        this.#emitSafely('pong', event.data);
         return;
       case 'close':
         this.#closeReceived(event.code, event.reason);
@@ -271,7 +306,7 @@ export class WebSocket extends EventEmitter {
     this.#armCloseTimer();
     // `ws` emits this unconditionally, which throws without a listener; a
     // misbehaving client must not be able to take down the whole worker.
-    if (this.listenerCount('error') > 0) this.emit('error', new WebSocketError(message, code));
+    if (this.listenerCount('error') > 0) this.#emitSafely('error', new WebSocketError(message, code));
   }
 
   /** The connection is ending without a closing handshake from this side. */
@@ -282,7 +317,7 @@ export class WebSocket extends EventEmitter {
   #onClose(): void {
     if (this.#closeTimer !== undefined) clearTimeout(this.#closeTimer);
     this.#readyState = WebSocket.CLOSED;
-    this.emit('close', this.#closeCode, this.#closeReason);
+    this.#emitSafely('close', this.#closeCode, this.#closeReason);
   }
 }
 

@@ -43,11 +43,16 @@ function header(req: IncomingMessage, name: string): string | undefined {
   return Array.isArray(v) ? v.join(', ') : v;
 }
 
+/** The server's shouldUpgradeCallback: other offers (h2c) are served as the plain requests they also are. */
+export function offersWebSocket(req: IncomingMessage): boolean {
+  const upgrade = header(req, 'upgrade') ?? '';
+  return upgrade.split(',').some((p) => p.trim().toLowerCase() === 'websocket');
+}
+
 function check(req: IncomingMessage): Refusal | Accepted {
   if (req.method !== 'GET') return { status: 400, error: `a WebSocket upgrade must be a GET request, not ${req.method}` };
-  const upgrade = header(req, 'upgrade') ?? '';
-  if (!upgrade.split(',').some((p) => p.trim().toLowerCase() === 'websocket')) {
-    return { status: 400, error: `unsupported Upgrade protocol '${upgrade}': only websocket is` };
+  if (!offersWebSocket(req)) {
+    return { status: 400, error: `unsupported Upgrade protocol '${header(req, 'upgrade') ?? ''}': only websocket is` };
   }
   const version = header(req, 'sec-websocket-version');
   if (version === undefined) return { status: 400, error: 'missing Sec-WebSocket-Version header' };
@@ -127,7 +132,8 @@ export function handleUpgrade(ctx: UpgradeContext, req: IncomingMessage, socket:
   const lines = ['HTTP/1.1 101 Switching Protocols', 'Upgrade: websocket', 'Connection: Upgrade', `Sec-WebSocket-Accept: ${accept}`];
   if (outcome.protocol !== '') lines.push(`Sec-WebSocket-Protocol: ${outcome.protocol}`);
   socket.write(`${lines.join('\r\n')}\r\n\r\n`);
-  const ws = new WebSocket(socket, head, { protocol: outcome.protocol, maxPayload: ctx.maxPayload });
+  // A throw in one of the function's listeners ends this connection, not the worker and every request on it.
+  const ws: WebSocket = new WebSocket(socket, head, { protocol: outcome.protocol, maxPayload: ctx.maxPayload, onListenerError: (err) => functionFailed(ws, err) });
   const { clients } = ctx;
   clients.add(ws);
   // Registered before the function's own listeners, so its 'close' sees the set without this one.
