@@ -161,7 +161,8 @@ export class FrameParser {
     }
     if (opcode !== OP_CONTINUATION) this.#messageOpcode = opcode;
     if (!this.#fin) {
-      this.#fragments.push(payload);
+      // Empty fragments add nothing but would be kept: a stream of them must not grow memory.
+      if (payload.length > 0) this.#fragments.push(payload);
       this.#fragmentsSize += payload.length;
       return;
     }
