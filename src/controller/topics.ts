@@ -13,10 +13,17 @@ export interface TopicMessage {
   offset: string;
 }
 
+/** A message read for a client: committed once the reply has gone out, given back otherwise. */
+export interface TopicDelivery {
+  readonly message: TopicMessage;
+  commit(): void;
+  giveBack(): void;
+}
+
 /** What the controller needs of a broker; the server supplies the Kafka one. */
 export interface TopicAccess {
   /** `signal` aborts when the client leaves: the message, if one comes, stays for the next read. */
-  read(topic: string, group: string, timeoutMs: number, signal?: AbortSignal): Promise<TopicMessage | undefined>;
+  read(topic: string, group: string, timeoutMs: number, signal?: AbortSignal): Promise<TopicDelivery | undefined>;
   produce(topic: string, msg: { key?: string | null; value: Buffer; headers?: Record<string, string> }): Promise<void>;
 }
 
@@ -61,8 +68,20 @@ export function registerTopicRoutes(app: FastifyInstance, access: TopicAccess | 
       reply.raw.once('close', () => {
         if (!reply.raw.writableFinished) gone.abort();
       });
-      const msg = await need().read(topic, group, LONG_POLL_MS, gone.signal);
-      if (!msg) return reply.code(408).send({ error: 'long polling timeout' });
+      const got = await need().read(topic, group, LONG_POLL_MS, gone.signal);
+      if (!got) return reply.code(408).send({ error: 'long polling timeout' });
+      // Committed only once the reply is written: a client gone by then, or a
+      // reply that failed, leaves the message for the group's next read.
+      const raw = reply.raw;
+      if (raw.destroyed) {
+        got.giveBack();
+        return reply;
+      }
+      raw.once('finish', () => (raw.statusCode === 200 ? got.commit() : got.giveBack()));
+      raw.once('close', () => {
+        if (!raw.writableFinished) got.giveBack();
+      });
+      const msg = got.message;
       return { key: msg.key === null ? null : msg.key.toString('utf8'), value: msg.value.toString('base64'), partition: msg.partition, offset: Number(msg.offset) };
     },
   );

@@ -1,12 +1,13 @@
 // Topic read-back against a real Kafka broker: what a reader did not take
-// survives a close, a close does not wait on a message nobody read, and a
-// long-poll whose client left takes nothing with it.
+// survives a close, a close does not wait on a message nobody read, a
+// long-poll whose client left takes nothing with it, and a message is
+// committed only when its reader says its reply went out.
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { type KafkaBroker, startKafka } from '../../scripts/kafka-broker.ts';
 import type { Connector } from './connector.ts';
 import { KafkaConnector } from './kafka.ts';
-import { TopicReadback } from './readback.ts';
+import { type Delivery, TopicReadback } from './readback.ts';
 
 let broker: KafkaBroker;
 let connector: KafkaConnector;
@@ -62,7 +63,11 @@ async function until(check: () => boolean, what: string): Promise<void> {
   }
 }
 
-const text = (m: { value: Buffer } | undefined) => m?.value.toString();
+/** Commits a delivery as the endpoint does once its reply is out, and gives its text. */
+const taken = (d: Delivery | undefined) => {
+  d?.commit();
+  return d?.message.value.toString();
+};
 const publish = async (topic: string, ...values: string[]) => {
   for (const v of values) await connector.publish(topic, { key: null, value: Buffer.from(v), headers: {} });
 };
@@ -73,18 +78,48 @@ describe('topic read-back (Kafka)', { timeout: 120_000 }, () => {
     await publish(topic, 'one', 'two', 'three');
     const c = counting(connector);
     const first = new TopicReadback(() => c.connector);
-    assert.equal(text(await first.read(topic, 'g', 20_000)), 'one');
+    assert.equal(taken(await first.read(topic, 'g', 20_000)), 'one');
     await until(() => c.delivered() >= 2, "the consumer to hold 'two' for a reader");
     assert.ok(await within(15_000, first.close()), 'close() finished instead of waiting on the held message');
     await assert.rejects(first.read(topic, 'g', 1000), /closed/, 'a closed read-back opens no new consumer');
 
     const second = new TopicReadback(() => connector);
     try {
-      assert.equal(text(await second.read(topic, 'g', 20_000)), 'two', 'the held message was given back, not committed');
-      assert.equal(text(await second.read(topic, 'g', 20_000)), 'three');
+      assert.equal(taken(await second.read(topic, 'g', 20_000)), 'two', 'the held message was given back, not committed');
+      assert.equal(taken(await second.read(topic, 'g', 20_000)), 'three');
       assert.equal(await second.read(topic, 'g', 1500), undefined, 'nothing read twice');
     } finally {
       await second.close();
+    }
+  });
+
+  it('commits a message only when its reader says so; one given back, or held at close, is read again', async () => {
+    const topic = `rb-settle-${Date.now()}`;
+    await publish(topic, 'a', 'b');
+    const rb = new TopicReadback(() => connector);
+    let again: TopicReadback | undefined;
+    try {
+      const a = await rb.read(topic, 'g', 20_000);
+      assert.equal(a?.message.value.toString(), 'a');
+      a?.giveBack();
+      a?.commit(); // already settled: no effect
+      assert.equal(taken(await rb.read(topic, 'g', 20_000)), 'a', 'given back, so read again');
+      const b = await rb.read(topic, 'g', 20_000);
+      assert.equal(b?.message.value.toString(), 'b');
+      const next = rb.read(topic, 'g', 20_000);
+      b?.giveBack();
+      assert.equal(taken(await next), 'b', 'given back straight to the waiting long-poll');
+      await publish(topic, 'c');
+      const c = await rb.read(topic, 'g', 20_000);
+      assert.equal(c?.message.value.toString(), 'c');
+      // Never settled: closing must not wait on it, and it stays the group's.
+      assert.ok(await within(15_000, rb.close()), 'close() finished with a delivery unsettled');
+      again = new TopicReadback(() => connector);
+      assert.equal(taken(await again.read(topic, 'g', 20_000)), 'c');
+      assert.equal(await again.read(topic, 'g', 1500), undefined, 'nothing read twice');
+    } finally {
+      await rb.close();
+      await again?.close();
     }
   });
 
@@ -97,7 +132,7 @@ describe('topic read-back (Kafka)', { timeout: 120_000 }, () => {
       left.abort();
       assert.equal(await abandoned, undefined);
       await publish(topic, 'kept');
-      assert.equal(text(await rb.read(topic, 'g', 20_000)), 'kept', 'the message went to the next read');
+      assert.equal(taken(await rb.read(topic, 'g', 20_000)), 'kept', 'the message went to the next read');
       const pending = rb.read(topic, 'g', 60_000);
       assert.ok(await within(15_000, rb.close()));
       assert.ok(await within(1000, pending), 'the pending long-poll ended with the close');

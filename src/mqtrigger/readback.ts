@@ -1,23 +1,70 @@
 // Topic read-back for the controller's `/topics/<topic>/messages` endpoint:
 // one long-lived consumer per (topic, group); a message is committed only once
-// it has been handed to a reader, so a poll that times out, or whose client
-// left first, loses nothing.
+// the reader says its reply went out, so a poll that times out, or whose
+// client left first, or whose reply could not be written, loses nothing.
 import type { Connector, OutgoingMessage, QueueMessage, Subscription } from './connector.ts';
 
 const IDLE_CLOSE_MS = 60_000;
 
+/** A message the consumer waits on: `take` commits it, `drop` gives it back to the group uncommitted. */
+interface Held {
+  msg: QueueMessage;
+  take: () => void;
+  drop: (err: Error) => void;
+}
+
+/** A message handed to a reader, held until the reader settles it. */
+export interface Delivery {
+  readonly message: QueueMessage;
+  /** The reply went out: the group moves past this message. */
+  commit(): void;
+  /** The reply did not go out: the group's next read gets this message. */
+  giveBack(): void;
+}
+
 interface Reader {
   sub?: Subscription;
   opening?: Promise<void>;
-  /**
-   * Messages received and not yet handed out: `take` commits one, `drop`
-   * stops the consumer without committing it, so the group gets it again.
-   */
-  ready: Array<{ msg: QueueMessage; take: () => void; drop: (err: Error) => void }>;
+  /** Messages received and not yet handed out, in order. */
+  ready: Held[];
+  /** Messages handed out and not yet settled. */
+  out: Set<Held>;
   /** Long-polls in order; called with undefined when the wait ends without a message. */
-  waiting: Array<(m: QueueMessage | undefined) => void>;
+  waiting: Array<(h: Held | undefined) => void>;
   lastUsed: number;
   closed: boolean;
+}
+
+/** A received or given-back message: to the longest waiting poll, else first in line. */
+function hand(r: Reader, held: Held, front: boolean): void {
+  if (r.closed) {
+    held.drop(new Error('topic read-back closed'));
+    return;
+  }
+  const w = r.waiting.shift();
+  if (w) w(held);
+  else if (front) r.ready.unshift(held);
+  else r.ready.push(held);
+}
+
+function deliver(r: Reader, held: Held): Delivery {
+  r.out.add(held);
+  let settled = false;
+  const settle = () => {
+    if (settled) return false;
+    settled = true;
+    r.out.delete(held);
+    return true;
+  };
+  return {
+    message: held.msg,
+    commit: () => {
+      if (settle()) held.take();
+    },
+    giveBack: () => {
+      if (settle()) hand(r, held, true);
+    },
+  };
 }
 
 /**
@@ -28,7 +75,8 @@ async function closeReader(r: Reader): Promise<void> {
   // From here on onMessage drops what arrives, so one pass over the held messages is enough.
   r.closed = true;
   for (const w of r.waiting.splice(0)) w(undefined);
-  for (const held of r.ready.splice(0)) held.drop(new Error('topic read-back closed'));
+  for (const held of [...r.ready.splice(0), ...r.out]) held.drop(new Error('topic read-back closed'));
+  r.out.clear();
   await r.opening;
   await r.sub?.close();
 }
@@ -58,9 +106,10 @@ export class TopicReadback {
   /**
    * The group's next message, or undefined when none arrives within
    * timeoutMs or `signal` aborts first (the client left: the message stays
-   * for the group's next read).
+   * for the group's next read). The caller must commit or give back the
+   * delivery: until then the consumer waits on it.
    */
-  async read(topic: string, group: string, timeoutMs: number, signal?: AbortSignal): Promise<QueueMessage | undefined> {
+  async read(topic: string, group: string, timeoutMs: number, signal?: AbortSignal): Promise<Delivery | undefined> {
     const c = this.#connector();
     if (!c) throw new Error('no Kafka broker is configured (kafka.enabled=false)');
     // A consumer opened now would never be closed.
@@ -73,7 +122,7 @@ export class TopicReadback {
     const kafkaGroup = `${group}.${topic}`;
     let r = this.#readers.get(key);
     if (!r) {
-      r = { ready: [], waiting: [], lastUsed: Date.now(), closed: false };
+      r = { ready: [], out: new Set(), waiting: [], lastUsed: Date.now(), closed: false };
       this.#readers.set(key, r);
       const reader = r;
       reader.opening = c
@@ -82,15 +131,7 @@ export class TopicReadback {
           group: kafkaGroup,
           onMessage: (msg) =>
             new Promise<void>((take, drop) => {
-              if (reader.closed) {
-                drop(new Error('topic read-back closed'));
-                return;
-              }
-              const w = reader.waiting.shift();
-              if (w) {
-                w(msg);
-                take();
-              } else reader.ready.push({ msg, take, drop });
+              hand(reader, { msg, take, drop }, false);
             }),
         })
         .then((sub) => {
@@ -105,16 +146,13 @@ export class TopicReadback {
     }
     r.lastUsed = Date.now();
     const first = r.ready.shift();
-    if (first) {
-      first.take();
-      return first.msg;
-    }
+    if (first) return deliver(r, first);
     const reader = r;
     return new Promise((resolve) => {
-      const waiter = (m: QueueMessage | undefined) => {
+      const waiter = (h: Held | undefined) => {
         clearTimeout(timer);
         signal?.removeEventListener('abort', giveUp);
-        resolve(m);
+        resolve(h === undefined ? undefined : deliver(reader, h));
       };
       const giveUp = () => {
         const i = reader.waiting.indexOf(waiter);
@@ -130,7 +168,7 @@ export class TopicReadback {
   #sweep(): void {
     const cutoff = Date.now() - IDLE_CLOSE_MS;
     for (const [k, r] of this.#readers) {
-      if (r.lastUsed < cutoff && r.waiting.length === 0) {
+      if (r.lastUsed < cutoff && r.waiting.length === 0 && r.out.size === 0) {
         this.#readers.delete(k);
         void closeReader(r).catch(() => {});
       }
