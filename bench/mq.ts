@@ -13,18 +13,12 @@ import { startKafka } from '../scripts/kafka-broker.ts';
 import { startWorker } from '../src/executor/process/worker-process.ts';
 import type { Subscription } from '../src/mqtrigger/connector.ts';
 import { KafkaConnector } from '../src/mqtrigger/kafka.ts';
+import { eventually } from '../src/testing/eventually.ts';
 import { startServer } from '../test/helpers/server.ts';
 import { fmt, percentiles } from './lib.ts';
 
 const FN = 'module.exports = async (c) => ({ status: 200, body: "ok " + c.request.body.i });';
 
-async function until(cond: () => boolean, ms: number, what: string): Promise<void> {
-  const deadline = Date.now() + ms;
-  while (!cond()) {
-    if (Date.now() > deadline) throw new Error(`timed out: ${what}`);
-    await new Promise((r) => setTimeout(r, 20));
-  }
-}
 
 interface AnswerCounter {
   seen: number;
@@ -72,7 +66,7 @@ export async function kafkaBench(sandbox: 'bubblewrap' | 'none', count: number):
     const baseOut = await countAnswers(conn, 'base-out');
     const base = spawn(process.execPath, [path.join(import.meta.dirname, 'mq-direct-consumer.ts'), kafka.brokers, worker.socketPath], { stdio: ['ignore', 'ignore', 'inherit'] });
     try {
-      await until(() => baseOut.seen >= count, 300_000, 'baseline consumer');
+      await eventually(() => baseOut.seen >= count, 'baseline consumer', 300_000);
     } finally {
       base.kill('SIGTERM');
       await once(base, 'exit');
@@ -93,7 +87,7 @@ export async function kafkaBench(sandbox: 'bubblewrap' | 'none', count: number):
     for (let i = 0; i < count; i++) await conn.publish('flint-in', { value: JSON.stringify({ i }) });
     const out = await countAnswers(conn, 'flint-out');
     await api('messagequeuetriggers', { metadata: { name: 'bench' }, spec: { functionref: { name: 'sink' }, messageQueueType: 'kafka', topic: 'flint-in', respTopic: 'flint-out' } });
-    await until(() => out.seen >= count, 300_000, 'trigger throughput');
+    await eventually(() => out.seen >= count, 'trigger throughput', 300_000);
     const flintRate = rateOf(out);
     rows.push(['Kafka trigger throughput / hand-written consumer', `${fmt(flintRate / baseRate, 2)}x`, `trigger ${fmt(flintRate)} msg/s, direct consumer ${fmt(baseRate)} msg/s (${count} messages)`, '≥ 0.7x']);
 
@@ -116,7 +110,7 @@ export async function kafkaBench(sandbox: 'bubblewrap' | 'none', count: number):
       const id = 1_000_000 + i;
       sentAt.set(id, performance.now());
       await conn.publish('flint-in', { value: JSON.stringify({ i: id }) });
-      await until(() => lat.length > i, 30_000, 'latency message');
+      await eventually(() => lat.length > i, 'latency message', 30_000);
     }
     await timed.close();
     const p = percentiles(lat);

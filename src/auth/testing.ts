@@ -62,11 +62,3 @@ export function tempDir(): { dir: string; cleanup(): void } {
   return { dir, cleanup: () => fs.rmSync(dir, { recursive: true, force: true }) };
 }
 
-/** Polls `check` until it returns true; fails after `limitMs`. For waiting on the clock, never for measuring it. */
-export async function until(check: () => boolean, limitMs = 10_000, stepMs = 50): Promise<void> {
-  const deadline = Date.now() + limitMs;
-  while (!check()) {
-    if (Date.now() > deadline) throw new Error('condition not reached in time');
-    await new Promise((r) => setTimeout(r, stepMs));
-  }
-}

@@ -2,7 +2,8 @@ import assert from 'node:assert/strict';
 import { generateKeyPairSync, sign as rsaSign } from 'node:crypto';
 import { describe, it } from 'node:test';
 import { createMintedTokenSource } from './minted.ts';
-import { craftToken, nowSeconds, until } from './testing.ts';
+import { eventually } from '../testing/eventually.ts';
+import { craftToken, nowSeconds } from './testing.ts';
 import { VerifiedTokenCache } from './token-cache.ts';
 import { createTokenService, EXPIRED_TOKEN, INVALID_TOKEN, MALFORMED_TOKEN } from './tokens.ts';
 
@@ -94,7 +95,7 @@ describe('token service', () => {
     const short = createTokenService({ signingKey: KEY, issuer: 'flint', expirySeconds: 1 });
     const token = short.issue('admin');
     assert.equal(short.verify(token).ok, true);
-    await until(() => !short.verify(token).ok);
+    await eventually(() => !short.verify(token).ok, 'the token to expire');
     assert.deepEqual(short.verify(token), { ok: false, message: EXPIRED_TOKEN });
   });
 
@@ -107,7 +108,7 @@ describe('token service', () => {
     assert.equal(tokens.verify(token).ok, true);
     assert.equal(tokens.cacheStats.hits, before + 1, 'the second check is a cache hit');
     let sawExpired = false;
-    await until(() => {
+    await eventually(() => {
       const t = Date.now();
       const r = tokens.verify(token);
       if (t >= exp) {
@@ -115,7 +116,7 @@ describe('token service', () => {
         sawExpired = true;
       }
       return sawExpired;
-    }, 10_000, 20);
+    }, 'a check at or past exp', 10_000, 20);
   });
 
   it('does not cache failures', () => {

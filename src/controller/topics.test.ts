@@ -6,6 +6,7 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { after, before, describe, it } from 'node:test';
 import Fastify, { type FastifyInstance } from 'fastify';
+import { eventually } from '../testing/eventually.ts';
 import { registerTopicRoutes, type TopicAccess, type TopicDelivery } from './topics.ts';
 
 interface Settled {
@@ -21,13 +22,6 @@ function delivery(value: string, settled: Settled): TopicDelivery {
   };
 }
 
-async function until(check: () => boolean, what: string): Promise<void> {
-  const deadline = Date.now() + 10_000;
-  while (!check()) {
-    if (Date.now() > deadline) throw new Error(`gave up waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 10));
-  }
-}
 
 let app: FastifyInstance;
 let base: string;
@@ -59,7 +53,7 @@ describe('topic read-back route', () => {
     const body = (await res.json()) as { value: string; offset: number };
     assert.equal(Buffer.from(body.value, 'base64').toString(), 'hello');
     assert.equal(body.offset, 7);
-    await until(() => settled.commits === 1, 'the commit');
+    await eventually(() => settled.commits === 1, 'the commit');
     assert.equal(settled.givenBack, 0);
   });
 
@@ -75,9 +69,9 @@ describe('topic read-back route', () => {
     };
     const req = http.get(`${base}/topics/t/messages?group=g`);
     req.on('error', () => {});
-    await until(() => reading, 'the route to read');
+    await eventually(() => reading, 'the route to read');
     req.destroy();
-    await until(() => settled.givenBack === 1, 'the message given back');
+    await eventually(() => settled.givenBack === 1, 'the message given back');
     assert.equal(settled.commits, 0);
   });
 });

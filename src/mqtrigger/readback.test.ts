@@ -5,6 +5,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { type KafkaBroker, startKafka } from '../../scripts/kafka-broker.ts';
+import { eventually } from '../testing/eventually.ts';
 import type { Connector } from './connector.ts';
 import { KafkaConnector } from './kafka.ts';
 import { type Delivery, TopicReadback } from './readback.ts';
@@ -55,13 +56,6 @@ function counting(c: Connector): { connector: Connector; delivered: () => number
   return { connector: wrapped, delivered: () => n };
 }
 
-async function until(check: () => boolean, what: string): Promise<void> {
-  const deadline = Date.now() + 20_000;
-  while (!check()) {
-    if (Date.now() > deadline) throw new Error(`gave up waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 20));
-  }
-}
 
 /** Commits a delivery as the endpoint does once its reply is out, and gives its text. */
 const taken = (d: Delivery | undefined) => {
@@ -79,7 +73,7 @@ describe('topic read-back (Kafka)', { timeout: 120_000 }, () => {
     const c = counting(connector);
     const first = new TopicReadback(() => c.connector);
     assert.equal(taken(await first.read(topic, 'g', 20_000)), 'one');
-    await until(() => c.delivered() >= 2, "the consumer to hold 'two' for a reader");
+    await eventually(() => c.delivered() >= 2, "the consumer to hold 'two' for a reader");
     assert.ok(await within(15_000, first.close()), 'close() finished instead of waiting on the held message');
     await assert.rejects(first.read(topic, 'g', 1000), /closed/, 'a closed read-back opens no new consumer');
 

@@ -13,7 +13,8 @@ import { FlintError } from '../api/errors.ts';
 import type { AnyResource } from '../api/kinds.ts';
 import { openSqliteStore, type SqliteStore } from '../store/sqlite.ts';
 import { createRouter, type Router } from './router.ts';
-import { call, upgradeCall, waitFor } from './testing/client.ts';
+import { eventually } from '../testing/eventually.ts';
+import { call, upgradeCall } from './testing/client.ts';
 import type { Echo, EchoWorker } from './testing/echo-worker.ts';
 import { startEchoWorker } from './testing/echo-worker.ts';
 import { FakeExecutor } from './testing/fake-executor.ts';
@@ -50,7 +51,7 @@ async function echo(p: string, opts?: Parameters<typeof call>[2]): Promise<Echo>
 }
 
 async function waitStatus(p: string, status: number, opts?: Parameters<typeof call>[2]): Promise<void> {
-  await waitFor(async () => (await get(p, opts)).status === status, `${p} -> ${status}`);
+  await eventually(async () => (await get(p, opts)).status === status, `${p} -> ${status}`);
 }
 
 function assertJsonError(r: Awaited<ReturnType<typeof get>>, status: number, code: string): void {
@@ -419,7 +420,7 @@ describe('router', () => {
       res.on('end', resolve);
       res.on('error', reject);
     });
-    await waitFor(() => received > 0, 'first echoed bytes');
+    await eventually(() => received > 0, 'first echoed bytes');
     for (let i = 1; i < total; i++) {
       sent.update(chunk);
       if (!req.write(chunk)) await once(req, 'drain');
@@ -451,9 +452,9 @@ describe('router', () => {
     const req = http.request({ host: u.hostname, port: u.port, path: '/stuck', agent: false });
     req.on('error', () => {});
     req.end();
-    await waitFor(() => executor.acquired.includes('default/stuck'), 'acquire of stuck');
+    await eventually(() => executor.acquired.includes('default/stuck'), 'acquire of stuck');
     req.destroy();
-    await waitFor(() => executor.aborted > aborted, 'the acquire signal to abort');
+    await eventually(() => executor.aborted > aborted, 'the acquire signal to abort');
   });
 
   it('cancels the upstream request and releases the instance when the client goes away mid-response', async () => {
@@ -463,9 +464,9 @@ describe('router', () => {
     const req = http.request({ host: u.hostname, port: u.port, path: '/api/slow-abort', agent: false });
     req.on('error', () => {});
     req.end();
-    await waitFor(() => workerA.seen.slice(seen).includes('/slow-abort'), 'the worker to get the request');
+    await eventually(() => workerA.seen.slice(seen).includes('/slow-abort'), 'the worker to get the request');
     req.destroy();
-    await waitFor(() => executor.releases.length > before, 'the release');
+    await eventually(() => executor.releases.length > before, 'the release');
     assert.equal(executor.releases.at(-1)?.outcome, 'ok');
   });
 
@@ -489,7 +490,7 @@ describe('router', () => {
   it('forwards the new resourceVersion after a function update', async () => {
     const cur = (await store.get('Function', 'default', 'hello'))!;
     const updated = await store.update({ ...cur, spec: { ...cur.spec, env: { A: '1' } } });
-    await waitFor(async () => (await echo('/hello')).headers['x-flint-function-resourceversion'] === updated.metadata.resourceVersion, 'new resourceVersion');
+    await eventually(async () => (await echo('/hello')).headers['x-flint-function-resourceversion'] === updated.metadata.resourceVersion, 'new resourceVersion');
   });
 
   it('exports Prometheus metrics', async () => {
@@ -537,7 +538,7 @@ describe('router upgrades', () => {
     assert.match((await get('/metrics')).text(), /flint_router_requests_total\{code="101",method="GET",function="hello",namespace="default"\} 1/);
     up.socket.end();
     await up.closed;
-    await waitFor(() => releasesOf(before).length === 1, 'the release');
+    await eventually(() => releasesOf(before).length === 1, 'the release');
     assert.deepEqual(releasesOf(before), ['default/hello ok']);
     assert.match((await get('/metrics')).text(), /^flint_router_upgraded_connections 0$/m);
   });
@@ -588,17 +589,17 @@ describe('router upgrades', () => {
     const own = createRouter({ store, executor, logger, host: '127.0.0.1', port: 0, drainMs: 100 });
     const ownUrl = (await own.start()).url;
     try {
-      await waitFor(async () => (await call(ownUrl, '/hello')).status === 200, 'routes on the second router');
+      await eventually(async () => (await call(ownUrl, '/hello')).status === 200, 'routes on the second router');
       const before = executor.releases.length;
       const a = await upgradeCall(ownUrl, '/hello');
       const b = await upgradeCall(ownUrl, '/hello');
       assert.equal(a.status, 101);
       assert.equal(b.status, 101);
       a.socket.destroy();
-      await waitFor(() => releasesOf(before).length === 1, 'the first release');
+      await eventually(() => releasesOf(before).length === 1, 'the first release');
       await own.stop();
       await b.closed;
-      await waitFor(() => releasesOf(before).length === 2, 'the second release');
+      await eventually(() => releasesOf(before).length === 2, 'the second release');
     } finally {
       await own.stop();
     }

@@ -100,18 +100,4 @@ export function flint(server: { env: NodeJS.ProcessEnv }, args: string[], opts: 
   return { code: r.status ?? -1, stdout: r.stdout, stderr: r.stderr };
 }
 
-/** Polls `fn` until it returns a truthy value or the deadline passes. */
-export async function eventually<T>(fn: () => Promise<T> | T, what: string, timeoutMs = 15_000): Promise<NonNullable<T>> {
-  const deadline = Date.now() + timeoutMs;
-  let last: unknown;
-  for (;;) {
-    try {
-      const v = await fn();
-      if (v) return v as NonNullable<T>;
-    } catch (err) {
-      last = err;
-    }
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}${last ? `: ${(last as Error).message}` : ''}`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
-}
+export { eventually } from '../../src/testing/eventually.ts';

@@ -11,6 +11,7 @@ import { isFlintError } from '../../api/errors.ts';
 import { sandboxAvailable } from '../../sandbox/bwrap.ts';
 import { unixRequest } from './unix-http.ts';
 import { startWorker, type WorkerHandle, type WorkerOptions } from './worker-process.ts';
+import { eventually } from '../../testing/eventually.ts';
 
 let root: string;
 const workers: WorkerHandle[] = [];
@@ -53,12 +54,6 @@ async function deploy(w: WorkerHandle, code: string, extra: { functionName?: str
 
 const call = (w: WorkerHandle, urlPath = '/') => unixRequest(w.socketPath, 'GET', urlPath, { timeoutMs: 20_000 });
 
-async function waitFor(check: () => boolean, what: string): Promise<void> {
-  for (let i = 0; !check(); i++) {
-    if (i > 1000) throw new Error(`gave up waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 10));
-  }
-}
 
 /** Directories named `name` in the cgroup hierarchies (a few levels deep). */
 function findCgroups(name: string): string[] {
@@ -109,7 +104,7 @@ ${how === 'exit' ? 'setTimeout(() => process.exit(0), 10);' : 'setInterval(() =>
   if (how === 'SIGKILL') parent.kill('SIGKILL');
   else await new Promise((r) => parent.once('exit', r));
   // Gone, or a zombie waiting for init to reap it.
-  await waitFor(() => {
+  await eventually(() => {
     try {
       return fs.readFileSync(`/proc/${pid}/stat`, 'utf8').replace(/^.*\) /s, '').startsWith('Z');
     } catch {
@@ -142,8 +137,8 @@ describe('worker process (unsandboxed)', () => {
     const r = await call(w, '/x');
     assert.equal(r.status, 200);
     assert.deepEqual(JSON.parse(r.text), { a: 'runtime-env', b: 'spec-env' });
-    await waitFor(() => lines.some((l) => l.stream === 'stdout' && l.line === 'hello-log'), 'stdout line');
-    await waitFor(() => lines.some((l) => l.stream === 'stderr' && l.line === 'oops-log'), 'stderr line');
+    await eventually(() => lines.some((l) => l.stream === 'stdout' && l.line === 'hello-log'), 'stdout line');
+    await eventually(() => lines.some((l) => l.stream === 'stderr' && l.line === 'oops-log'), 'stderr line');
     await w.kill();
     const exit = await w.exited;
     assert.ok(exit.code !== null || exit.signal !== null);

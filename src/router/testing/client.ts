@@ -3,6 +3,7 @@
 import { once } from 'node:events';
 import http from 'node:http';
 import net from 'node:net';
+import { eventually } from '../../testing/eventually.ts';
 
 export interface Reply {
   status: number;
@@ -44,22 +45,6 @@ export function call(base: string, path: string, opts: CallOptions = {}): Promis
   });
 }
 
-/** Polls until `check` returns a truthy value; fails with the last value after `ms`. */
-export async function waitFor<T>(check: () => Promise<T> | T, what: string, ms = 5000): Promise<T> {
-  const deadline = Date.now() + ms;
-  let last: unknown;
-  for (;;) {
-    try {
-      const v = await check();
-      if (v) return v;
-      last = v;
-    } catch (err) {
-      last = err;
-    }
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}; last: ${last instanceof Error ? last.message : JSON.stringify(last)}`);
-    await new Promise((r) => setTimeout(r, 10));
-  }
-}
 
 /** A raw connection that asked to upgrade, once the response head is in. */
 export interface UpgradeReply {
@@ -90,7 +75,7 @@ export async function upgradeCall(base: string, path: string, headers: Record<st
   socket.on('data', (c: Buffer) => {
     buf = Buffer.concat([buf, c]);
   });
-  const headEnd = await waitFor<number | undefined>(() => {
+  const headEnd = await eventually<number | undefined>(() => {
     const i = buf.indexOf('\r\n\r\n');
     if (i !== -1) return i;
     if (socket.destroyed) throw new Error(`closed before a response head: ${JSON.stringify(buf.toString('latin1'))}`);
@@ -106,7 +91,7 @@ export async function upgradeCall(base: string, path: string, headers: Record<st
       return buf.subarray(skip);
     },
     until: async (check, what) => {
-      await waitFor(() => check(buf.subarray(skip)), what);
+      await eventually(() => check(buf.subarray(skip)), what);
       return buf.subarray(skip);
     },
     closed,

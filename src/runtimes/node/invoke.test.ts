@@ -5,7 +5,8 @@ import http from 'node:http';
 import net from 'node:net';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { type RunningRuntime, startRuntime, waitFor } from './testing.ts';
+import { type RunningRuntime, startRuntime } from './testing.ts';
+import { eventually } from '../../testing/eventually.ts';
 
 const HANDLER = `
 let calls = 0;
@@ -139,8 +140,8 @@ describe('node runtime: requests', () => {
       assert.equal(r.json.error, 'function error');
       assert.match(r.json.message, new RegExp(message));
     }
-    await waitFor(() => /Error: boom-thrown\n\s+at /.test(rt.stderr()), 'the thrown stack on stderr');
-    await waitFor(() => rt.stderr().includes('TypeError: boom-rejected'), 'the rejection on stderr');
+    await eventually(() => /Error: boom-thrown\n\s+at /.test(rt.stderr()), 'the thrown stack on stderr');
+    await eventually(() => rt.stderr().includes('TypeError: boom-rejected'), 'the rejection on stderr');
   });
 
   it('lets the handler stream through context.response and ignores its return value', async () => {
@@ -154,14 +155,14 @@ describe('node runtime: requests', () => {
   it('cuts the connection when a handler fails after it started streaming', async () => {
     const r = await rt.request('/stream-then-throw').catch((e: Error) => e);
     assert.ok(r instanceof Error, 'the client sees a broken response, not a complete one');
-    await waitFor(() => rt.stderr().includes('boom-mid-stream'), 'the error on stderr');
+    await eventually(() => rt.stderr().includes('boom-mid-stream'), 'the error on stderr');
     assert.equal((await rt.request('/healthz')).status, 200);
   });
 
   it('sends context.log output to stdout and stderr', async () => {
     assert.equal((await rt.request('/log')).text, 'logged');
-    await waitFor(() => rt.stdout().includes('log-line-to-stdout'), 'the log line on stdout');
-    await waitFor(() => rt.stderr().includes('log-line-to-stderr'), 'the log line on stderr');
+    await eventually(() => rt.stdout().includes('log-line-to-stdout'), 'the log line on stdout');
+    await eventually(() => rt.stderr().includes('log-line-to-stderr'), 'the log line on stderr');
   });
 
   it('keeps control routes for the executor and gives routed requests to the function', async () => {

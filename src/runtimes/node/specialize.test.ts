@@ -3,7 +3,8 @@
 import assert from 'node:assert/strict';
 import path from 'node:path';
 import { afterEach, describe, it } from 'node:test';
-import { type RunningRuntime, startRuntime, waitFor } from './testing.ts';
+import { type RunningRuntime, startRuntime } from './testing.ts';
+import { eventually } from '../../testing/eventually.ts';
 
 const running: RunningRuntime[] = [];
 async function runtime(env?: Record<string, string>): Promise<RunningRuntime> {
@@ -51,7 +52,7 @@ describe('node runtime: its warm-up call', () => {
     const rt = await runtime({ FLINT_DEBUG: '1' });
     const dir = rt.write({ 'index.js': 'module.exports = async (ctx) => { console.error("fn saw " + ctx.request.url); return { body: "fn" }; };' });
     assert.equal((await rt.specialize({ filepath: path.join(dir, 'index.js') })).status, 200);
-    await waitFor(() => rt.stderr().includes('POST /flint-warmup?a=1 -> 200'), 'the warm-up call to be answered');
+    await eventually(() => rt.stderr().includes('POST /flint-warmup?a=1 -> 200'), 'the warm-up call to be answered');
     assert.doesNotMatch(rt.stderr(), /fn saw/);
   });
 });
@@ -169,7 +170,7 @@ describe('node runtime: load failures', () => {
     assert.equal(s.status, 500);
     assert.match(s.json.error, /SyntaxError/);
     assert.match(s.json.error, /deployarchive:\d+/, 'the location of a CommonJS syntax error');
-    await waitFor(() => rt.stderr().includes('SyntaxError'), 'the syntax error on stderr');
+    await eventually(() => rt.stderr().includes('SyntaxError'), 'the syntax error on stderr');
     const after = await rt.specialize({ filepath: path.join(rt.dir, 'userfunc', 'deployarchive') });
     assert.equal(after.status, 400, 'a failed worker is not specialized again');
   });
@@ -178,7 +179,7 @@ describe('node runtime: load failures', () => {
     const { rt, s } = await failing({ 'index.mjs': 'throw new Error("boom-at-load");' }, 'index.mjs');
     assert.equal(s.status, 500);
     assert.match(s.json.error, /boom-at-load/);
-    await waitFor(() => rt.stderr().includes('boom-at-load'), 'the load error on stderr');
+    await eventually(() => rt.stderr().includes('boom-at-load'), 'the load error on stderr');
   });
 
   it('runs a CommonJS entry once when it requires a module with top-level await', async () => {
@@ -188,7 +189,7 @@ describe('node runtime: load failures', () => {
     );
     assert.equal(s.status, 500);
     assert.match(s.json.error, /top-level await/);
-    await waitFor(() => rt.stderr().includes('error specializing'), 'the error on stderr');
+    await eventually(() => rt.stderr().includes('error specializing'), 'the error on stderr');
     assert.equal(rt.stderr().split('entry ran').length - 1, 1, 'the entry was not run a second time through import()');
   });
 

@@ -114,14 +114,6 @@ export async function startRuntime(env: Record<string, string> = {}): Promise<Ru
   }
 }
 
-/** Waits until `check` holds: output pipes deliver independently of the HTTP answer. */
-export async function waitFor(check: () => boolean, what: string, limitMs = 10_000): Promise<void> {
-  const deadline = Date.now() + limitMs;
-  while (!check()) {
-    if (Date.now() > deadline) throw new Error(`gave up waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 10));
-  }
-}
 
 /**
  * A TCP listener on the loopback that forwards each connection to the

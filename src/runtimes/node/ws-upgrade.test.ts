@@ -5,7 +5,8 @@
 import assert from 'node:assert/strict';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { type RunningRuntime, startRuntime, tcpProxy, waitFor } from './testing.ts';
+import { type RunningRuntime, startRuntime, tcpProxy } from './testing.ts';
+import { eventually } from '../../testing/eventually.ts';
 import { clientFrame, closeOf, rawUpgrade } from './ws-testing.ts';
 
 const MIB = 1024 * 1024;
@@ -153,7 +154,7 @@ describe('node runtime: WebSocket functions', () => {
       assert.equal(await b.next(), '2 hi');
       b.ws.close(1000);
       await b.closed;
-      await waitFor(() => r.stdout().includes('closed /room-b 1000'), "the function's close listener");
+      await eventually(() => r.stdout().includes('closed /room-b 1000'), "the function's close listener");
       a.ws.send('all:again');
       assert.equal(await a.next(), '1 again');
     });
@@ -174,7 +175,7 @@ describe('node runtime: WebSocket functions', () => {
     const c = await connect('/server-closes');
     c.ws.send('close-me');
     assert.deepEqual(await c.closed, { code: 4001, reason: 'bye', wasClean: true });
-    await waitFor(() => rt.stdout().includes('closed /server-closes 4001'), "the function's close listener");
+    await eventually(() => rt.stdout().includes('closed /server-closes 4001'), "the function's close listener");
   });
 
   it("close started by the client: the function sees the client's code and reason", BOUNDED, async () => {
@@ -183,7 +184,7 @@ describe('node runtime: WebSocket functions', () => {
     const closed = await c.closed;
     assert.equal(closed.code, 4000);
     assert.equal(closed.wasClean, true);
-    await waitFor(() => rt.stdout().includes('closed /client-closes 4000 done ✓'), "the function's close listener");
+    await eventually(() => rt.stdout().includes('closed /client-closes 4000 done ✓'), "the function's close listener");
   });
 
   it('a message over the body limit (FLINT_MAX_BODY_BYTES) closes with 1009', BOUNDED, async () => {
@@ -197,8 +198,8 @@ describe('node runtime: WebSocket functions', () => {
     assert.equal((await sync.closed).code, 1011);
     const rejected = await connect('/reject');
     assert.equal((await rejected.closed).code, 1011);
-    await waitFor(() => /function error: Error: boom-ws-sync\n\s+at /.test(rt.stderr()), 'the thrown error on stderr');
-    await waitFor(() => /function error: Error: boom-ws-async\n\s+at /.test(rt.stderr()), 'the rejection on stderr');
+    await eventually(() => /function error: Error: boom-ws-sync\n\s+at /.test(rt.stderr()), 'the thrown error on stderr');
+    await eventually(() => /function error: Error: boom-ws-async\n\s+at /.test(rt.stderr()), 'the rejection on stderr');
   });
 
   it("a throw in the function's listener closes that connection with 1011; the worker and its other connections go on", BOUNDED, async () => {
@@ -206,7 +207,7 @@ describe('node runtime: WebSocket functions', () => {
     const thrower = await connect('/thrower');
     thrower.ws.send('throw');
     assert.equal((await thrower.closed).code, 1011);
-    await waitFor(() => /function error: Error: boom-ws-listener\n\s+at /.test(rt.stderr()), 'the error on stderr');
+    await eventually(() => /function error: Error: boom-ws-listener\n\s+at /.test(rt.stderr()), 'the error on stderr');
     bystander.ws.send('still');
     assert.equal(await bystander.next(), 'still');
     assert.equal((await rt.request('/healthz')).status, 200);
