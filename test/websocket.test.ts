@@ -135,6 +135,20 @@ describe('WebSocket functions through flint server', () => {
     await fresh.closedWith();
   });
 
+  it('closes an old connection with 1001 once the update has given it functionTimeout plus 5 s', async () => {
+    ok(['fn', 'create', '--name', 'brief', '--env', 'nodejs', '--rpp', '10', '--ft', '1', '--code', writeCode('brief.js', `const VERSION = '';\n${CHAT}`)]);
+    ok(['route', 'create', '--name', 'brief', '--url', '/brief', '--function', 'brief']);
+    const old = await eventually(() => Client.open(`${toWs(server.routerUrl)}/brief`).catch(() => undefined), 'the brief route');
+    await old.receive('hello /brief brief -');
+    ok(['fn', 'update', '--name', 'brief', '--code', writeCode('brief2.js', `const VERSION = 'v2 ';\n${CHAT}`)]);
+    assert.equal((await old.closedWith()).code, 1001);
+    const fresh = await Client.open(`${toWs(server.routerUrl)}/brief`);
+    fresh.ws.send('x');
+    await fresh.receive('v2 1:x');
+    fresh.ws.close();
+    await fresh.closedWith();
+  });
+
   it('closes with 1011 when the function throws, and the error is in fn log', async () => {
     ok(['fn', 'create', '--name', 'bad', '--env', 'nodejs', '--code', writeCode('bad.js', "module.exports = () => { throw new Error('websocket boom'); };")]);
     ok(['route', 'create', '--name', 'bad', '--url', '/bad', '--function', 'bad']);

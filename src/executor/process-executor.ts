@@ -36,6 +36,9 @@ export interface ProcessExecutorOptions {
   maxUnpackedBytes?: number;
 }
 
+/** How much longer than its function's timeout a draining instance may stay busy. */
+const DRAIN_MARGIN_S = 5;
+
 interface Instance {
   id: string;
   worker: WorkerHandle;
@@ -44,6 +47,8 @@ interface Instance {
   lastUsed: number;
   draining: boolean;
   served: number;
+  /** Set while draining with requests under way: stops the instance if they outlast it. */
+  drainDeadline?: NodeJS.Timeout;
 }
 
 interface Waiter {
@@ -295,7 +300,18 @@ export class ProcessExecutor implements Executor {
 
   #drain(st: FnState, inst: Instance): void {
     inst.draining = true;
-    if (inst.active === 0) this.#retire(st, inst, 'drained');
+    if (inst.active === 0) {
+      this.#retire(st, inst, 'drained');
+      return;
+    }
+    if (inst.drainDeadline !== undefined) return;
+    // Requests get their whole timeout; what outlasts it is a long-lived
+    // connection (a WebSocket), which would otherwise keep old or deleted code
+    // running for as long as its client likes. Stopped, the worker tells its
+    // WebSockets it is going away (1001), and clients reconnect to the new code.
+    const seconds = (st.fn.spec.functionTimeout ?? 60) + DRAIN_MARGIN_S;
+    inst.drainDeadline = setTimeout(() => this.#retire(st, inst, `still busy ${seconds} s after it began draining`), seconds * 1000);
+    inst.drainDeadline.unref();
   }
 
   #drainAll(st: FnState): void {
@@ -303,6 +319,7 @@ export class ProcessExecutor implements Executor {
   }
 
   #retire(st: FnState, inst: Instance, why: string): void {
+    clearTimeout(inst.drainDeadline);
     if (!st.instances.delete(inst)) return;
     this.#logs.write(st.fn.metadata.namespace, st.fn.metadata.name, 'flint', `instance ${inst.id} stopped (${why})`);
     void inst.worker.kill(why === 'timeout' ? 0 : undefined);

@@ -1,8 +1,9 @@
 // A client connection joined to an instance's connection after `101
 // Switching Protocols` (a WebSocket, usually): the router no longer speaks
 // HTTP on either; it moves bytes both ways, with backpressure each way, for
-// as long as both stay open. When one side closes, the other is ended, so
-// what is still queued for it (a last close frame) goes out first.
+// as long as both stay open. When one side closes or fails, the other is
+// ended, not cut, so what is still queued for it (a last close frame) goes
+// out first.
 import type net from 'node:net';
 
 /** Dead peers on a connection that may idle for hours are found by TCP keep-alive probes. */
@@ -31,7 +32,8 @@ export class Tunnel {
     this.#onClosed = onClosed;
     client.on('close', this.#sideClosed);
     upstream.on('close', this.#sideClosed);
-    client.on('error', this.#failed);
+    // A failed socket is destroyed by Node and 'close' follows; the other side is ended then.
+    client.on('error', noop);
     upstream.on('error', this.#upstreamError);
     if (client.destroyed || upstream.destroyed) {
       this.destroy();
@@ -65,6 +67,8 @@ export class Tunnel {
     }
     if (this.#grace !== undefined) return;
     const open = client.destroyed ? upstream : client;
+    // What it still sends has nowhere to go; read and dropped, its end is seen and it closes.
+    open.resume();
     open.end();
     this.#grace = setTimeout(() => open.destroy(), CLOSE_GRACE_MS);
     this.#grace.unref();
@@ -72,12 +76,6 @@ export class Tunnel {
 
   readonly #upstreamError = (): void => {
     this.#upstreamFailed = true;
-    this.#failed();
-  };
-
-  /** An error leaves nothing worth flushing: both go. */
-  readonly #failed = (): void => {
-    this.destroy();
   };
 
   #finish(): void {
@@ -87,6 +85,8 @@ export class Tunnel {
     this.#onClosed(this, this.#upstreamFailed ? 'unreachable' : 'ok');
   }
 }
+
+function noop(): void {}
 
 /** The open tunnels of one router. Once closed, a tunnel handed to it is cut at once: the router is stopping. */
 export class Tunnels {

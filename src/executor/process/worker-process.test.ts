@@ -292,6 +292,19 @@ describe('worker process (bubblewrap)', async () => {
     return JSON.parse(r.text);
   };
 
+  it('kill stops the sandboxed runtime gracefully: a request in flight finishes, and it exits on its own', { skip }, async () => {
+    const { w, lines } = await start({ sandbox: 'bubblewrap', killGraceMs: 10_000 });
+    await deploy(w, 'module.exports = async () => { console.log("started"); await new Promise((r) => setTimeout(r, 500)); return { body: "finished" }; };');
+    const inFlight = call(w);
+    await eventually(() => lines.some((l) => l.line === 'started'), 'the request to be under way');
+    const killed = w.kill();
+    const r = await inFlight;
+    assert.equal(r.status, 200, r.text);
+    assert.equal(r.text, 'finished');
+    await killed;
+    assert.equal((await w.exited).signal, null, 'it exited by itself, not by the SIGKILL after the grace period');
+  });
+
   it('isolates the function: no network, read-only code and system, private /tmp, secrets and configs visible', { skip }, async () => {
     const { w } = await start({ sandbox: 'bubblewrap' });
     assert.deepEqual(w.sandboxDirs, { userfunc: '/userfunc', secrets: '/secrets', configs: '/configs' });

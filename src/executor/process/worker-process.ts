@@ -255,7 +255,7 @@ export async function startWorker(opts: WorkerOptions): Promise<WorkerHandle> {
     if (sock.temporary) fs.rmSync(sock.dir, { recursive: true, force: true });
     throw new FlintError('FLINT_ERR_UNAVAILABLE', `worker ${opts.id} could not be started: ${(err as Error).message}`);
   }
-  // Nobody writes to the worker's stdin; it only tells the worker we are alive.
+  // Nobody writes to the worker's stdin: it tells the worker we are alive, and its end asks it to stop.
   child.stdin!.on('error', () => {});
 
   const tail = new Tail();
@@ -322,7 +322,13 @@ export async function startWorker(opts: WorkerOptions): Promise<WorkerHandle> {
     if (graceMs === 0 && alive) signalGroup('SIGKILL');
     killing ??= (async () => {
       if (alive) {
-        signalGroup('SIGTERM');
+        // In the sandbox the runtime is in a session of its own
+        // (--new-session), out of reach of the group's SIGTERM, which would
+        // end bubblewrap at once and the runtime with it (--die-with-parent)
+        // before it could finish its requests or tell its WebSockets (1001).
+        // Every runtime takes the end of its stdin as a request to stop.
+        if (sandboxed) child.stdin?.end();
+        else signalGroup('SIGTERM');
         const t = setTimeout(() => signalGroup('SIGKILL'), graceMs ?? opts.killGraceMs ?? 3000);
         await exited;
         clearTimeout(t);
