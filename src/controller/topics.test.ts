@@ -57,6 +57,16 @@ describe('topic read-back route', () => {
     assert.equal(settled.givenBack, 0);
   });
 
+  it('gives a message back after a HEAD, which carries no body', async () => {
+    settled.commits = 0;
+    settled.givenBack = 0;
+    next = async () => delivery('unseen', settled);
+    const res = await fetch(`${base}/topics/t/messages?group=g`, { method: 'HEAD' });
+    assert.equal(res.status, 200);
+    await eventually(() => settled.givenBack === 1, 'the message given back');
+    assert.equal(settled.commits, 0);
+  });
+
   it('gives a message back when its client left before the reply', async () => {
     settled.commits = 0;
     settled.givenBack = 0;

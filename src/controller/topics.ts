@@ -77,7 +77,9 @@ export function registerTopicRoutes(app: FastifyInstance, access: TopicAccess | 
         got.giveBack();
         return reply;
       }
-      raw.once('finish', () => (raw.statusCode === 200 ? got.commit() : got.giveBack()));
+      // A HEAD (fastify answers it with this handler) gets no body: nothing was delivered.
+      const delivered = req.method === 'GET';
+      raw.once('finish', () => (delivered && raw.statusCode === 200 ? got.commit() : got.giveBack()));
       raw.once('close', () => {
         if (!raw.writableFinished) got.giveBack();
       });

@@ -36,8 +36,8 @@ export interface ProcessExecutorOptions {
   maxUnpackedBytes?: number;
 }
 
-/** How much longer than its function's timeout a draining instance may stay busy. */
-const DRAIN_MARGIN_S = 5;
+/** How long a draining instance that holds only long-lived connections keeps them. */
+const LONG_LIVED_DRAIN_S = 10;
 
 interface Instance {
   id: string;
@@ -47,7 +47,9 @@ interface Instance {
   lastUsed: number;
   draining: boolean;
   served: number;
-  /** Set while draining with requests under way: stops the instance if they outlast it. */
+  /** Leases that became long-lived connections (WebSockets). */
+  longLived: number;
+  /** Set while draining with only long-lived connections left: stops the instance then. */
   drainDeadline?: NodeJS.Timeout;
 }
 
@@ -156,7 +158,10 @@ export class ProcessExecutor implements Executor {
         clearTimeout(w.timer);
         w.reject(new FlintError('FLINT_ERR_UNAVAILABLE', 'the executor is stopping'));
       }
-      for (const inst of st.instances) kills.push(inst.worker.kill());
+      for (const inst of st.instances) {
+        clearTimeout(inst.drainDeadline);
+        kills.push(inst.worker.kill());
+      }
     }
     await Promise.all(kills);
     await this.#logs.closeAll();
@@ -300,17 +305,20 @@ export class ProcessExecutor implements Executor {
 
   #drain(st: FnState, inst: Instance): void {
     inst.draining = true;
-    if (inst.active === 0) {
-      this.#retire(st, inst, 'drained');
-      return;
-    }
-    if (inst.drainDeadline !== undefined) return;
-    // Requests get their whole timeout; what outlasts it is a long-lived
-    // connection (a WebSocket), which would otherwise keep old or deleted code
-    // running for as long as its client likes. Stopped, the worker tells its
-    // WebSockets it is going away (1001), and clients reconnect to the new code.
-    const seconds = (st.fn.spec.functionTimeout ?? 60) + DRAIN_MARGIN_S;
-    inst.drainDeadline = setTimeout(() => this.#retire(st, inst, `still busy ${seconds} s after it began draining`), seconds * 1000);
+    if (inst.active === 0) this.#retire(st, inst, 'drained');
+    else this.#limitLongLived(st, inst);
+  }
+
+  /**
+   * Requests, however long, finish on a draining instance; long-lived
+   * connections (WebSockets) would keep old or deleted code running for as
+   * long as their clients like. Once they are all it holds, it is stopped
+   * shortly: the worker tells its WebSockets it is going away (1001), and
+   * clients reconnect to the new code.
+   */
+  #limitLongLived(st: FnState, inst: Instance): void {
+    if (!inst.draining || inst.active === 0 || inst.active !== inst.longLived || inst.drainDeadline !== undefined) return;
+    inst.drainDeadline = setTimeout(() => this.#retire(st, inst, `draining, with only long-lived connections left after ${LONG_LIVED_DRAIN_S} s`), LONG_LIVED_DRAIN_S * 1000);
     inst.drainDeadline.unref();
   }
 
@@ -442,7 +450,7 @@ export class ProcessExecutor implements Executor {
         const m = await materialize(this.#code, fn, pkg, pool.env.spec.keeparchive === true, worker);
         await worker.specialize(m, timeoutMs);
         st.starting--;
-        const inst: Instance = { id: worker.id, worker, version, active: 0, lastUsed: Date.now(), draining: false, served: 0 };
+        const inst: Instance = { id: worker.id, worker, version, active: 0, longLived: 0, lastUsed: Date.now(), draining: false, served: 0 };
         if (this.#fns.get(st.key) !== st || this.#stopped) {
           void worker.kill(0);
           return;
@@ -497,14 +505,22 @@ export class ProcessExecutor implements Executor {
     inst.active++;
     inst.served++;
     let released = false;
+    let longLived = false;
     return {
       socketPath: inst.worker.socketPath,
       instanceId: inst.id,
       coldStart,
+      markLongLived: () => {
+        if (released || longLived) return;
+        longLived = true;
+        inst.longLived++;
+        this.#limitLongLived(st, inst);
+      },
       release: (outcome = 'ok') => {
         if (released) return;
         released = true;
         inst.active--;
+        if (longLived) inst.longLived--;
         inst.lastUsed = Date.now();
         if (outcome === 'timeout') {
           this.#logs.write(st.fn.metadata.namespace, st.fn.metadata.name, 'flint', `instance ${inst.id} exceeded the function timeout and is replaced`);
@@ -515,6 +531,8 @@ export class ProcessExecutor implements Executor {
           this.#retire(st, inst, 'onceOnly');
         } else if (inst.draining && inst.active === 0) {
           this.#retire(st, inst, 'drained');
+        } else {
+          this.#limitLongLived(st, inst);
         }
         this.#dispatch(st);
       },

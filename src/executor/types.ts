@@ -20,6 +20,13 @@ export interface Lease {
    * replaced), `ok` otherwise. Safe to call more than once; later calls are ignored.
    */
   release(outcome?: 'ok' | 'unreachable' | 'timeout'): void;
+  /**
+   * The request became a connection with no end of its own (an upgrade, such
+   * as a WebSocket). An instance that is draining (the function changed or
+   * was deleted) and holds nothing else is stopped soon after, so old or
+   * deleted code does not live on in such connections.
+   */
+  markLongLived?(): void;
 }
 
 export interface Executor {

@@ -6,6 +6,8 @@ import { describe, it } from 'node:test';
 import { eventually } from '../testing/eventually.ts';
 import type { Connector, QueueMessage } from './connector.ts';
 
+/** Brokers may take a while to rebalance a group or redeliver. */
+const BROKER_WAIT_MS = 30_000;
 const unique = (p: string) => `${p}-${randomBytes(4).toString('hex')}`;
 
 
@@ -25,7 +27,7 @@ export function runConnectorContract(name: string, open: () => Promise<Connector
         for (let i = 0; i < 5; i++) await c.publish(topic, { key: `k${i}`, value: `v${i}`, headers: { n: String(i) } });
         const got: QueueMessage[] = [];
         const sub = await c.subscribe({ group: unique('g'), topic, onMessage: async (m) => void got.push(m) });
-        await eventually(() => got.length >= 5, 'five messages');
+        await eventually(() => got.length >= 5, 'five messages', BROKER_WAIT_MS);
         await sub.close();
         assert.deepEqual(got.map((m) => [m.key?.toString(), m.value.toString(), m.headers.n]), [0, 1, 2, 3, 4].map((i) => [`k${i}`, `v${i}`, String(i)]));
       } finally {
@@ -55,7 +57,7 @@ export function runConnectorContract(name: string, open: () => Promise<Connector
         assert.deepEqual(first, ['a', 'b']);
         const second: string[] = [];
         const sub2 = await c.subscribe({ group, topic, onMessage: async (m) => void second.push(m.value.toString()) });
-        await eventually(() => second.length >= 1, 'the redelivered message');
+        await eventually(() => second.length >= 1, 'the redelivered message', BROKER_WAIT_MS);
         await sub2.close();
         assert.deepEqual(second, ['b'], "'a' was committed, 'b' was not");
       } finally {
@@ -88,7 +90,7 @@ export function runConnectorContract(name: string, open: () => Promise<Connector
         assert.deepEqual(first.slice(0, 2), ['a', 'b']);
         const second: string[] = [];
         const sub2 = await c.subscribe({ group, topic, onMessage: async (m) => void second.push(m.value.toString()) });
-        await eventually(() => second.length >= 2, "the messages from 'b' on");
+        await eventually(() => second.length >= 2, "the messages from 'b' on", BROKER_WAIT_MS);
         await sub2.close();
         assert.deepEqual(second, ['b', 'c'], "'a' settled and was committed; 'b' failed, so neither it nor 'c' was");
       } finally {
@@ -107,13 +109,13 @@ export function runConnectorContract(name: string, open: () => Promise<Connector
         const group1 = unique('g');
         const s1 = await c.subscribe({ group: group1, topic, onMessage: async (m) => void g1.push(m.value.toString()) });
         const s2 = await c.subscribe({ group: unique('g'), topic, onMessage: async (m) => void g2.push(m.value.toString()) });
-        await eventually(() => g1.length >= 1 && g2.length >= 1, 'both groups');
+        await eventually(() => g1.length >= 1 && g2.length >= 1, 'both groups', BROKER_WAIT_MS);
         await s1.close();
         await s2.close();
         await c.publish(topic, { value: 'y' });
         const again: string[] = [];
         const s3 = await c.subscribe({ group: group1, topic, onMessage: async (m) => void again.push(m.value.toString()) });
-        await eventually(() => again.length >= 1, 'the resumed group');
+        await eventually(() => again.length >= 1, 'the resumed group', BROKER_WAIT_MS);
         await s3.close();
         assert.deepEqual(again, ['y']);
       } finally {

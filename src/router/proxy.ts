@@ -201,6 +201,7 @@ export class ProxyCall implements ResponseHandler, ResponseWatcher {
       if (outcome === 'unreachable' && lease !== undefined) this.#deps.upstreams.forgetIfGone(lease);
     });
     tunnels.add(tunnel);
+    if (!tunnel.closed) lease?.markLongLived?.();
     this.#finish(101);
   }
 

@@ -292,18 +292,24 @@ describe('worker process (bubblewrap)', async () => {
     return JSON.parse(r.text);
   };
 
-  it('kill stops the sandboxed runtime gracefully: a request in flight finishes, and it exits on its own', { skip }, async () => {
-    const { w, lines } = await start({ sandbox: 'bubblewrap', killGraceMs: 10_000 });
-    await deploy(w, 'module.exports = async () => { console.log("started"); await new Promise((r) => setTimeout(r, 500)); return { body: "finished" }; };');
-    const inFlight = call(w);
-    await eventually(() => lines.some((l) => l.line === 'started'), 'the request to be under way');
-    const killed = w.kill();
-    const r = await inFlight;
-    assert.equal(r.status, 200, r.text);
-    assert.equal(r.text, 'finished');
-    await killed;
-    assert.equal((await w.exited).signal, null, 'it exited by itself, not by the SIGKILL after the grace period');
-  });
+  const slow = {
+    node: 'module.exports = async () => { console.log("started"); await new Promise((r) => setTimeout(r, 500)); return { body: "finished" }; };',
+    python: 'import time\ndef main():\n    print("started", flush=True)\n    time.sleep(1.5)\n    return "finished"\n',
+  } as const;
+  for (const runtime of ['node', 'python'] as const) {
+    it(`kill stops a sandboxed ${runtime} runtime gracefully: a request in flight finishes, and it exits on its own`, { skip }, async () => {
+      const { w, lines } = await start({ sandbox: 'bubblewrap', runtime, killGraceMs: 10_000 });
+      await deploy(w, slow[runtime]);
+      const inFlight = call(w);
+      await eventually(() => lines.some((l) => l.line === 'started'), 'the request to be under way');
+      const killed = w.kill();
+      const r = await inFlight;
+      assert.equal(r.status, 200, r.text);
+      assert.equal(r.text, 'finished');
+      await killed;
+      assert.deepEqual(await w.exited, { code: 0, signal: null }, 'it exited by itself, not by the SIGKILL after the grace period');
+    });
+  }
 
   it('isolates the function: no network, read-only code and system, private /tmp, secrets and configs visible', { skip }, async () => {
     const { w } = await start({ sandbox: 'bubblewrap' });

@@ -18,6 +18,7 @@ import socket
 import socketserver
 import sys
 import threading
+import time
 import traceback
 from http.server import BaseHTTPRequestHandler
 from urllib.parse import parse_qs, urlsplit
@@ -226,6 +227,15 @@ class Handler(BaseHTTPRequestHandler):
         return self.rfile.read(length) if length else b""
 
     def handle_any(self):
+        with InFlight.lock:
+            InFlight.count += 1
+        try:
+            self.handle_counted()
+        finally:
+            with InFlight.lock:
+                InFlight.count -= 1
+
+    def handle_counted(self):
         try:
             body = self.read_body()
         except OverflowError:
@@ -345,6 +355,23 @@ async def _await(awaitable):
     return await awaitable
 
 
+class InFlight:
+    """Requests being handled: a stopping worker lets them finish."""
+    lock = threading.Lock()
+    count = 0
+
+
+def wait_for_requests(grace_seconds):
+    # Handler threads are daemons (an idle keep-alive connection must not hold
+    # up the exit), so the ones with a request under way are waited for here.
+    deadline = time.monotonic() + grace_seconds
+    while time.monotonic() < deadline:
+        with InFlight.lock:
+            if InFlight.count == 0:
+                return
+        time.sleep(0.02)
+
+
 class UnixServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
     daemon_threads = True
     block_on_close = False
@@ -387,6 +414,12 @@ def main():
         threading.Thread(target=watch_stdin, daemon=True).start()
     server.serve_forever(poll_interval=0.5)
     server.server_close()
+    wait_for_requests(int(os.environ.get("FLINT_SHUTDOWN_GRACE_MS") or 5000) / 1000)
+    # Not the interpreter's own shutdown: the thread watching stdin holds its
+    # lock while it reads, and finalizing would abort on it.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 if __name__ == "__main__":
