@@ -45,7 +45,7 @@ export interface WorkerOptions {
   onOutput(line: string, stream: 'stdout' | 'stderr'): void;
   /** How long the worker may take to answer its health probe (default 15 s). */
   startTimeoutMs?: number;
-  /** Between SIGTERM and SIGKILL in kill() (default 3 s). */
+  /** Between asking the worker to stop and SIGKILL in kill(), and the runtime's own grace (default 3 s). */
   killGraceMs?: number;
   /** CPU cap in thousandths of a core, through a cgroup where one can be made; unset: no cap. */
   cpuMillis?: number;
@@ -102,6 +102,7 @@ export interface WorkerHandle {
 }
 
 const SOCKET_NAME = 'w.sock';
+const DEFAULT_KILL_GRACE_MS = 3000;
 // sun_path holds 108 bytes with its NUL; keep a margin.
 const MAX_SOCKET_PATH = 100;
 const MIB = 1024 * 1024;
@@ -215,6 +216,8 @@ export async function startWorker(opts: WorkerOptions): Promise<WorkerHandle> {
     FLINT_CONFIGS_DIR: sandboxDirs.configs,
     // The worker exits when its stdin closes, i.e. when this process dies.
     FLINT_EXIT_ON_STDIN_EOF: '1',
+    // Asked to stop, the runtime lets requests in flight run as long as kill() waits for it.
+    FLINT_SHUTDOWN_GRACE_MS: String(opts.killGraceMs ?? DEFAULT_KILL_GRACE_MS),
   };
 
   let argv: string[];
@@ -329,7 +332,7 @@ export async function startWorker(opts: WorkerOptions): Promise<WorkerHandle> {
         // Every runtime takes the end of its stdin as a request to stop.
         if (sandboxed) child.stdin?.end();
         else signalGroup('SIGTERM');
-        const t = setTimeout(() => signalGroup('SIGKILL'), graceMs ?? opts.killGraceMs ?? 3000);
+        const t = setTimeout(() => signalGroup('SIGKILL'), graceMs ?? opts.killGraceMs ?? DEFAULT_KILL_GRACE_MS);
         await exited;
         clearTimeout(t);
       } else await exited;
