@@ -16,6 +16,7 @@ import { Pool } from 'undici';
 import { startWorker } from '../src/executor/process/worker-process.ts';
 import { OP_TEXT } from '../src/runtimes/node/ws-frame.ts';
 import { clientFrame, type RawPeer, rawUpgrade } from '../src/runtimes/node/ws-testing.ts';
+import { eventually } from '../src/testing/eventually.ts';
 import { startServer } from '../test/helpers/server.ts';
 import { fmt, forkUntilServed, hasWrk, interleavedLatency, percentiles, startBareServer, timedFirstCall, type WrkResult, wrk } from './lib.ts';
 import { kafkaBench } from './mq.ts';
@@ -108,13 +109,8 @@ try {
     };
     const u = new URL(server.routerUrl);
     const directWs = await open(rawUpgrade(wsWorker.socketPath, { path: '/' }), 'direct');
-    let routedWs: RawPeer | undefined;
-    for (let i = 0; routedWs === undefined; i++) {
-      routedWs = await open(rawUpgrade({ host: u.hostname, port: Number(u.port) }, { path: '/ws' }), 'via router').catch((err) => {
-        if (i >= 100) throw err;
-        return new Promise<undefined>((res) => setTimeout(() => res(undefined), 50));
-      });
-    }
+    // The route reaches the router through the store's watch: it may take a moment.
+    const routedWs = await eventually(() => open(rawUpgrade({ host: u.hostname, port: Number(u.port) }, { path: '/ws' }), 'via router'), 'the WebSocket route', 5000, 50);
     const frame = clientFrame(OP_TEXT, 'hello');
     const roundTrip = (peer: RawPeer) => async () => {
       peer.send(frame);

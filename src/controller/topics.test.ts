@@ -4,7 +4,7 @@ import assert from 'node:assert/strict';
 import { once } from 'node:events';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { after, before, describe, it } from 'node:test';
+import { after, before, beforeEach, describe, it } from 'node:test';
 import Fastify, { type FastifyInstance } from 'fastify';
 import { eventually } from '../testing/eventually.ts';
 import { registerTopicRoutes, type TopicAccess, type TopicDelivery } from './topics.ts';
@@ -44,9 +44,12 @@ after(async () => {
 });
 
 describe('topic read-back route', () => {
-  it('commits a message once its reply is written', async () => {
+  beforeEach(() => {
     settled.commits = 0;
     settled.givenBack = 0;
+  });
+
+  it('commits a message once its reply is written', async () => {
     next = async () => delivery('hello', settled);
     const res = await fetch(`${base}/topics/t/messages?group=g`);
     assert.equal(res.status, 200);
@@ -58,8 +61,6 @@ describe('topic read-back route', () => {
   });
 
   it('gives a message back after a HEAD, which carries no body', async () => {
-    settled.commits = 0;
-    settled.givenBack = 0;
     next = async () => delivery('unseen', settled);
     const res = await fetch(`${base}/topics/t/messages?group=g`, { method: 'HEAD' });
     assert.equal(res.status, 200);
@@ -68,8 +69,6 @@ describe('topic read-back route', () => {
   });
 
   it('gives a message back when its client left before the reply', async () => {
-    settled.commits = 0;
-    settled.givenBack = 0;
     // The message arrives just as the client goes: the read ignores the abort.
     let reading = false;
     next = async (signal) => {

@@ -82,7 +82,7 @@ export async function upgradeCall(base: string, path: string, headers: Record<st
     return undefined;
   }, `a response head for ${path}`);
   const head = buf.subarray(0, headEnd).toString('latin1');
-  const skip = (headEnd as number) + 4;
+  const skip = headEnd + 4;
   return {
     socket,
     status: Number(head.slice(9, 12)),
