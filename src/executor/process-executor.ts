@@ -34,10 +34,11 @@ export interface ProcessExecutorOptions {
   archives: ArchiveStore;
   /** Cap on an unpacked deployment archive (default 2 GiB). */
   maxUnpackedBytes?: number;
+  /** How long a draining instance that holds only long-lived connections keeps them (default 10 s; shorter in tests). */
+  longLivedDrainMs?: number;
 }
 
-/** How long a draining instance that holds only long-lived connections keeps them. */
-const LONG_LIVED_DRAIN_S = 10;
+const LONG_LIVED_DRAIN_MS = 10_000;
 
 interface Instance {
   id: string;
@@ -318,7 +319,8 @@ export class ProcessExecutor implements Executor {
    */
   #limitLongLived(st: FnState, inst: Instance): void {
     if (!inst.draining || inst.active === 0 || inst.active !== inst.longLived || inst.drainDeadline !== undefined) return;
-    inst.drainDeadline = setTimeout(() => this.#retire(st, inst, `draining, with only long-lived connections left after ${LONG_LIVED_DRAIN_S} s`), LONG_LIVED_DRAIN_S * 1000);
+    const ms = this.#o.longLivedDrainMs ?? LONG_LIVED_DRAIN_MS;
+    inst.drainDeadline = setTimeout(() => this.#retire(st, inst, `draining, with only long-lived connections left after ${ms / 1000} s`), ms);
     inst.drainDeadline.unref();
   }
 

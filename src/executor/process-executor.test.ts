@@ -1,0 +1,118 @@
+// The process executor with real (unsandboxed) Node workers: how a draining
+// instance treats long-lived connections next to ordinary requests.
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { after, before, describe, it } from 'node:test';
+import { pino } from 'pino';
+import type { Environment, FunctionResource, Package } from '../api/kinds.ts';
+import { LocalArchiveStore } from '../archive/index.ts';
+import { dataLayout, functionLogFile } from '../config/layout.ts';
+import { openSqliteStore } from '../store/sqlite.ts';
+import type { Store } from '../store/store.ts';
+import { eventually } from '../testing/eventually.ts';
+import { unixRequest } from './process/unix-http.ts';
+import { createProcessExecutor, type ProcessExecutor } from './process-executor.ts';
+
+// `/?ms=N` answers after N ms.
+const CODE = `module.exports = async (ctx) => {
+  await new Promise((r) => setTimeout(r, Number(ctx.request.query.ms ?? 0)));
+  return { status: 200, body: 'done' };
+};`;
+const LIMIT_MS = 400;
+
+let root: string;
+let store: Store;
+let executor: ProcessExecutor;
+const layout = () => dataLayout(root);
+
+before(async () => {
+  root = fs.mkdtempSync(path.join(os.tmpdir(), 'flint-pe-'));
+  store = openSqliteStore(layout().db);
+  await store.create<Environment>({ apiVersion: 'flint.dev/v1', kind: 'Environment', metadata: { name: 'node', namespace: 'default' }, spec: { runtime: { image: 'flint/node-env' }, poolsize: 0, terminationGracePeriod: 5 } } as Environment);
+  const literal = Buffer.from(CODE).toString('base64');
+  await store.create<Package>({ apiVersion: 'flint.dev/v1', kind: 'Package', metadata: { name: 'slow-pkg', namespace: 'default' }, spec: { environment: { name: 'node' }, deployment: { type: 'literal', literal } } } as Package);
+  executor = createProcessExecutor({
+    store,
+    layout: layout(),
+    logger: pino({ level: 'silent' }),
+    sandbox: 'none',
+    memoryMB: 128,
+    reapIntervalMs: 60_000,
+    archives: new LocalArchiveStore(layout().archives),
+    longLivedDrainMs: LIMIT_MS,
+  });
+  await executor.start();
+});
+
+after(async () => {
+  await executor.stop();
+  await store.close();
+  fs.rmSync(root, { recursive: true, force: true });
+});
+
+async function createFunction(name: string): Promise<FunctionResource> {
+  return store.create<FunctionResource>({
+    apiVersion: 'flint.dev/v1',
+    kind: 'Function',
+    metadata: { name, namespace: 'default' },
+    spec: { environment: { name: 'node' }, package: { packageref: { name: 'slow-pkg' } }, requestsPerPod: 10 },
+  } as FunctionResource);
+}
+
+/** A new generation of the function: its instances start draining. */
+async function update(fn: FunctionResource): Promise<FunctionResource> {
+  const current = (await store.get('Function', 'default', fn.metadata.name))!;
+  return store.update({ ...current, spec: { ...current.spec, functionTimeout: (current.spec.functionTimeout ?? 60) + 1 } });
+}
+
+const instances = (name: string) => executor.status().functions[`default/${name}`]?.instances ?? 0;
+const log = (name: string) => fs.readFileSync(functionLogFile(layout(), 'default', name), 'utf8');
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+describe('process executor: draining with long-lived connections', () => {
+  it('stops a draining instance that holds only long-lived connections once the limit has passed', async () => {
+    const fn = await createFunction('ws-only');
+    const lease = await executor.acquire(fn);
+    lease.markLongLived?.();
+    await update(fn);
+    await eventually(() => log('ws-only').includes('old ones drain'), 'the function change to reach the executor');
+    assert.equal(instances('ws-only'), 1, 'the instance is kept while its long-lived connection is within the limit');
+    await eventually(() => instances('ws-only') === 0, 'the draining instance to be stopped');
+    assert.match(log('ws-only'), /stopped \(draining, with only long-lived connections left after 0\.4 s\)/);
+    lease.release();
+  });
+
+  it('lets an ordinary request on a draining instance run past the limit, and applies the limit once it ends', async () => {
+    const fn = await createFunction('mixed');
+    const wsLease = await executor.acquire(fn);
+    wsLease.markLongLived?.();
+    const reqLease = await executor.acquire(fn);
+    assert.equal(reqLease.instanceId, wsLease.instanceId, 'both leases are on the one instance');
+    const slow = unixRequest(reqLease.socketPath!, 'GET', `/?ms=${LIMIT_MS * 4}`, { timeoutMs: 20_000 });
+    await update(fn);
+    await eventually(() => log('mixed').includes('old ones drain'), 'the function change to reach the executor');
+    await sleep(LIMIT_MS * 2);
+    assert.equal(instances('mixed'), 1, 'an instance with an ordinary request under way is not stopped by the long-lived limit');
+    assert.doesNotMatch(log('mixed'), /stopped/);
+    const reply = await slow;
+    assert.deepEqual(reply, { status: 200, text: 'done' });
+    reqLease.release();
+    assert.equal(instances('mixed'), 1, 'the limit starts when the ordinary request ends, not before');
+    await eventually(() => instances('mixed') === 0, 'the draining instance to be stopped after the limit');
+    assert.match(log('mixed'), /only long-lived connections left/);
+    wsLease.release();
+  });
+
+  it('stops a draining instance at once when its last connection closes, long-lived or not', async () => {
+    const fn = await createFunction('closing');
+    const lease = await executor.acquire(fn);
+    lease.markLongLived?.();
+    await update(fn);
+    await eventually(() => log('closing').includes('old ones drain'), 'the function change to reach the executor');
+    lease.release();
+    assert.equal(instances('closing'), 0);
+    assert.match(log('closing'), /stopped \(drained\)/);
+  });
+});
