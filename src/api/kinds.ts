@@ -104,6 +104,27 @@ export const ExecutionStrategy = Type.Object(
 );
 export type ExecutionStrategy = Static<typeof ExecutionStrategy>;
 
+export const STREAMING_PROTOCOLS = ['auto', 'sse', 'chunked', 'websocket'] as const;
+export type StreamingProtocol = (typeof STREAMING_PROTOCOLS)[number];
+
+/**
+ * Limits for responses that stream and for WebSockets, instead of
+ * functionTimeout once the response has begun. `protocol` says which of them
+ * the limits apply to: `auto` both, `sse` and `chunked` streamed HTTP
+ * responses, `websocket` upgraded connections.
+ */
+export const Streaming = Type.Object(
+  {
+    protocol: Type.Optional(Type.Union(STREAMING_PROTOCOLS.map((p) => Type.Literal(p)), { default: 'auto' })),
+    /** Longest silence: inside a response body, or on a WebSocket in both directions. */
+    idleTimeoutSeconds: Type.Optional(Type.Integer({ minimum: 1, maximum: 86400 })),
+    /** Longest a response body or a WebSocket may last, from the response head. */
+    maxDurationSeconds: Type.Optional(Type.Integer({ minimum: 1, maximum: 604800 })),
+  },
+  Strict,
+);
+export type Streaming = Static<typeof Streaming>;
+
 export const FunctionSpec = Type.Object(
   {
     environment: ObjectRef,
@@ -129,6 +150,7 @@ export const FunctionSpec = Type.Object(
     concurrency: Type.Optional(Type.Integer({ minimum: 1, maximum: 100000, default: 500 })),
     requestsPerPod: Type.Optional(Type.Integer({ minimum: 1, maximum: 10000, default: 1 })),
     onceOnly: Type.Optional(Type.Boolean()),
+    streaming: Type.Optional(Streaming),
     resources: Type.Optional(Resources),
     secrets: Type.Optional(Type.Array(ObjectRef, { maxItems: 64 })),
     configmaps: Type.Optional(Type.Array(ObjectRef, { maxItems: 64 })),

@@ -16,7 +16,7 @@ import { REQUEST_ID_HEADER, sendError } from './reply.ts';
 import type { FnTarget } from './targets.ts';
 import { Tunnel, type Tunnels } from './tunnel.ts';
 import type { Upstreams } from './upstreams.ts';
-import { badResponse } from './worker-client/errors.ts';
+import { badResponse, UpstreamError } from './worker-client/errors.ts';
 import type { ResponseHandler, UpstreamRequest } from './worker-client/types.ts';
 
 export interface ProxyDeps {
@@ -51,6 +51,8 @@ export class ProxyCall implements ResponseHandler, ResponseWatcher {
   #gone = false;
   #done = false;
   #tail: Buffer | undefined = undefined;
+  /** Ends a streamed response at the function's streaming.maxDurationSeconds. */
+  #maxTimer: NodeJS.Timeout | undefined = undefined;
 
   constructor(
     deps: ProxyDeps,
@@ -78,6 +80,7 @@ export class ProxyCall implements ResponseHandler, ResponseWatcher {
       // functionTimeout bounds the wait for the response head and any silence
       // inside the body; a body that keeps flowing may run longer.
       timeoutMs: target.timeoutMs,
+      bodyTimeoutMs: target.bodyTimeoutMs,
       upgrade: req.upgrade,
     };
   }
@@ -151,6 +154,11 @@ export class ProxyCall implements ResponseHandler, ResponseWatcher {
 
   onHeaders(statusCode: number, headers: string[], resume: () => void): void {
     this.#resume = resume;
+    const maxMs = this.#target.responseMaxMs;
+    if (maxMs > 0) {
+      this.#maxTimer = setTimeout(() => this.#abortUpstream?.(new UpstreamError('UPSTREAM_STREAM_LIMIT', `the response reached its maximum duration of ${maxMs / 1000} s`)), maxMs);
+      this.#maxTimer.unref();
+    }
     try {
       // The standard reason phrase, as Go's proxy does: a custom one is rarely meant for the end client.
       this.#res.writeHead(statusCode, responseHeaders(headers, REQUEST_ID_HEADER, this.#requestId));
@@ -195,11 +203,23 @@ export class ProxyCall implements ResponseHandler, ResponseWatcher {
     }
     // The instance stays leased while the connection is open: it is busy, not idle, and must not be reaped.
     const tunnels = this.#deps.tunnels;
-    const tunnel = new Tunnel(client.socket, client.rest, upstream, rest, (t, outcome) => {
-      tunnels.delete(t);
-      lease?.release(outcome);
-      if (outcome === 'unreachable' && lease !== undefined) this.#deps.upstreams.forgetIfGone(lease);
-    });
+    const target = this.#target;
+    const limits =
+      target.tunnelIdleMs > 0 || target.tunnelMaxMs > 0
+        ? { idleMs: target.tunnelIdleMs, maxMs: target.tunnelMaxMs, onLimit: (why: string) => this.#deps.logger.info({ fn: target.key, requestId: this.#requestId }, `upgraded connection closed: ${why}`) }
+        : undefined;
+    const tunnel = new Tunnel(
+      client.socket,
+      client.rest,
+      upstream,
+      rest,
+      (t, outcome) => {
+        tunnels.delete(t);
+        lease?.release(outcome);
+        if (outcome === 'unreachable' && lease !== undefined) this.#deps.upstreams.forgetIfGone(lease);
+      },
+      limits,
+    );
     tunnels.add(tunnel);
     if (!tunnel.closed) lease?.markLongLived?.();
     this.#finish(101);
@@ -216,6 +236,13 @@ export class ProxyCall implements ResponseHandler, ResponseWatcher {
     }
     const code = (err as { code?: string }).code ?? '';
     const name = this.#target.name;
+    if (code === 'UPSTREAM_STREAM_LIMIT' || (code === 'UPSTREAM_BODY_TIMEOUT' && this.#target.bodyTimeoutIsStreamIdle)) {
+      // A stream that ran its course: the instance is fine, the response is cut (its head has gone out).
+      this.#deps.logger.info({ fn: this.#target.key, requestId: this.#requestId }, `streamed response ended: ${err.message}`);
+      lease?.release('ok');
+      this.#fail('FLINT_ERR_FUNCTION_TIMEOUT', `function '${name}': ${err.message}`);
+      return;
+    }
     if (code === 'UPSTREAM_HEADERS_TIMEOUT' || code === 'UPSTREAM_BODY_TIMEOUT') {
       lease?.release('timeout');
       this.#fail('FLINT_ERR_FUNCTION_TIMEOUT', `function '${name}' did not answer within its timeout of ${this.#target.timeoutMs / 1000} s`);
@@ -247,6 +274,7 @@ export class ProxyCall implements ResponseHandler, ResponseWatcher {
   #finish(status: number): void {
     if (this.#done) return;
     this.#done = true;
+    if (this.#maxTimer !== undefined) clearTimeout(this.#maxTimer);
     // A drain or close after the end must not reach this call (nor resume the instance connection for its next request).
     if (this.#res.watcher === this) this.#res.watcher = undefined;
     this.#deps.metrics.end(this.#stats, this.#opts.method, status, this.#startedMs);

@@ -99,6 +99,9 @@ before(async () => {
     fn('nopkg'),
     fn('stuck'),
     fn('quick', { spec: { functionTimeout: 1 } }),
+    fn('streamy', { spec: { functionTimeout: 1, streaming: { idleTimeoutSeconds: 2, maxDurationSeconds: 3 } } }),
+    fn('wsonly', { spec: { functionTimeout: 1, streaming: { protocol: 'websocket', idleTimeoutSeconds: 1 } } }),
+    fn('sseonly', { spec: { streaming: { protocol: 'sse', idleTimeoutSeconds: 1 } } }),
     fn('b', { namespace: 'a' }),
     fn('fx', { namespace: 'ns1' }),
     fn('a'),
@@ -121,6 +124,9 @@ before(async () => {
     route('r-nopkg', { relativeurl: '/nopkg', fn: 'nopkg' }),
     route('r-stuck', { relativeurl: '/stuck', fn: 'stuck' }),
     route('r-quick', { prefix: '/quick', fn: 'quick' }),
+    route('r-streamy', { prefix: '/streamy', fn: 'streamy' }),
+    route('r-wsonly', { prefix: '/wsonly', fn: 'wsonly' }),
+    route('r-sseonly', { prefix: '/sseonly', fn: 'sseonly' }),
     route('canary', { relativeurl: '/canary', functionref: { type: 'function-weights', functionweights: { hello: 50, fb: 50 } } }),
   );
   router = createRouter({ store, executor, logger, host: '127.0.0.1', port: 0 });
@@ -603,6 +609,80 @@ describe('router upgrades', () => {
     } finally {
       await own.stop();
     }
+  });
+});
+
+/** A streamed GET: the events received, and how the response ended. */
+function stream(p: string): Promise<{ status: number; events: string[]; complete: boolean }> {
+  const u = new URL(url);
+  return new Promise((resolve, reject) => {
+    const req = http.get({ host: u.hostname, port: u.port, path: p, agent: false }, (res) => {
+      const events: string[] = [];
+      res.setEncoding('utf8');
+      res.on('data', (c: string) => events.push(...c.split('\n\n').filter(Boolean)));
+      // An incomplete chunked body ends in 'aborted'/'error' and 'close' without 'end'.
+      res.on('error', () => {});
+      res.on('close', () => resolve({ status: res.statusCode ?? 0, events, complete: res.complete }));
+    });
+    req.on('error', reject);
+  });
+}
+
+describe('router streaming limits', () => {
+  const releasesOf = (before: number) => executor.releases.slice(before).map((r) => `${r.fn} ${r.outcome}`);
+  const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+  it('lets a stream go quiet for its idle limit instead of functionTimeout, and ends it at its maximum duration, keeping the instance', async () => {
+    const before = executor.releases.length;
+    // An event every 1.3 s: longer than functionTimeout (1 s), shorter than the idle limit (2 s); cut at 3 s.
+    const r = await stream('/streamy/drip?ms=1300');
+    assert.equal(r.status, 200);
+    assert.equal(r.complete, false, 'the client sees the response was cut');
+    assert.ok(r.events.length >= 3, `events before the cut: ${JSON.stringify(r.events)}`);
+    assert.deepEqual(releasesOf(before), ['default/streamy ok']);
+  });
+
+  it('cuts a stream silent for longer than its idle limit, keeping the instance', async () => {
+    const before = executor.releases.length;
+    const r = await stream('/streamy/drip?ms=60000');
+    assert.equal(r.complete, false);
+    assert.deepEqual(r.events, ['data: 0']);
+    assert.deepEqual(releasesOf(before), ['default/streamy ok']);
+  });
+
+  it('closes a WebSocket silent both ways for the idle limit, and one that talks at its maximum duration', async () => {
+    const before = executor.releases.length;
+    const quiet = await upgradeCall(url, '/streamy');
+    assert.equal(quiet.status, 101, quiet.head);
+    await quiet.closed;
+    const talking = await upgradeCall(url, '/streamy');
+    assert.equal(talking.status, 101, talking.head);
+    let open = true;
+    void talking.closed.then(() => {
+      open = false;
+    });
+    for (let i = 0; i < 5; i++) {
+      talking.socket.write('.');
+      await sleep(500);
+    }
+    assert.equal(open, true, 'still open after 2.5 s of traffic: past the idle limit, within the maximum');
+    await talking.closed;
+    await eventually(() => releasesOf(before).length === 2, 'both releases');
+    assert.deepEqual(releasesOf(before), ['default/streamy ok', 'default/streamy ok']);
+  });
+
+  it('applies the limits only to the protocol named: websocket leaves HTTP to functionTimeout, sse leaves WebSockets open', async () => {
+    const before = executor.releases.length;
+    const r = await stream('/wsonly/drip?ms=1500');
+    assert.equal(r.complete, false);
+    assert.deepEqual(releasesOf(before), ['default/wsonly timeout'], 'a stalled body under functionTimeout is a hung instance');
+    const ws = await upgradeCall(url, '/sseonly');
+    assert.equal(ws.status, 101, ws.head);
+    await sleep(1500);
+    assert.equal(ws.socket.destroyed, false, 'no idle limit on WebSockets when protocol is sse');
+    ws.socket.write('still here');
+    await ws.until((b) => b.includes('still here'), 'the echo');
+    ws.socket.destroy();
   });
 });
 

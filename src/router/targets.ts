@@ -14,7 +14,17 @@ export class FnTarget {
   readonly key: string;
   readonly name: string;
   readonly namespace: string;
+  /** The wait for a response head, and the longest silence inside a body unless `streaming` says otherwise. */
   readonly timeoutMs: number;
+  /** The longest silence inside a response body, once its head has come. */
+  readonly bodyTimeoutMs: number;
+  /** A body that stalls for bodyTimeoutMs is a quiet stream, not a hung instance: the instance is kept. */
+  readonly bodyTimeoutIsStreamIdle: boolean;
+  /** Longest a response body may flow, from its head; 0 for no limit. */
+  readonly responseMaxMs: number;
+  /** WebSockets: longest silence both ways, and longest life; 0 for no limit. */
+  readonly tunnelIdleMs: number;
+  readonly tunnelMaxMs: number;
   /** Name/value pairs appended to every forwarded request. */
   readonly headers: readonly string[];
   /** Per-function metric handles, filled lazily by the metrics module. */
@@ -27,6 +37,17 @@ export class FnTarget {
     this.namespace = m.namespace;
     this.key = functionKey(m.namespace, m.name);
     this.timeoutMs = (fn.spec.functionTimeout ?? DEFAULT_FUNCTION_TIMEOUT_S) * 1000;
+    const streaming = fn.spec.streaming;
+    const protocol = streaming?.protocol ?? 'auto';
+    const http = streaming !== undefined && protocol !== 'websocket';
+    const ws = streaming !== undefined && (protocol === 'auto' || protocol === 'websocket');
+    const idleMs = (streaming?.idleTimeoutSeconds ?? 0) * 1000;
+    const maxMs = (streaming?.maxDurationSeconds ?? 0) * 1000;
+    this.bodyTimeoutIsStreamIdle = http && idleMs > 0;
+    this.bodyTimeoutMs = this.bodyTimeoutIsStreamIdle ? idleMs : this.timeoutMs;
+    this.responseMaxMs = http ? maxMs : 0;
+    this.tunnelIdleMs = ws ? idleMs : 0;
+    this.tunnelMaxMs = ws ? maxMs : 0;
     this.headers = [
       'X-Flint-Function-Name',
       m.name,

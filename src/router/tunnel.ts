@@ -14,6 +14,16 @@ const CLOSE_GRACE_MS = 5_000;
 /** `unreachable` when the instance's side failed (a reset): the instance may be gone. */
 export type TunnelOutcome = 'ok' | 'unreachable';
 
+/** A function's streaming limits for its WebSockets; 0 for none. */
+export interface TunnelLimits {
+  /** Longest time with no bytes in either direction. */
+  idleMs: number;
+  /** Longest life. */
+  maxMs: number;
+  /** Told which limit ended the tunnel, for the log. */
+  onLimit(why: string): void;
+}
+
 export class Tunnel {
   readonly #client: net.Socket;
   readonly #upstream: net.Socket;
@@ -21,12 +31,21 @@ export class Tunnel {
   #closed = false;
   #upstreamFailed = false;
   #grace: NodeJS.Timeout | undefined = undefined;
+  #idle: NodeJS.Timeout | undefined = undefined;
+  #max: NodeJS.Timeout | undefined = undefined;
 
   /**
    * Both sockets paused, with the bytes already read past each side's head;
    * `onClosed` runs once, when both sides are closed.
    */
-  constructor(client: net.Socket, clientRest: Buffer, upstream: net.Socket, upstreamRest: Buffer, onClosed: (tunnel: Tunnel, outcome: TunnelOutcome) => void) {
+  constructor(
+    client: net.Socket,
+    clientRest: Buffer,
+    upstream: net.Socket,
+    upstreamRest: Buffer,
+    onClosed: (tunnel: Tunnel, outcome: TunnelOutcome) => void,
+    limits?: TunnelLimits,
+  ) {
     this.#client = client;
     this.#upstream = upstream;
     this.#onClosed = onClosed;
@@ -45,6 +64,38 @@ export class Tunnel {
     if (upstreamRest.length > 0) client.write(upstreamRest);
     client.pipe(upstream);
     upstream.pipe(client);
+    if (limits !== undefined) this.#limit(limits);
+  }
+
+  #limit(limits: TunnelLimits): void {
+    const { idleMs, maxMs } = limits;
+    if (idleMs > 0) {
+      this.#idle = setTimeout(() => this.#endBoth(limits, `no data either way for ${idleMs / 1000} s`), idleMs);
+      this.#idle.unref();
+      const active = () => this.#idle?.refresh();
+      this.#client.on('data', active);
+      this.#upstream.on('data', active);
+    }
+    if (maxMs > 0) {
+      this.#max = setTimeout(() => this.#endBoth(limits, `open for its maximum duration of ${maxMs / 1000} s`), maxMs);
+      this.#max.unref();
+    }
+  }
+
+  /** A limit ran out: both sides are ended (what is queued still goes out), and cut if they do not close in time. */
+  #endBoth(limits: TunnelLimits, why: string): void {
+    if (this.#closed || this.#grace !== undefined) return;
+    limits.onLimit(why);
+    const client = this.#client;
+    const upstream = this.#upstream;
+    client.unpipe(upstream);
+    upstream.unpipe(client);
+    for (const s of [client, upstream]) {
+      s.resume();
+      s.end();
+    }
+    this.#grace = setTimeout(() => this.destroy(), CLOSE_GRACE_MS);
+    this.#grace.unref();
   }
 
   get closed(): boolean {
@@ -81,7 +132,9 @@ export class Tunnel {
   #finish(): void {
     if (this.#closed) return;
     this.#closed = true;
-    if (this.#grace !== undefined) clearTimeout(this.#grace);
+    clearTimeout(this.#grace);
+    clearTimeout(this.#idle);
+    clearTimeout(this.#max);
     this.#onClosed(this, this.#upstreamFailed ? 'unreachable' : 'ok');
   }
 }

@@ -4,6 +4,7 @@
 //   /reset...  destroys the connection (worker died mid-request)
 //   /pipe...   streams the request body straight back
 //   /big?bytes=N  streams N bytes
+//   /drip?ms=N  an event stream: one event now and one every N ms, never ending
 //   anything else: JSON {instance, method, url, headers, bodyBytes, bodySha256}
 // Upgrade requests (Connection: Upgrade):
 //   .../refuse   an ordinary 403 answer, then the connection closes
@@ -51,6 +52,16 @@ export async function startEchoWorker(dir: string, name: string): Promise<EchoWo
     if (url.startsWith('/pipe')) {
       res.writeHead(200, { 'content-type': 'application/octet-stream' });
       req.pipe(res);
+      return;
+    }
+    if (url.startsWith('/drip')) {
+      const every = Number(new URL(url, 'http://x').searchParams.get('ms') ?? 1000);
+      res.writeHead(200, { 'content-type': 'text/event-stream' });
+      let n = 0;
+      const send = () => res.write(`data: ${n++}\n\n`);
+      send();
+      const timer = setInterval(send, every);
+      res.on('close', () => clearInterval(timer));
       return;
     }
     if (url.startsWith('/big')) {

@@ -14,7 +14,9 @@ export type UpstreamErrorCode =
   /** The pool was destroyed while the request was in flight. */
   | 'UPSTREAM_DESTROYED'
   /** The request itself cannot be sent (a header value with a line break). */
-  | 'UPSTREAM_BAD_REQUEST';
+  | 'UPSTREAM_BAD_REQUEST'
+  /** The caller ended a streamed response that reached its maximum duration. */
+  | 'UPSTREAM_STREAM_LIMIT';
 
 export class UpstreamError extends Error {
   readonly code: UpstreamErrorCode;

@@ -18,6 +18,8 @@ export interface UpstreamRequest {
   body: Readable | null;
   /** Bounds the wait for the response head and any silence inside the body; 0 for none. */
   timeoutMs: number;
+  /** Bounds the silence inside the body instead, once the head has come (a stream's idle limit). */
+  bodyTimeoutMs?: number;
   /**
    * Asks the instance to switch to this protocol (sent as `Upgrade`, with
    * `Connection: Upgrade`); only with no body. A 101 then goes to onUpgrade.
