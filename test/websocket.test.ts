@@ -157,6 +157,23 @@ describe('WebSocket functions through flint server', () => {
     await eventually(() => /websocket boom/.test(flint(server, ['fn', 'log', '--name', 'bad']).stdout), 'the error in fn log');
   });
 
+  it('closes a WebSocket silent for the streaming idle limit set with fn create, and keeps its instance', async () => {
+    ok(['fn', 'create', '--name', 'quiet', '--env', 'nodejs', '--rpp', '10', '--streaming-idle-timeout', '1', '--code', writeCode('quiet.js', `const VERSION = '';\n${CHAT}`)]);
+    ok(['route', 'create', '--name', 'quiet', '--url', '/quiet', '--function', 'quiet']);
+    const c = await eventually(() => Client.open(`${toWs(server.routerUrl)}/quiet`).catch(() => undefined), 'the quiet route');
+    await c.receive('hello /quiet quiet -');
+    // The router closes the connection without a close frame of its own: the client sees an abnormal close.
+    assert.equal((await c.closedWith()).code, 1006);
+    const next = await Client.open(`${toWs(server.routerUrl)}/quiet`);
+    next.ws.send('again');
+    await next.receive(/^\d+:again$/);
+    next.ws.close();
+    await next.closedWith();
+    const log = flint(server, ['fn', 'log', '--name', 'quiet']).stdout;
+    assert.equal((log.match(/specialized/g) ?? []).length, 1, `one instance served both:\n${log}`);
+    assert.doesNotMatch(log, /stopped|exceeded/);
+  });
+
   it("passes on the runtime's refusal of a bad handshake, then closes the connection", async () => {
     const u = new URL(server.routerUrl);
     const socket = net.connect(Number(u.port), u.hostname);

@@ -44,6 +44,11 @@ describe('validation', () => {
     fail('MessageQueueTrigger', { metadata: { name: 'q' }, spec: { functionref: { name: 'f' }, messageQueueType: 'kafka', topic: 'a', errorTopic: 'a' } }, 'spec.errorTopic', /differ/);
     fail('MessageQueueTrigger', { metadata: { name: 'q' }, spec: { functionref: { type: 'function-weights', functionweights: { a: 50, b: 50 } }, messageQueueType: 'kafka', topic: 'a' } }, 'spec.functionref.type', /calls one function/);
     fail('Package', { metadata: { name: 'p' }, spec: { environment: { name: 'e' }, source: { type: 'url' } } }, 'spec.source.url', /required/);
+    const fnWith = (streaming: unknown) => ({ metadata: { name: 'f' }, spec: { environment: { name: 'e' }, package: { packageref: { name: 'p' } }, streaming } });
+    fail('Function', fnWith({ protocol: 'grpc' }), 'spec.streaming.protocol', /auto|sse|websocket/);
+    fail('Function', fnWith({ idleTimeoutSeconds: 0 }), 'spec.streaming.idleTimeoutSeconds', /greater or equal to 1/);
+    fail('Function', fnWith({ maxDuration: 5 }), 'spec.streaming.maxDuration', /./);
+    assert.equal((validateResource('Function', fnWith({ idleTimeoutSeconds: 5 })) as any).spec.streaming.protocol, 'auto', 'protocol defaults to auto');
     assert.throws(() => validateResource('Secret', 'text'), { code: 'FLINT_ERR_VALIDATION' });
   });
 

@@ -65,7 +65,7 @@ describe('flint CLI', () => {
   it('fn create --code makes a <fn>-<uuid> package and maps every flag alias', async () => {
     seen = [];
     answer = (s) => (s.method === 'GET' ? { status: 404, body: { code: 'FLINT_ERR_NOT_FOUND', message: 'not found' } } : { status: 201, body: s.body });
-    const r = await run(['fn', 'create', '--name', 'hello', '--env', 'nodejs', '--code', 'hello.js', '--ft', '7', '--rpp', '3', '--con', '9', '--yolo', '--entry', 'h', '--idletimeout', '5', '-e', 'A=b=c', '--secret', 's1']);
+    const r = await run(['fn', 'create', '--name', 'hello', '--env', 'nodejs', '--code', 'hello.js', '--ft', '7', '--rpp', '3', '--con', '9', '--yolo', '--entry', 'h', '--idletimeout', '5', '-e', 'A=b=c', '--secret', 's1', '--streaming-idle-timeout', '30', '--streaming-max-duration', '3600', '--streaming-protocol', 'sse']);
     assert.equal(r.code, 0, r.err);
     const pkg = seen.find((s) => s.url.endsWith('/packages'))!.body;
     assert.match(pkg.metadata.name, /^hello-[0-9a-f-]{30,}$/);
@@ -81,6 +81,7 @@ describe('flint CLI', () => {
     assert.equal(fn.spec.package.packageref.name, pkg.metadata.name);
     assert.deepEqual(fn.spec.env, { A: 'b=c' });
     assert.deepEqual(fn.spec.secrets, [{ name: 's1' }]);
+    assert.deepEqual(fn.spec.streaming, { protocol: 'sse', idleTimeoutSeconds: 30, maxDurationSeconds: 3600 });
     assert.equal(r.out, `Package '${pkg.metadata.name}' created\nfunction 'hello' created\n`);
     answer = (s) => ({ status: s.method === 'POST' ? 201 : 200, body: s.body ?? {} });
   });
@@ -118,6 +119,8 @@ describe('flint CLI', () => {
       [['fn', 'create', '--name', 'f', '--env', 'e'], /need --code <file>, --src, --deploy or --pkg <package>/],
       [['fn', 'create', '--name', 'f', '--env', 'e', '--code', 'missing.js'], /cannot read 'missing.js'/],
       [['fn', 'create', '--name', 'f', '--env', 'e', '--code', 'hello.js', '--minscale', '2'], /--executortype newdeploy/],
+      [['fn', 'create', '--name', 'f', '--env', 'e', '--code', 'hello.js', '--streaming-protocol', 'grpc'], /--streaming-protocol must be one of auto, sse, chunked, websocket, got 'grpc'/],
+      [['fn', 'create', '--name', 'f', '--env', 'e', '--code', 'hello.js', '--streaming-idle-timeout', '0'], /--streaming-idle-timeout must be/],
       [['route', 'create', '--name', 'r', '--url', '/x'], /need a function name/],
       [['route', 'create', '--name', 'r', '--function', 'f'], /either --prefix or --url/],
       [['route', 'create', '--name', 'r', '--function', 'f', '--url', '/'], /only root path/],

@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import type { Command } from 'commander';
-import type { ExecutionStrategy, FunctionResource, HTTPTrigger, Package } from '../../api/kinds.ts';
+import { type ExecutionStrategy, type FunctionResource, type HTTPTrigger, type Package, STREAMING_PROTOCOLS, type StreamingProtocol } from '../../api/kinds.ts';
 import { checkName, collect, httpMethod, intFlag, kvMap, usage } from '../flags.ts';
 import type { Ctx } from '../io.ts';
 import { SpecOutput, type SpecOutputFlags, withSpecOutput } from '../spec/output.ts';
@@ -29,6 +29,9 @@ interface FnFlags {
   concurrency?: number;
   requestsperpod?: number;
   onceonly?: boolean;
+  streamingProtocol?: string;
+  streamingIdleTimeout?: number;
+  streamingMaxDuration?: number;
   secret?: string[];
   configmap?: string[];
   envVar?: string[];
@@ -59,6 +62,9 @@ function addSpecFlags(cmd: Command): Command {
     .option('--con, --concurrency <n>', 'most instances at once', intFlag('--concurrency', 1, 100000))
     .option('--rpp, --requestsperpod <n>', 'concurrent requests one instance takes', intFlag('--requestsperpod', 1, 10000))
     .option('--yolo, --onceonly', 'an instance serves one request, then stops')
+    .option('--streaming-protocol <protocol>', `what the streaming limits apply to: ${STREAMING_PROTOCOLS.join(', ')} (default auto: both HTTP streams and WebSockets)`)
+    .option('--streaming-idle-timeout <seconds>', 'a streamed response or WebSocket silent this long is closed (replaces --fntimeout inside a body)', intFlag('--streaming-idle-timeout', 1, 86400))
+    .option('--streaming-max-duration <seconds>', 'a streamed response or WebSocket is closed after this long', intFlag('--streaming-max-duration', 1, 604800))
     .option('--secret <name>', 'a secret the function reads (repeatable)', collect)
     .option('--configmap <name>', 'a configmap the function reads (repeatable)', collect)
     .option('-e, --env-var <KEY=VALUE>', 'an environment variable (repeatable)', collect)
@@ -95,6 +101,16 @@ function applySpec(spec: FunctionResource['spec'], f: FnFlags): void {
   if (f.concurrency !== undefined) spec.concurrency = f.concurrency;
   if (f.requestsperpod !== undefined) spec.requestsPerPod = f.requestsperpod;
   if (f.onceonly) spec.onceOnly = true;
+  if (f.streamingProtocol !== undefined || f.streamingIdleTimeout !== undefined || f.streamingMaxDuration !== undefined) {
+    if (f.streamingProtocol !== undefined && !(STREAMING_PROTOCOLS as readonly string[]).includes(f.streamingProtocol)) {
+      throw usage(`--streaming-protocol must be one of ${STREAMING_PROTOCOLS.join(', ')}, got '${f.streamingProtocol}'`);
+    }
+    const streaming = { ...spec.streaming };
+    if (f.streamingProtocol !== undefined) streaming.protocol = f.streamingProtocol as StreamingProtocol;
+    if (f.streamingIdleTimeout !== undefined) streaming.idleTimeoutSeconds = f.streamingIdleTimeout;
+    if (f.streamingMaxDuration !== undefined) streaming.maxDurationSeconds = f.streamingMaxDuration;
+    spec.streaming = streaming;
+  }
   if (f.secret) spec.secrets = f.secret.map((n) => ({ name: checkName('--secret', n) }));
   if (f.configmap) spec.configmaps = f.configmap.map((n) => ({ name: checkName('--configmap', n) }));
   const vars = kvMap('--env-var', f.envVar, { allowEqualsInValue: true });
