@@ -174,6 +174,25 @@ describe('WebSocket functions through flint server', () => {
     assert.doesNotMatch(log, /stopped|exceeded/);
   });
 
+  it('closes open WebSockets with 1001 when the server stops, not with a cut', async () => {
+    const own = await startServer();
+    try {
+      const run = (args: string[]) => {
+        const r = flint(own, args, { cwd: work });
+        assert.equal(r.code, 0, `flint ${args.join(' ')} failed (${r.code}):\n${r.stdout}\n${r.stderr}`);
+      };
+      run(['env', 'create', '--name', 'nodejs', '--image', 'flint/node-env', '--poolsize', '1']);
+      run(['fn', 'create', '--name', 'chat', '--env', 'nodejs', '--code', path.join(work, 'chat.js')]);
+      run(['route', 'create', '--name', 'chat', '--url', '/chat', '--function', 'chat']);
+      const c = await eventually(() => Client.open(`${toWs(own.routerUrl)}/chat`).catch(() => undefined), 'the route on the second server');
+      await c.receive('hello /chat chat -');
+      await own.stop();
+      assert.equal((await c.closedWith()).code, 1001);
+    } finally {
+      await own.stop();
+    }
+  });
+
   it("passes on the runtime's refusal of a bad handshake, then closes the connection", async () => {
     const u = new URL(server.routerUrl);
     const socket = net.connect(Number(u.port), u.hostname);

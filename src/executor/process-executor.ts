@@ -148,7 +148,15 @@ export class ProcessExecutor implements Executor {
     this.#reaper.unref();
   }
 
-  async stop(): Promise<void> {
+  #stopping: Promise<void> | undefined = undefined;
+
+  /** Stops every worker (they finish what they have); later calls wait for the first. */
+  stop(): Promise<void> {
+    this.#stopping ??= this.#stop();
+    return this.#stopping;
+  }
+
+  async #stop(): Promise<void> {
     this.#stopped = true;
     for (const w of this.#watches.splice(0)) w.close();
     if (this.#reaper) clearInterval(this.#reaper);

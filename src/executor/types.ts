@@ -47,6 +47,7 @@ export interface Executor {
    */
   tryAcquire(fn: FunctionResource): Lease | undefined;
   start(): Promise<void>;
+  /** Stops every instance, letting requests under way finish; a second call waits for the first. */
   stop(): Promise<void>;
 }
 

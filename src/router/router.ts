@@ -157,11 +157,20 @@ export class Router {
     return { url: this.#url };
   }
 
-  async stop(): Promise<void> {
+  /**
+   * Stops accepting, lets requests under way finish (up to drainMs), then
+   * runs `whileTunnelsOpen` with upgraded connections still carrying bytes
+   * (the server stops the function instances there, so their WebSockets
+   * close with 1001 rather than being cut), then cuts what is left.
+   */
+  async stop(whileTunnelsOpen?: () => Promise<void>): Promise<void> {
     this.#source.stop();
-    // Upgraded connections first: they are still the listening socket's, which does not close while any is open.
+    const listening = this.#server.listening;
+    if (listening) await this.#server.drain(this.#o.drainMs ?? 5000);
+    if (whileTunnelsOpen !== undefined) await whileTunnelsOpen();
+    // The listening socket does not close while any connection it accepted is open, upgraded ones included.
     this.#tunnels.closeAll();
-    if (this.#server.listening) await this.#server.close(this.#o.drainMs ?? 5000);
+    if (listening) await this.#server.closed();
     await this.#upstreams.close();
   }
 

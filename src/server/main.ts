@@ -120,7 +120,9 @@ export async function startServer(src: ValuesSources, out: (line: string) => voi
     stops.push(async () => gc.stop());
     const router = createRouter({ store, executor, logger: logger.child({ component: 'router' }), host: values.router.host, port: values.router.port, beforeRoute: auth?.guard });
     const routerUrl = (await router.start()).url;
-    stops.push(() => router.stop());
+    // The instances stop while upgraded connections still carry bytes, so WebSockets get the runtime's 1001 rather than a cut.
+    // The executor's own entry, earlier in the list, then finds it stopped.
+    stops.push(() => router.stop(() => executor.stop()));
     out(`router listening on ${routerUrl}`);
     let ingressUrl: string | undefined;
     const ingressProvider = createIngressProvider({ values, routerUrl, logger: logger.child({ component: 'ingress' }) });

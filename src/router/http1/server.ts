@@ -42,6 +42,7 @@ export class Http1Server implements ConnectionHost {
   #sweep: NodeJS.Timeout | undefined = undefined;
   #closing = false;
   #allClosed: (() => void) | undefined = undefined;
+  #stopped: Promise<void> | undefined = undefined;
 
   constructor(opts: Http1ServerOptions) {
     this.#o = opts;
@@ -81,12 +82,15 @@ export class Http1Server implements ConnectionHost {
   /**
    * Stops accepting connections, closes idle ones, lets requests under way
    * finish (each response closes its connection) and cuts what is left after
-   * `drainMs`.
+   * `drainMs`. Resolves once the HTTP connections are gone; connections
+   * handed over after an upgrade are the caller's, and `closed` waits for
+   * them as well.
    */
-  async close(drainMs: number): Promise<void> {
+  async drain(drainMs: number): Promise<void> {
+    if (this.#stopped !== undefined) return;
     this.#closing = true;
     clearInterval(this.#sweep);
-    const stopped = new Promise<void>((resolve) => this.#server.close(() => resolve()));
+    this.#stopped = new Promise<void>((resolve) => this.#server.close(() => resolve()));
     for (const c of [...this.#conns]) c.closeIfIdle();
     if (this.#conns.size > 0) {
       const drained = new Promise<void>((resolve) => {
@@ -98,7 +102,17 @@ export class Http1Server implements ConnectionHost {
       await drained;
       clearTimeout(force);
     }
-    await stopped;
+  }
+
+  /** Settles when the listening socket has closed: every connection it accepted is gone. */
+  async closed(): Promise<void> {
+    await this.#stopped;
+  }
+
+  /** drain(), then closed(). */
+  async close(drainMs: number): Promise<void> {
+    await this.drain(drainMs);
+    await this.closed();
   }
 
   // ---- ConnectionHost ---------------------------------------------------------------
