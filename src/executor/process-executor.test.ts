@@ -69,6 +69,8 @@ async function update(fn: FunctionResource): Promise<FunctionResource> {
 
 const instances = (name: string) => executor.status().functions[`default/${name}`]?.instances ?? 0;
 const log = (name: string) => fs.readFileSync(functionLogFile(layout(), 'default', name), 'utf8');
+/** Function log lines are written asynchronously: wait for one. */
+const logged = (name: string, line: RegExp) => eventually(() => line.test(log(name)), `${line} in the log of ${name}`);
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 describe('process executor: draining with long-lived connections', () => {
@@ -80,7 +82,7 @@ describe('process executor: draining with long-lived connections', () => {
     await eventually(() => log('ws-only').includes('old ones drain'), 'the function change to reach the executor');
     assert.equal(instances('ws-only'), 1, 'the instance is kept while its long-lived connection is within the limit');
     await eventually(() => instances('ws-only') === 0, 'the draining instance to be stopped');
-    assert.match(log('ws-only'), /stopped \(draining, with only long-lived connections left after 0\.4 s\)/);
+    await logged('ws-only', /stopped \(draining, with only long-lived connections left after 0\.4 s\)/);
     lease.release();
   });
 
@@ -101,7 +103,7 @@ describe('process executor: draining with long-lived connections', () => {
     reqLease.release();
     assert.equal(instances('mixed'), 1, 'the limit starts when the ordinary request ends, not before');
     await eventually(() => instances('mixed') === 0, 'the draining instance to be stopped after the limit');
-    assert.match(log('mixed'), /only long-lived connections left/);
+    await logged('mixed', /only long-lived connections left/);
     wsLease.release();
   });
 
@@ -113,6 +115,6 @@ describe('process executor: draining with long-lived connections', () => {
     await eventually(() => log('closing').includes('old ones drain'), 'the function change to reach the executor');
     lease.release();
     assert.equal(instances('closing'), 0);
-    assert.match(log('closing'), /stopped \(drained\)/);
+    await logged('closing', /stopped \(drained\)/);
   });
 });
