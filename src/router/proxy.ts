@@ -13,7 +13,7 @@ import type { Http1Request } from './http1/request.ts';
 import type { DetachedSocket, Http1Response, ResponseWatcher } from './http1/response.ts';
 import type { FnStats, RouterMetrics } from './metrics.ts';
 import { REQUEST_ID_HEADER, sendError } from './reply.ts';
-import type { FnTarget } from './targets.ts';
+import { type FnTarget, isStream } from './targets.ts';
 import { Tunnel, type Tunnels } from './tunnel.ts';
 import type { Upstreams } from './upstreams.ts';
 import { badResponse, UpstreamError } from './worker-client/errors.ts';
@@ -51,7 +51,9 @@ export class ProxyCall implements ResponseHandler, ResponseWatcher {
   #gone = false;
   #done = false;
   #tail: Buffer | undefined = undefined;
-  /** Ends a streamed response at the function's streaming.maxDurationSeconds. */
+  /** The response is a stream the function's streaming limits apply to. */
+  #streaming = false;
+  /** Ends a stream at the function's streaming.maxDurationSeconds. */
   #maxTimer: NodeJS.Timeout | undefined = undefined;
 
   constructor(
@@ -80,7 +82,6 @@ export class ProxyCall implements ResponseHandler, ResponseWatcher {
       // functionTimeout bounds the wait for the response head and any silence
       // inside the body; a body that keeps flowing may run longer.
       timeoutMs: target.timeoutMs,
-      bodyTimeoutMs: target.bodyTimeoutMs,
       upgrade: req.upgrade,
     };
   }
@@ -152,20 +153,25 @@ export class ProxyCall implements ResponseHandler, ResponseWatcher {
     if (this.#gone) abort(new Error('client closed the connection'));
   }
 
-  onHeaders(statusCode: number, headers: string[], resume: () => void): void {
+  onHeaders(statusCode: number, headers: string[], resume: () => void): number | undefined {
     this.#resume = resume;
-    const maxMs = this.#target.responseMaxMs;
-    if (maxMs > 0) {
-      this.#maxTimer = setTimeout(() => this.#abortUpstream?.(new UpstreamError('UPSTREAM_STREAM_LIMIT', `the response reached its maximum duration of ${maxMs / 1000} s`)), maxMs);
-      this.#maxTimer.unref();
-    }
+    const target = this.#target;
+    if (target.streamKind !== undefined && isStream(target.streamKind, headers)) this.#streaming = true;
     try {
       // The standard reason phrase, as Go's proxy does: a custom one is rarely meant for the end client.
       this.#res.writeHead(statusCode, responseHeaders(headers, REQUEST_ID_HEADER, this.#requestId));
     } catch (err) {
       // Header names and values that are not HTTP are refused (ERR_INVALID_HTTP_TOKEN, ERR_INVALID_CHAR).
       this.#abortUpstream?.(badResponse((err as Error).message));
+      return undefined;
     }
+    if (!this.#streaming) return undefined;
+    const maxMs = target.streamMaxMs;
+    if (maxMs > 0) {
+      this.#maxTimer = setTimeout(() => this.#abortUpstream?.(new UpstreamError('UPSTREAM_STREAM_LIMIT', `the stream reached its maximum duration of ${maxMs / 1000} s`)), maxMs);
+      this.#maxTimer.unref();
+    }
+    return target.streamIdleMs > 0 ? target.streamIdleMs : undefined;
   }
 
   onData(chunk: Buffer, last: boolean): boolean {
@@ -236,11 +242,13 @@ export class ProxyCall implements ResponseHandler, ResponseWatcher {
     }
     const code = (err as { code?: string }).code ?? '';
     const name = this.#target.name;
-    if (code === 'UPSTREAM_STREAM_LIMIT' || (code === 'UPSTREAM_BODY_TIMEOUT' && this.#target.bodyTimeoutIsStreamIdle)) {
-      // A stream that ran its course: the instance is fine, the response is cut (its head has gone out).
-      this.#deps.logger.info({ fn: this.#target.key, requestId: this.#requestId }, `streamed response ended: ${err.message}`);
+    if (this.#streaming && (code === 'UPSTREAM_STREAM_LIMIT' || code === 'UPSTREAM_BODY_TIMEOUT')) {
+      // A stream that ran its course: the instance is fine. Its head has gone out, so the client sees the body cut short;
+      // the status it got is what the metrics count.
+      this.#deps.logger.info({ fn: this.#target.key, requestId: this.#requestId }, `stream closed: ${err.message}`);
       lease?.release('ok');
-      this.#fail('FLINT_ERR_FUNCTION_TIMEOUT', `function '${name}': ${err.message}`);
+      this.#res.destroy();
+      this.#finish(this.#res.statusCode);
       return;
     }
     if (code === 'UPSTREAM_HEADERS_TIMEOUT' || code === 'UPSTREAM_BODY_TIMEOUT') {

@@ -101,7 +101,7 @@ before(async () => {
     fn('quick', { spec: { functionTimeout: 1 } }),
     fn('streamy', { spec: { functionTimeout: 1, streaming: { idleTimeoutSeconds: 2, maxDurationSeconds: 3 } } }),
     fn('wsonly', { spec: { functionTimeout: 1, streaming: { protocol: 'websocket', idleTimeoutSeconds: 1 } } }),
-    fn('sseonly', { spec: { streaming: { protocol: 'sse', idleTimeoutSeconds: 1 } } }),
+    fn('sseonly', { spec: { functionTimeout: 2, streaming: { protocol: 'sse', idleTimeoutSeconds: 1 } } }),
     fn('b', { namespace: 'a' }),
     fn('fx', { namespace: 'ns1' }),
     fn('a'),
@@ -640,6 +640,10 @@ describe('router streaming limits', () => {
     assert.equal(r.complete, false, 'the client sees the response was cut');
     assert.ok(r.events.length >= 3, `events before the cut: ${JSON.stringify(r.events)}`);
     assert.deepEqual(releasesOf(before), ['default/streamy ok']);
+    // The client got a 200 stream, and that is what is counted: a stream at its limit is no error.
+    const metrics = (await get('/metrics')).text();
+    assert.match(metrics, /flint_router_requests_total\{code="200",method="GET",function="streamy",namespace="default"\} \d+/);
+    assert.doesNotMatch(metrics, /code="504",method="GET",function="streamy"/);
   });
 
   it('cuts a stream silent for longer than its idle limit, keeping the instance', async () => {
@@ -676,6 +680,12 @@ describe('router streaming limits', () => {
     const r = await stream('/wsonly/drip?ms=1500');
     assert.equal(r.complete, false);
     assert.deepEqual(releasesOf(before), ['default/wsonly timeout'], 'a stalled body under functionTimeout is a hung instance');
+    // sse: an event stream gets the idle limit, a response with a Content-Length keeps functionTimeout.
+    const sse = await stream('/sseonly/drip?ms=5000');
+    assert.deepEqual(sse.events, ['data: 0']);
+    const sized = await get('/sseonly/half').catch((err: Error) => err);
+    assert.ok(sized instanceof Error, 'the sized response is cut');
+    assert.deepEqual(releasesOf(before).slice(1), ['default/sseonly ok', 'default/sseonly timeout']);
     const ws = await upgradeCall(url, '/sseonly');
     assert.equal(ws.status, 101, ws.head);
     await sleep(1500);

@@ -9,6 +9,18 @@ export function functionKey(namespace: string, name: string): string {
   return `${namespace}/${name}`;
 }
 
+/** Whether a response with these headers is a stream of the given kind. */
+export function isStream(kind: 'sse' | 'chunked' | 'any', headers: string[]): boolean {
+  let sse = false;
+  let sized = false;
+  for (let i = 0; i < headers.length; i += 2) {
+    const name = headers[i];
+    if (name.length === 12 && name.toLowerCase() === 'content-type') sse = headers[i + 1].trimStart().toLowerCase().startsWith('text/event-stream');
+    else if (name.length === 14 && name.toLowerCase() === 'content-length') sized = true;
+  }
+  return kind === 'sse' ? sse : kind === 'chunked' ? !sized : sse || !sized;
+}
+
 export class FnTarget {
   readonly fn: FunctionResource;
   readonly key: string;
@@ -16,12 +28,16 @@ export class FnTarget {
   readonly namespace: string;
   /** The wait for a response head, and the longest silence inside a body unless `streaming` says otherwise. */
   readonly timeoutMs: number;
-  /** The longest silence inside a response body, once its head has come. */
-  readonly bodyTimeoutMs: number;
-  /** A body that stalls for bodyTimeoutMs is a quiet stream, not a hung instance: the instance is kept. */
-  readonly bodyTimeoutIsStreamIdle: boolean;
-  /** Longest a response body may flow, from its head; 0 for no limit. */
-  readonly responseMaxMs: number;
+  /**
+   * Which responses are streams that the function's streaming limits apply
+   * to: `sse` (text/event-stream), `chunked` (no Content-Length), `any` of
+   * those, or undefined for none.
+   */
+  readonly streamKind: 'sse' | 'chunked' | 'any' | undefined;
+  /** A stream's longest silence inside its body, instead of timeoutMs; 0 for timeoutMs. */
+  readonly streamIdleMs: number;
+  /** Longest a stream's body may flow, from its head; 0 for no limit. */
+  readonly streamMaxMs: number;
   /** WebSockets: longest silence both ways, and longest life; 0 for no limit. */
   readonly tunnelIdleMs: number;
   readonly tunnelMaxMs: number;
@@ -39,13 +55,13 @@ export class FnTarget {
     this.timeoutMs = (fn.spec.functionTimeout ?? DEFAULT_FUNCTION_TIMEOUT_S) * 1000;
     const streaming = fn.spec.streaming;
     const protocol = streaming?.protocol ?? 'auto';
-    const http = streaming !== undefined && protocol !== 'websocket';
     const ws = streaming !== undefined && (protocol === 'auto' || protocol === 'websocket');
     const idleMs = (streaming?.idleTimeoutSeconds ?? 0) * 1000;
     const maxMs = (streaming?.maxDurationSeconds ?? 0) * 1000;
-    this.bodyTimeoutIsStreamIdle = http && idleMs > 0;
-    this.bodyTimeoutMs = this.bodyTimeoutIsStreamIdle ? idleMs : this.timeoutMs;
-    this.responseMaxMs = http ? maxMs : 0;
+    const limited = idleMs > 0 || maxMs > 0;
+    this.streamKind = streaming === undefined || protocol === 'websocket' || !limited ? undefined : protocol === 'auto' ? 'any' : protocol;
+    this.streamIdleMs = this.streamKind === undefined ? 0 : idleMs;
+    this.streamMaxMs = this.streamKind === undefined ? 0 : maxMs;
     this.tunnelIdleMs = ws ? idleMs : 0;
     this.tunnelMaxMs = ws ? maxMs : 0;
     this.headers = [

@@ -30,6 +30,7 @@ export class Tunnel {
   readonly #onClosed: (tunnel: Tunnel, outcome: TunnelOutcome) => void;
   #closed = false;
   #upstreamFailed = false;
+  #limited = false;
   #grace: NodeJS.Timeout | undefined = undefined;
   #idle: NodeJS.Timeout | undefined = undefined;
   #max: NodeJS.Timeout | undefined = undefined;
@@ -70,7 +71,11 @@ export class Tunnel {
   #limit(limits: TunnelLimits): void {
     const { idleMs, maxMs } = limits;
     if (idleMs > 0) {
-      this.#idle = setTimeout(() => this.#endBoth(limits, `no data either way for ${idleMs / 1000} s`), idleMs);
+      this.#idle = setTimeout(() => {
+        // Quiet because one side is not taking what the other sent: that is backpressure, not silence.
+        if (this.#client.writableNeedDrain || this.#upstream.writableNeedDrain) this.#idle?.refresh();
+        else this.#endBoth(limits, `no data either way for ${idleMs / 1000} s`);
+      }, idleMs);
       this.#idle.unref();
       const active = () => this.#idle?.refresh();
       this.#client.on('data', active);
@@ -85,6 +90,8 @@ export class Tunnel {
   /** A limit ran out: both sides are ended (what is queued still goes out), and cut if they do not close in time. */
   #endBoth(limits: TunnelLimits, why: string): void {
     if (this.#closed || this.#grace !== undefined) return;
+    // The instance may answer the close with a reset: that says nothing of its health.
+    this.#limited = true;
     limits.onLimit(why);
     const client = this.#client;
     const upstream = this.#upstream;
@@ -135,7 +142,7 @@ export class Tunnel {
     clearTimeout(this.#grace);
     clearTimeout(this.#idle);
     clearTimeout(this.#max);
-    this.#onClosed(this, this.#upstreamFailed ? 'unreachable' : 'ok');
+    this.#onClosed(this, this.#upstreamFailed && !this.#limited ? 'unreachable' : 'ok');
   }
 }
 

@@ -5,6 +5,7 @@
 //   /pipe...   streams the request body straight back
 //   /big?bytes=N  streams N bytes
 //   /drip?ms=N  an event stream: one event now and one every N ms, never ending
+//   /half       a Content-Length of 10, then 5 bytes and silence
 //   anything else: JSON {instance, method, url, headers, bodyBytes, bodySha256}
 // Upgrade requests (Connection: Upgrade):
 //   .../refuse   an ordinary 403 answer, then the connection closes
@@ -52,6 +53,11 @@ export async function startEchoWorker(dir: string, name: string): Promise<EchoWo
     if (url.startsWith('/pipe')) {
       res.writeHead(200, { 'content-type': 'application/octet-stream' });
       req.pipe(res);
+      return;
+    }
+    if (url.startsWith('/half')) {
+      res.writeHead(200, { 'content-type': 'text/plain', 'content-length': '10' });
+      res.write('12345');
       return;
     }
     if (url.startsWith('/drip')) {

@@ -31,8 +31,6 @@ export class Connection implements ResponseSink {
   #handler: ResponseHandler | undefined = undefined;
   #timer: NodeJS.Timeout | undefined = undefined;
   #timerMs = 0;
-  /** The body's silence limit (a stream's idle limit), armed once the head has come. */
-  #bodyTimeoutMs = 0;
   #awaitingHead = false;
   /** Set by the parser's onEnd; acted on once the current read has been parsed. */
   #ended = false;
@@ -71,7 +69,6 @@ export class Connection implements ResponseSink {
     this.#awaitingHead = true;
     this.#parser.start(req.method === 'HEAD', req.upgrade !== undefined);
     this.#armTimer(req.timeoutMs);
-    this.#bodyTimeoutMs = req.bodyTimeoutMs ?? req.timeoutMs;
     this.#socket.write(head.text, 'latin1');
     const body = req.body;
     this.#bodySent = body === null;
@@ -133,8 +130,8 @@ export class Connection implements ResponseSink {
 
   onHead(status: number, headers: string[]): void {
     this.#awaitingHead = false;
-    if (this.#bodyTimeoutMs !== this.#timerMs) this.#armTimer(this.#bodyTimeoutMs);
-    this.#handler?.onHeaders(status, headers, this.#resume);
+    const bodyTimeoutMs = this.#handler?.onHeaders(status, headers, this.#resume);
+    if (typeof bodyTimeoutMs === 'number' && bodyTimeoutMs !== this.#timerMs && this.#handler !== undefined) this.#armTimer(bodyTimeoutMs);
   }
 
   onBody(chunk: Buffer, last: boolean): boolean {

@@ -18,8 +18,6 @@ export interface UpstreamRequest {
   body: Readable | null;
   /** Bounds the wait for the response head and any silence inside the body; 0 for none. */
   timeoutMs: number;
-  /** Bounds the silence inside the body instead, once the head has come (a stream's idle limit). */
-  bodyTimeoutMs?: number;
   /**
    * Asks the instance to switch to this protocol (sent as `Upgrade`, with
    * `Connection: Upgrade`); only with no body. A 101 then goes to onUpgrade.
@@ -30,8 +28,12 @@ export interface UpstreamRequest {
 export interface ResponseHandler {
   /** Called once the request is under way; `abort` ends it with onError(err). */
   onStart(abort: (err: Error) => void): void;
-  /** The final response head (1xx interim responses are not passed on). */
-  onHeaders(status: number, headers: string[], resume: () => void): void;
+  /**
+   * The final response head (1xx interim responses are not passed on). May
+   * return the longest silence to allow inside this response's body instead
+   * of `timeoutMs` (a stream's idle limit).
+   */
+  onHeaders(status: number, headers: string[], resume: () => void): number | undefined | void;
   /**
    * Return false to stop reading from the instance until `resume` is called.
    * `last` says the chunk ends the body and onComplete follows before any
