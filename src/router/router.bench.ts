@@ -126,8 +126,9 @@ class BareProxyCall extends BareReply implements Dispatcher.DispatchHandler {
 
 class BareWorkerClientCall extends BareReply implements ResponseHandler {
   onStart(): void {}
-  onHeaders(status: number, headers: string[]): void {
+  onHeaders(status: number, headers: string[]): undefined {
     this.writeHead(status, headers.length, (i) => headers[i]);
+    return undefined;
   }
 }
 
@@ -199,7 +200,7 @@ async function compareClients(): Promise<void> {
       new Promise<void>((resolve, reject) => {
         own.dispatch({ path: '/', method: 'GET', headers: HEADERS, body: null, timeoutMs: 60_000 }, {
           onStart() {},
-          onHeaders() {},
+          onHeaders: () => undefined,
           onData: () => true,
           onComplete: resolve,
           onError: reject,

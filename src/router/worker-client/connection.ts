@@ -131,7 +131,7 @@ export class Connection implements ResponseSink {
   onHead(status: number, headers: string[]): void {
     this.#awaitingHead = false;
     const bodyTimeoutMs = this.#handler?.onHeaders(status, headers, this.#resume);
-    if (typeof bodyTimeoutMs === 'number' && bodyTimeoutMs !== this.#timerMs && this.#handler !== undefined) this.#armTimer(bodyTimeoutMs);
+    if (bodyTimeoutMs !== undefined && bodyTimeoutMs !== this.#timerMs && this.#handler !== undefined) this.#armTimer(bodyTimeoutMs);
   }
 
   onBody(chunk: Buffer, last: boolean): boolean {

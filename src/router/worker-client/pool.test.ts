@@ -40,10 +40,11 @@ class Collect implements ResponseHandler {
   onStart(abort: (err: Error) => void): void {
     this.abort = abort;
   }
-  onHeaders(status: number, headers: string[], resume: () => void): void {
+  onHeaders(status: number, headers: string[], resume: () => void): undefined {
     this.status = status;
     this.headers = headers;
     this.resume = resume;
+    return undefined;
   }
   onData(chunk: Buffer): boolean {
     this.chunks.push(Buffer.from(chunk));

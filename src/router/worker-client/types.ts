@@ -33,7 +33,7 @@ export interface ResponseHandler {
    * return the longest silence to allow inside this response's body instead
    * of `timeoutMs` (a stream's idle limit).
    */
-  onHeaders(status: number, headers: string[], resume: () => void): number | undefined | void;
+  onHeaders(status: number, headers: string[], resume: () => void): number | undefined;
   /**
    * Return false to stop reading from the instance until `resume` is called.
    * `last` says the chunk ends the body and onComplete follows before any
