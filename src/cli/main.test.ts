@@ -86,6 +86,22 @@ describe('flint CLI', () => {
     answer = (s) => ({ status: s.method === 'POST' ? 201 : 200, body: s.body ?? {} });
   });
 
+  it('fn update --streaming-idle-timeout 0 takes the limit away; with no limit or protocol left, streaming goes', async () => {
+    const current = { kind: 'Function', metadata: { name: 'feed', namespace: 'default' }, spec: { environment: { name: 'nodejs' }, package: { packageref: { name: 'p' } }, streaming: { protocol: 'sse', idleTimeoutSeconds: 30, maxDurationSeconds: 60 } } };
+    answer = (s) => (s.method === 'GET' ? { status: 200, body: structuredClone(current) } : { status: 200, body: s.body });
+    const put = () => seen.find((s) => s.method === 'PUT')!.body;
+    seen = [];
+    const one = await run(['fn', 'update', '--name', 'feed', '--streaming-idle-timeout', '0']);
+    assert.equal(one.code, 0, one.err);
+    assert.deepEqual(put().spec.streaming, { protocol: 'sse', maxDurationSeconds: 60 });
+    seen = [];
+    current.spec.streaming = { idleTimeoutSeconds: 30 } as typeof current.spec.streaming;
+    const all = await run(['fn', 'update', '--name', 'feed', '--streaming-idle-timeout', '0', '--streaming-max-duration', '0']);
+    assert.equal(all.code, 0, all.err);
+    assert.equal('streaming' in put().spec, false);
+    answer = (s) => ({ status: s.method === 'POST' ? 201 : 200, body: s.body ?? {} });
+  });
+
   it('route create defaults to GET and a UUID name, with the warning', async () => {
     seen = [];
     const r = await run(['route', 'create', '--function', 'hello', '--url', 'hello']);
@@ -120,7 +136,9 @@ describe('flint CLI', () => {
       [['fn', 'create', '--name', 'f', '--env', 'e', '--code', 'missing.js'], /cannot read 'missing.js'/],
       [['fn', 'create', '--name', 'f', '--env', 'e', '--code', 'hello.js', '--minscale', '2'], /--executortype newdeploy/],
       [['fn', 'create', '--name', 'f', '--env', 'e', '--code', 'hello.js', '--streaming-protocol', 'grpc'], /--streaming-protocol must be one of auto, sse, chunked, websocket, got 'grpc'/],
-      [['fn', 'create', '--name', 'f', '--env', 'e', '--code', 'hello.js', '--streaming-idle-timeout', '0'], /--streaming-idle-timeout must be/],
+      [['fn', 'create', '--name', 'f', '--env', 'e', '--code', 'hello.js', '--streaming-idle-timeout', '-1'], /--streaming-idle-timeout must be between 0 and 86400/],
+      [['fn', 'create', '--name', 'f', '--env', 'e', '--code', 'hello.js', '--streaming-max-duration', '604801'], /--streaming-max-duration must be between 0 and 604800/],
+      [['fn', 'create', '--name', 'f', '--env', 'e', '--code', 'hello.js', '--streaming-max-duration', '1.5'], /--streaming-max-duration must be a whole number/],
       [['route', 'create', '--name', 'r', '--url', '/x'], /need a function name/],
       [['route', 'create', '--name', 'r', '--function', 'f'], /either --prefix or --url/],
       [['route', 'create', '--name', 'r', '--function', 'f', '--url', '/'], /only root path/],

@@ -14,6 +14,7 @@ import type { Store } from '../store/store.ts';
 import { eventually } from '../testing/eventually.ts';
 import { unixRequest } from './process/unix-http.ts';
 import { createProcessExecutor, type ProcessExecutor } from './process-executor.ts';
+import type { Lease } from './types.ts';
 
 // `/?ms=N` answers after N ms.
 const CODE = `module.exports = async (ctx) => {
@@ -73,13 +74,23 @@ const log = (name: string) => fs.readFileSync(functionLogFile(layout(), 'default
 const logged = (name: string, line: RegExp) => eventually(() => line.test(log(name)), `${line} in the log of ${name}`);
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
+/**
+ * A new function whose one instance holds a long-lived lease (a WebSocket's), then a change to the function so that
+ * instance drains. `meanwhile` runs between the lease and the change.
+ */
+async function drainingWithLongLived(name: string, meanwhile?: (fn: FunctionResource, lease: Lease) => Promise<void>): Promise<Lease> {
+  const fn = await createFunction(name);
+  const lease = await executor.acquire(fn);
+  lease.markLongLived?.();
+  await meanwhile?.(fn, lease);
+  await update(fn);
+  await eventually(() => log(name).includes('old ones drain'), 'the function change to reach the executor');
+  return lease;
+}
+
 describe('process executor: draining with long-lived connections', () => {
   it('stops a draining instance that holds only long-lived connections once the limit has passed', async () => {
-    const fn = await createFunction('ws-only');
-    const lease = await executor.acquire(fn);
-    lease.markLongLived?.();
-    await update(fn);
-    await eventually(() => log('ws-only').includes('old ones drain'), 'the function change to reach the executor');
+    const lease = await drainingWithLongLived('ws-only');
     assert.equal(instances('ws-only'), 1, 'the instance is kept while its long-lived connection is within the limit');
     await eventually(() => instances('ws-only') === 0, 'the draining instance to be stopped');
     await logged('ws-only', /stopped \(draining, with only long-lived connections left after 0\.4 s\)/);
@@ -87,20 +98,19 @@ describe('process executor: draining with long-lived connections', () => {
   });
 
   it('lets an ordinary request on a draining instance run past the limit, and applies the limit once it ends', async () => {
-    const fn = await createFunction('mixed');
-    const wsLease = await executor.acquire(fn);
-    wsLease.markLongLived?.();
-    const reqLease = await executor.acquire(fn);
-    assert.equal(reqLease.instanceId, wsLease.instanceId, 'both leases are on the one instance');
-    const slow = unixRequest(reqLease.socketPath!, 'GET', `/?ms=${LIMIT_MS * 4}`, { timeoutMs: 20_000 });
-    await update(fn);
-    await eventually(() => log('mixed').includes('old ones drain'), 'the function change to reach the executor');
+    let reqLease: Lease | undefined;
+    let slow: Promise<unknown> | undefined;
+    const wsLease = await drainingWithLongLived('mixed', async (fn, lease) => {
+      reqLease = await executor.acquire(fn);
+      assert.equal(reqLease.instanceId, lease.instanceId, 'both leases are on the one instance');
+      slow = unixRequest(reqLease.socketPath!, 'GET', `/?ms=${LIMIT_MS * 4}`, { timeoutMs: 20_000 });
+    });
     await sleep(LIMIT_MS * 2);
     assert.equal(instances('mixed'), 1, 'an instance with an ordinary request under way is not stopped by the long-lived limit');
     assert.doesNotMatch(log('mixed'), /stopped/);
     const reply = await slow;
     assert.deepEqual(reply, { status: 200, text: 'done' });
-    reqLease.release();
+    reqLease!.release();
     assert.equal(instances('mixed'), 1, 'the limit starts when the ordinary request ends, not before');
     await eventually(() => instances('mixed') === 0, 'the draining instance to be stopped after the limit');
     await logged('mixed', /only long-lived connections left/);
@@ -108,11 +118,7 @@ describe('process executor: draining with long-lived connections', () => {
   });
 
   it('stops a draining instance at once when its last connection closes, long-lived or not', async () => {
-    const fn = await createFunction('closing');
-    const lease = await executor.acquire(fn);
-    lease.markLongLived?.();
-    await update(fn);
-    await eventually(() => log('closing').includes('old ones drain'), 'the function change to reach the executor');
+    const lease = await drainingWithLongLived('closing');
     lease.release();
     assert.equal(instances('closing'), 0);
     await logged('closing', /stopped \(drained\)/);

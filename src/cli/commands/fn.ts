@@ -63,8 +63,8 @@ function addSpecFlags(cmd: Command): Command {
     .option('--rpp, --requestsperpod <n>', 'concurrent requests one instance takes', intFlag('--requestsperpod', 1, 10000))
     .option('--yolo, --onceonly', 'an instance serves one request, then stops')
     .option('--streaming-protocol <protocol>', `what the streaming limits apply to: ${STREAMING_PROTOCOLS.join(', ')} (default auto: both HTTP streams and WebSockets)`)
-    .option('--streaming-idle-timeout <seconds>', 'a streamed response or WebSocket silent this long is closed (replaces --fntimeout inside a body)', intFlag('--streaming-idle-timeout', 1, 86400))
-    .option('--streaming-max-duration <seconds>', 'a streamed response or WebSocket is closed after this long', intFlag('--streaming-max-duration', 1, 604800))
+    .option('--streaming-idle-timeout <seconds>', 'a streamed response or WebSocket silent this long is closed (replaces --fntimeout inside a body; 0 removes the limit)', intFlag('--streaming-idle-timeout', 0, 86400))
+    .option('--streaming-max-duration <seconds>', 'a streamed response or WebSocket is closed after this long (0 removes the limit)', intFlag('--streaming-max-duration', 0, 604800))
     .option('--secret <name>', 'a secret the function reads (repeatable)', collect)
     .option('--configmap <name>', 'a configmap the function reads (repeatable)', collect)
     .option('-e, --env-var <KEY=VALUE>', 'an environment variable (repeatable)', collect)
@@ -107,9 +107,13 @@ function applySpec(spec: FunctionResource['spec'], f: FnFlags): void {
     }
     const streaming = { ...spec.streaming };
     if (f.streamingProtocol !== undefined) streaming.protocol = f.streamingProtocol as StreamingProtocol;
-    if (f.streamingIdleTimeout !== undefined) streaming.idleTimeoutSeconds = f.streamingIdleTimeout;
-    if (f.streamingMaxDuration !== undefined) streaming.maxDurationSeconds = f.streamingMaxDuration;
-    spec.streaming = streaming;
+    // 0 takes a limit away (the API refuses a limit of 0, so it can mean nothing else): `fn update` has no other way to.
+    if (f.streamingIdleTimeout === 0) delete streaming.idleTimeoutSeconds;
+    else if (f.streamingIdleTimeout !== undefined) streaming.idleTimeoutSeconds = f.streamingIdleTimeout;
+    if (f.streamingMaxDuration === 0) delete streaming.maxDurationSeconds;
+    else if (f.streamingMaxDuration !== undefined) streaming.maxDurationSeconds = f.streamingMaxDuration;
+    if (Object.keys(streaming).length > 0) spec.streaming = streaming;
+    else delete spec.streaming;
   }
   if (f.secret) spec.secrets = f.secret.map((n) => ({ name: checkName('--secret', n) }));
   if (f.configmap) spec.configmaps = f.configmap.map((n) => ({ name: checkName('--configmap', n) }));
