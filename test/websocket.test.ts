@@ -174,20 +174,25 @@ describe('WebSocket functions through flint server', () => {
     assert.doesNotMatch(log, /stopped|exceeded/);
   });
 
-  it('closes open WebSockets with 1001 when the server stops, not with a cut', async () => {
-    const own = await startServer();
+  it('closes open WebSockets with 1001 when the server stops, through the router and through the ingress gateway, not with a cut', async () => {
+    const own = await startServer({ sets: ['ingress.provider=builtin'] });
     try {
       const run = (args: string[]) => {
         const r = flint(own, args, { cwd: work });
         assert.equal(r.code, 0, `flint ${args.join(' ')} failed (${r.code}):\n${r.stdout}\n${r.stderr}`);
       };
+      const gateway = /^ingress listening on (\S+)$/m.exec(own.output())?.[1];
+      assert.ok(gateway, `the second server printed no ingress URL:\n${own.output()}`);
       run(['env', 'create', '--name', 'nodejs', '--image', 'flint/node-env', '--poolsize', '1']);
-      run(['fn', 'create', '--name', 'chat', '--env', 'nodejs', '--code', path.join(work, 'chat.js')]);
-      run(['route', 'create', '--name', 'chat', '--url', '/chat', '--function', 'chat']);
-      const c = await eventually(() => Client.open(`${toWs(own.routerUrl)}/chat`).catch(() => undefined), 'the route on the second server');
-      await c.receive('hello /chat chat -');
+      run(['fn', 'create', '--name', 'chat', '--env', 'nodejs', '--rpp', '10', '--code', path.join(work, 'chat.js')]);
+      run(['route', 'create', '--name', 'chat', '--url', '/chat', '--function', 'chat', '--createingress']);
+      const direct = await eventually(() => Client.open(`${toWs(own.routerUrl)}/chat`).catch(() => undefined), 'the route on the second server');
+      await direct.receive('hello /chat chat -');
+      const viaIngress = await eventually(() => Client.open(`${toWs(gateway)}/chat`).catch(() => undefined), 'the route at the second gateway');
+      await viaIngress.receive('hello /chat chat -');
       await own.stop();
-      assert.equal((await c.closedWith()).code, 1001);
+      assert.equal((await direct.closedWith()).code, 1001);
+      assert.equal((await viaIngress.closedWith()).code, 1001);
     } finally {
       await own.stop();
     }

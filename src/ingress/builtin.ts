@@ -242,14 +242,15 @@ function listen(server: http.Server, port: number, host: string): Promise<Addres
   });
 }
 
-async function close(server: http.Server): Promise<void> {
-  if (!server.listening) return;
+/** How long requests in flight may take to finish once the gateway stops. */
+const STOP_GRACE_MS = 2000;
+
+/** Stops taking connections and closes idle ones; settles once every connection, upgraded ones too, has ended. */
+function stopListening(server: http.Server): Promise<void> {
+  if (!server.listening) return Promise.resolve();
   const closed = new Promise<void>((r) => server.close(() => r()));
   server.closeIdleConnections();
-  // Requests in flight get a moment to finish; then the listener goes anyway.
-  const t = setTimeout(() => server.closeAllConnections(), 2000);
-  await closed;
-  clearTimeout(t);
+  return closed;
 }
 
 export function createBuiltinGateway(opts: BuiltinGatewayOptions): BuiltinGateway {
@@ -535,13 +536,23 @@ export function createBuiltinGateway(opts: BuiltinGatewayOptions): BuiltinGatewa
       return result;
     },
 
-    async stop() {
-      // A WebSocket may stay open for days; waiting for it would hang the stop.
+    async stop(whileTunnelsOpen) {
       stopping = true;
-      for (const t of tunnels) t.destroy();
-      tunnels.clear();
       const servers = [httpServer, httpsServer].filter((s): s is http.Server => s !== undefined);
-      await Promise.all(servers.map(close));
+      const closing = Promise.all(servers.map(stopListening));
+      try {
+        await whileTunnelsOpen?.();
+      } finally {
+        // A WebSocket may stay open for days; waiting for it would hang the stop.
+        for (const t of tunnels) t.destroy();
+        tunnels.clear();
+      }
+      // Requests in flight get a moment to finish (when the router stopped behind the gateway, they already have).
+      const cut = setTimeout(() => {
+        for (const s of servers) s.closeAllConnections();
+      }, STOP_GRACE_MS);
+      await closing;
+      clearTimeout(cut);
       httpServer = httpsServer = undefined;
       await pool?.close();
       pool = undefined;

@@ -22,7 +22,8 @@ export interface IngressController {
   readonly provider: IngressProvider;
   /** Starts the provider, lists, applies once and follows changes. */
   start(): Promise<void>;
-  stop(): Promise<void>;
+  /** Stops following changes, then the provider (see IngressProvider.stop). */
+  stop(whileTunnelsOpen?: () => Promise<void>): Promise<void>;
   /** Resolves when every change seen so far has been applied (or has failed and awaits retry). */
   idle(): Promise<void>;
 }
@@ -151,14 +152,14 @@ export function createIngressController(opts: IngressControllerOptions): Ingress
       await running;
     },
 
-    async stop() {
+    async stop(whileTunnelsOpen) {
       stopped = true;
       for (const w of watches.splice(0)) w.close();
       clearTimeout(timer);
       clearTimeout(retry);
       timer = retry = undefined;
       await running;
-      await provider.stop();
+      await provider.stop(whileTunnelsOpen);
       for (const r of waiters.splice(0)) r();
     },
 

@@ -152,7 +152,10 @@ export function createKubernetesIngressProvider(opts: KubernetesIngressOptions):
   return {
     kind: 'kubernetes',
     async start() {},
-    async stop() {},
+    // Kubernetes' ingress controller carries the connections: nothing here holds them.
+    async stop(whileTunnelsOpen) {
+      await whileTunnelsOpen?.();
+    },
 
     async apply(desired) {
       const result: ApplyResult = { skipped: [], warnings: [] };

@@ -591,18 +591,27 @@ export function createNginxProvider(opts: NginxProviderOptions): NginxProvider {
     while (old.some(alive) && Date.now() < deadline) await sleep(10);
   }
 
-  async function halt(): Promise<void> {
+  async function halt(whileTunnelsOpen?: () => Promise<void>): Promise<void> {
     const c = child;
-    if (!c || c.exitCode !== null || c.signalCode !== null) return;
+    if (!c || c.exitCode !== null || c.signalCode !== null) {
+      await whileTunnelsOpen?.();
+      return;
+    }
     stopping = true;
-    // SIGQUIT: finish requests in flight, then exit.
+    // SIGQUIT: stop listening, finish requests in flight, then exit. nginx waits for upgraded connections as well,
+    // so what is behind them can still close them properly meanwhile; the timers below bound the rest.
     c.kill('SIGQUIT');
-    const t1 = setTimeout(() => c.kill('SIGTERM'), 5000);
-    const t2 = setTimeout(() => c.kill('SIGKILL'), 8000);
-    await exited;
-    clearTimeout(t1);
-    clearTimeout(t2);
-    stopping = false;
+    try {
+      await whileTunnelsOpen?.();
+    } finally {
+      // Once what is behind has stopped, nothing but the last bytes to slow clients is worth waiting for.
+      const t1 = setTimeout(() => c.kill('SIGTERM'), whileTunnelsOpen === undefined ? 5000 : 1000);
+      const t2 = setTimeout(() => c.kill('SIGKILL'), 8000);
+      await exited;
+      clearTimeout(t1);
+      clearTimeout(t2);
+      stopping = false;
+    }
   }
 
   function running(): boolean {
@@ -674,8 +683,8 @@ export function createNginxProvider(opts: NginxProviderOptions): NginxProvider {
       return result;
     },
 
-    async stop() {
-      await halt();
+    async stop(whileTunnelsOpen) {
+      await halt(whileTunnelsOpen);
       child = undefined;
       fs.rmSync(layout.statusSocket, { force: true });
     },

@@ -624,5 +624,43 @@ export function runIngressProviderContract(name: string, factory: ContractFactor
       assert.ok(outcomes.length >= 50, `only ${outcomes.length} requests ran`);
       assert.deepEqual(failed, [], `${failed.length} of ${outcomes.length} requests failed`);
     });
+
+    // Last, since it stops the provider (and starts it again for the teardown).
+    it('keeps upgraded connections open while what is behind it stops, then cuts the rest', { timeout: 30_000 }, async () => {
+      let ran = 0;
+      if (!t.listener) {
+        await t.provider.stop(async () => {
+          ran++;
+        });
+        assert.equal(ran, 1, 'whileTunnelsOpen ran once');
+        await t.provider.start();
+        return;
+      }
+      await t.provider.apply([ingress('bye')]);
+      const count = router.upgrades.length;
+      const leaving = await upgrade({ host: 'h.test', path: '/bye' });
+      const staying = await upgrade({ host: 'h.test', path: '/bye' });
+      assert.deepEqual([leaving.status, staying.status], [101, 101], leaving.raw + staying.raw);
+      assert.equal(router.upgrades.length, count + 2);
+      // The stand-ins' order at the router is the order the clients connected only by luck: tell them apart by a byte.
+      leaving.socket.write('L');
+      staying.socket.write('S');
+      assert.equal((await leaving.read(1)).toString(), 'L');
+      assert.equal((await staying.read(1)).toString(), 'S');
+      const behind = router.upgrades.slice(count);
+      await t.provider.stop(async () => {
+        ran++;
+        // What is behind a tunnel says goodbye and closes, as a function's WebSocket does when its instance stops.
+        for (const u of behind) u.socket.write('bye');
+        assert.equal((await leaving.read(3)).toString(), 'bye');
+        assert.equal((await staying.read(3)).toString(), 'bye');
+        leaving.socket.end();
+        await leaving.closed;
+        assert.equal(staying.socket.destroyed, false, 'a tunnel stays open until whileTunnelsOpen has finished');
+      });
+      assert.equal(ran, 1, 'whileTunnelsOpen ran once');
+      await staying.closed;
+      await t.provider.start();
+    });
   });
 }

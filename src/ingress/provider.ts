@@ -62,7 +62,15 @@ export interface IngressProvider {
    * in the result rather than failing the rest.
    */
   apply(desired: readonly IngressSpec[]): Promise<ApplyResult>;
-  stop(): Promise<void>;
+  /**
+   * Stops taking connections and lets requests in flight finish. Upgraded
+   * connections (WebSockets) stay open while `whileTunnelsOpen` runs, so that
+   * what is behind them (the router and its instances, stopping too) can
+   * close them properly: a WebSocket client gets its close frame rather than
+   * a cut. Whatever is still open after it is cut. `whileTunnelsOpen` runs
+   * once per call, even when the provider was not running.
+   */
+  stop(whileTunnelsOpen?: () => Promise<void>): Promise<void>;
 }
 
 export interface ApplyResult {

@@ -116,6 +116,7 @@ export class Router {
   readonly #endpoints = new Map<string, RouterEndpoint>();
   readonly metrics: RouterMetrics;
   #url = '';
+  #stopping: Promise<void> | undefined = undefined;
 
   constructor(opts: RouterOptions) {
     this.#o = opts;
@@ -161,9 +162,15 @@ export class Router {
    * Stops accepting, lets requests under way finish (up to drainMs), then
    * runs `whileTunnelsOpen` with upgraded connections still carrying bytes
    * (the server stops the function instances there, so their WebSockets
-   * close with 1001 rather than being cut), then cuts what is left.
+   * close with 1001 rather than being cut), then cuts what is left. A later
+   * call waits for the first one's stop.
    */
-  async stop(whileTunnelsOpen?: () => Promise<void>): Promise<void> {
+  stop(whileTunnelsOpen?: () => Promise<void>): Promise<void> {
+    this.#stopping ??= this.#stop(whileTunnelsOpen);
+    return this.#stopping;
+  }
+
+  async #stop(whileTunnelsOpen?: () => Promise<void>): Promise<void> {
     this.#source.stop();
     const listening = this.#server.listening;
     if (listening) await this.#server.drain(this.#o.drainMs ?? 5000);

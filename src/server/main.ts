@@ -122,7 +122,8 @@ export async function startServer(src: ValuesSources, out: (line: string) => voi
     const routerUrl = (await router.start()).url;
     // The instances stop while upgraded connections still carry bytes, so WebSockets get the runtime's 1001 rather than a cut.
     // The executor's own entry, earlier in the list, then finds it stopped.
-    stops.push(() => router.stop(() => executor.stop()));
+    const stopRouter = () => router.stop(() => executor.stop());
+    stops.push(stopRouter);
     out(`router listening on ${routerUrl}`);
     let ingressUrl: string | undefined;
     const ingressProvider = createIngressProvider({ values, routerUrl, logger: logger.child({ component: 'ingress' }) });
@@ -133,7 +134,9 @@ export async function startServer(src: ValuesSources, out: (line: string) => voi
       const debounceMs = ingressProvider.kind === 'builtin' ? 0 : 50;
       const ingress = createIngressController({ store, provider: ingressProvider, debounceMs, logger: logger.child({ component: 'ingress' }) });
       await ingress.start();
-      stops.push(() => ingress.stop());
+      // The router stops behind the ingress while the ingress's own tunnels are still open, so a WebSocket that came
+      // through it gets the 1001 too. The router's own entry, earlier in the list, then finds it stopped.
+      stops.push(() => ingress.stop(stopRouter));
       const urls = ingressUrls(ingressProvider);
       ingressUrl = urls.url;
       if (urls.url) out(`ingress listening on ${urls.url}`);
