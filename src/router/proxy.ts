@@ -212,7 +212,7 @@ export class ProxyCall implements ResponseHandler, ResponseWatcher {
     const target = this.#target;
     const limits =
       target.tunnelIdleMs > 0 || target.tunnelMaxMs > 0
-        ? { idleMs: target.tunnelIdleMs, maxMs: target.tunnelMaxMs, onLimit: (why: string) => this.#deps.logger.info({ fn: target.key, requestId: this.#requestId }, `upgraded connection closed: ${why}`) }
+        ? { idleMs: target.tunnelIdleMs, maxMs: target.tunnelMaxMs, websocket: this.#req.upgrade?.toLowerCase() === 'websocket', onLimit: (why: string) => this.#deps.logger.info({ fn: target.key, requestId: this.#requestId }, `upgraded connection closed: ${why}`) }
         : undefined;
     const tunnel = new Tunnel(
       client.socket,

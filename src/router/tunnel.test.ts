@@ -27,18 +27,36 @@ async function connection(): Promise<[net.Socket, net.Socket]> {
   return [far, near];
 }
 
-async function tunnel(idleMs: number, maxMs: number) {
+async function tunnel(idleMs: number, maxMs: number, websocket = false) {
   const [client, clientSide] = await connection();
   const [instance, instanceSide] = await connection();
   clientSide.pause();
   instanceSide.pause();
   const ended: string[] = [];
   const outcomes: TunnelOutcome[] = [];
-  new Tunnel(clientSide, Buffer.alloc(0), instanceSide, Buffer.alloc(0), (_t, outcome) => outcomes.push(outcome), { idleMs, maxMs, onLimit: (why) => ended.push(why) });
+  new Tunnel(clientSide, Buffer.alloc(0), instanceSide, Buffer.alloc(0), (_t, outcome) => outcomes.push(outcome), { idleMs, maxMs, websocket, onLimit: (why) => ended.push(why) });
   return { client, instance, ended, outcomes };
 }
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/** Everything a socket receives until it closes. */
+async function allOf(socket: net.Socket): Promise<Buffer> {
+  const chunks: Buffer[] = [];
+  socket.on('data', (c: Buffer) => chunks.push(c));
+  await once(socket, 'close');
+  return Buffer.concat(chunks);
+}
+
+/** A close frame's code and reason, unmasking it when masked. */
+function closeOf(frame: Buffer): { code: number; reason: string } {
+  assert.equal(frame[0], 0x88, `a close frame: ${frame.toString('hex')}`);
+  const masked = (frame[1] & 0x80) !== 0;
+  const length = frame[1] & 0x7f;
+  const mask = masked ? frame.subarray(2, 6) : Buffer.alloc(4);
+  const payload = Buffer.from(frame.subarray(masked ? 6 : 2, (masked ? 6 : 2) + length).map((v, i) => v ^ mask[i % 4]));
+  return { code: payload.readUInt16BE(0), reason: payload.subarray(2).toString() };
+}
 
 describe('tunnel limits', () => {
   it('ends both sides once nothing has passed for the idle limit, as an ok outcome', async () => {
@@ -75,5 +93,31 @@ describe('tunnel limits', () => {
     await once(t.client, 'close');
     clearInterval(ticker);
     assert.deepEqual(t.ended, ['open for its maximum duration of 0.3 s']);
+  });
+
+  it('sends a WebSocket close frame (1001) each way at a limit, after the whole frames already on their way', async () => {
+    const t = await tunnel(300, 0, true);
+    const toClient = allOf(t.client);
+    const toInstance = allOf(t.instance);
+    // A masked text frame "hi" from the client, an unmasked one from the instance.
+    t.client.write(Buffer.from([0x81, 0x82, 0, 0, 0, 0, 0x68, 0x69]));
+    t.instance.write(Buffer.from([0x81, 2, 0x68, 0x69]));
+    const [client, instance] = await Promise.all([toClient, toInstance]);
+    assert.deepEqual([...client.subarray(0, 4)], [0x81, 2, 0x68, 0x69]);
+    assert.deepEqual(closeOf(client.subarray(4)), { code: 1001, reason: 'idle timeout' });
+    assert.deepEqual([...instance.subarray(0, 8)], [0x81, 0x82, 0, 0, 0, 0, 0x68, 0x69]);
+    assert.deepEqual(closeOf(instance.subarray(8)), { code: 1001, reason: 'idle timeout' });
+    assert.equal(instance[9] & 0x80, 0x80, 'the frame to the instance is masked, as client frames must be');
+  });
+
+  it('sends no close frame into the middle of a frame: that side is ended without one', async () => {
+    const t = await tunnel(0, 300, true);
+    const toClient = allOf(t.client);
+    const toInstance = allOf(t.instance);
+    // A binary frame of 10 bytes of which only 3 arrive before the limit.
+    t.instance.write(Buffer.from([0x82, 10, 1, 2, 3]));
+    const [client, instance] = await Promise.all([toClient, toInstance]);
+    assert.deepEqual([...client], [0x82, 10, 1, 2, 3]);
+    assert.deepEqual(closeOf(instance), { code: 1001, reason: 'maximum duration' });
   });
 });

@@ -5,6 +5,7 @@
 // ended, not cut, so what is still queued for it (a last close frame) goes
 // out first.
 import type net from 'node:net';
+import { CLOSE_GOING_AWAY, closeFrame, FrameBoundary } from './ws-frames.ts';
 
 /** Dead peers on a connection that may idle for hours are found by TCP keep-alive probes. */
 const KEEPALIVE_PROBE_MS = 60_000;
@@ -20,6 +21,8 @@ export interface TunnelLimits {
   idleMs: number;
   /** Longest life. */
   maxMs: number;
+  /** The connection speaks WebSocket: a limit sends each side a close frame (1001) before ending it. */
+  websocket: boolean;
   /** Told which limit ended the tunnel, for the log. */
   onLimit(why: string): void;
 }
@@ -34,6 +37,9 @@ export class Tunnel {
   #grace: NodeJS.Timeout | undefined = undefined;
   #idle: NodeJS.Timeout | undefined = undefined;
   #max: NodeJS.Timeout | undefined = undefined;
+  /** Where each direction stands in its frames, for a WebSocket with limits. */
+  #toClient: FrameBoundary | undefined = undefined;
+  #toInstance: FrameBoundary | undefined = undefined;
 
   /**
    * Both sockets paused, with the bytes already read past each side's head;
@@ -61,11 +67,24 @@ export class Tunnel {
     }
     client.setKeepAlive(true, KEEPALIVE_PROBE_MS);
     upstream.setKeepAlive(true, KEEPALIVE_PROBE_MS);
+    if (limits?.websocket === true) this.#followFrames(clientRest, upstreamRest);
     if (clientRest.length > 0) upstream.write(clientRest);
     if (upstreamRest.length > 0) client.write(upstreamRest);
     client.pipe(upstream);
     upstream.pipe(client);
     if (limits !== undefined) this.#limit(limits);
+  }
+
+  /** The pipes write each chunk as its 'data' event is emitted, so these listeners see exactly what has been passed on. */
+  #followFrames(clientRest: Buffer, upstreamRest: Buffer): void {
+    const toClient = new FrameBoundary();
+    const toInstance = new FrameBoundary();
+    toInstance.feed(clientRest);
+    toClient.feed(upstreamRest);
+    this.#client.on('data', (chunk: Buffer) => toInstance.feed(chunk));
+    this.#upstream.on('data', (chunk: Buffer) => toClient.feed(chunk));
+    this.#toClient = toClient;
+    this.#toInstance = toInstance;
   }
 
   #limit(limits: TunnelLimits): void {
@@ -74,7 +93,7 @@ export class Tunnel {
       this.#idle = setTimeout(() => {
         // Quiet because one side is not taking what the other sent: that is backpressure, not silence.
         if (this.#client.writableNeedDrain || this.#upstream.writableNeedDrain) this.#idle?.refresh();
-        else this.#endBoth(limits, `no data either way for ${idleMs / 1000} s`);
+        else this.#endBoth(limits, `no data either way for ${idleMs / 1000} s`, 'idle timeout');
       }, idleMs);
       this.#idle.unref();
       const active = () => this.#idle?.refresh();
@@ -82,13 +101,17 @@ export class Tunnel {
       this.#upstream.on('data', active);
     }
     if (maxMs > 0) {
-      this.#max = setTimeout(() => this.#endBoth(limits, `open for its maximum duration of ${maxMs / 1000} s`), maxMs);
+      this.#max = setTimeout(() => this.#endBoth(limits, `open for its maximum duration of ${maxMs / 1000} s`, 'maximum duration'), maxMs);
       this.#max.unref();
     }
   }
 
-  /** A limit ran out: both sides are ended (what is queued still goes out), and cut if they do not close in time. */
-  #endBoth(limits: TunnelLimits, why: string): void {
+  /**
+   * A limit ran out: both sides are ended (what is queued still goes out), and cut if they do not close in time.
+   * A WebSocket side that stands between frames gets a close frame first, so its peer sees 1001 rather than a cut;
+   * one in the middle of a frame cannot take one.
+   */
+  #endBoth(limits: TunnelLimits, why: string, reason: string): void {
     if (this.#closed || this.#grace !== undefined) return;
     // The instance may answer the close with a reset: that says nothing of its health.
     this.#limited = true;
@@ -97,6 +120,8 @@ export class Tunnel {
     const upstream = this.#upstream;
     client.unpipe(upstream);
     upstream.unpipe(client);
+    if (this.#toClient?.between === true) client.write(closeFrame(CLOSE_GOING_AWAY, reason, false));
+    if (this.#toInstance?.between === true) upstream.write(closeFrame(CLOSE_GOING_AWAY, reason, true));
     for (const s of [client, upstream]) {
       s.resume();
       s.end();
