@@ -5,7 +5,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { findNginx, type NginxProvider, nginxLayout, quote, renderGeneration, startLocalNginx } from './nginx.ts';
-import { httpSender, ingress, runIngressProviderContract, startEchoRouter } from './provider.contract.ts';
+import { httpSender, ingress, runIngressProviderContract, sendUpgrade, startEchoRouter } from './provider.contract.ts';
 
 const nginxBin = findNginx();
 if (!nginxBin) throw new Error('nginx is not installed: apt-get install -y nginx');
@@ -116,6 +116,26 @@ describe('nginx provider', () => {
     } finally {
       await second.stop();
       await first.stop();
+    }
+  });
+
+  it('applies a change to kept-alive connections at once while a WebSocket keeps an old worker running', async () => {
+    const n = await startLocalNginx({ workDir: path.join(dir, 'ws-reload'), routerUrl: router.url, port: 0 });
+    try {
+      await n.apply([ingress('ws'), ingress('old')]);
+      const send = httpSender(() => ({ url: n.url }));
+      assert.equal((await send({ host: 'h.test', path: '/old' })).kind, 'router');
+      const c = await sendUpgrade({ url: n.url, host: 'h.test', path: '/ws' });
+      assert.equal(c.status, 101, c.raw);
+      await n.apply([ingress('ws'), ingress('new')]);
+      // The first request goes on the connection kept alive from before the change.
+      assert.equal((await send({ host: 'h.test', path: '/old' })).kind, 'default', 'no connection is served with the old config');
+      assert.equal((await send({ host: 'h.test', path: '/new' })).kind, 'router');
+      c.socket.write('still');
+      assert.equal((await c.read(5)).toString(), 'still', 'the WebSocket on the old worker carries on');
+      c.socket.destroy();
+    } finally {
+      await n.stop();
     }
   });
 

@@ -416,6 +416,21 @@ function tail(file: string, lines = 10): string {
   }
 }
 
+/**
+ * A worker taking its quit signal renames itself "worker process is shutting
+ * down" and, in the same step of its loop, closes its listening sockets and
+ * its idle connections: from then on it takes no new request.
+ */
+function stillServing(pid: number): boolean {
+  if (!alive(pid)) return false;
+  try {
+    return !fs.readFileSync(`/proc/${pid}/cmdline`, 'latin1').includes('shutting down');
+  } catch {
+    // Gone between the two looks.
+    return false;
+  }
+}
+
 function alive(pid: number): boolean {
   try {
     process.kill(pid, 0);
@@ -581,14 +596,16 @@ export function createNginxProvider(opts: NginxProviderOptions): NginxProvider {
   }
 
   /**
-   * After a reload the old workers finish their requests and close their
-   * idle keep-alive connections, which until then are still served with the
-   * old config. Waiting for them (briefly: a long stream may keep one) makes
-   * "applied" mean applied for every connection.
+   * After a reload an old worker serves its idle keep-alive connections with
+   * the old config until it has taken its quit signal. Waiting until every
+   * old worker has (briefly: the reload already went through) makes
+   * "applied" mean applied for every connection. Requests already under way
+   * and upgraded connections (WebSockets) finish on the old worker; they are
+   * not waited for.
    */
   async function retire(old: number[]): Promise<void> {
     const deadline = Date.now() + 2000;
-    while (old.some(alive) && Date.now() < deadline) await sleep(10);
+    while (old.some(stillServing) && Date.now() < deadline) await sleep(10);
   }
 
   async function halt(whileTunnelsOpen?: () => Promise<void>): Promise<void> {
