@@ -19,16 +19,17 @@ import { clientFrame, type RawPeer, rawUpgrade } from '../src/runtimes/node/ws-t
 import { eventually } from '../src/testing/eventually.ts';
 import { startServer } from '../test/helpers/server.ts';
 import { fmt, forkUntilServed, hasWrk, interleavedLatency, percentiles, startBareServer, timedFirstCall, type WrkResult, wrk } from './lib.ts';
+import { readKnobs } from './knobs.ts';
 import { kafkaBench } from './mq.ts';
 import { packagesBench } from './packages.ts';
 
 const HELLO = 'module.exports = async () => ({ status: 200, body: "hello\\n" });';
 const WS_ECHO = 'module.exports = (ws) => ws.on("message", (m) => ws.send(m));';
-const SECONDS = Number(process.env.BENCH_SECONDS ?? 4);
-const THROUGHPUT_ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
-if (!Number.isInteger(THROUGHPUT_ROUNDS) || THROUGHPUT_ROUNDS < 1) throw new Error(`BENCH_ROUNDS must be a whole number of at least 1, not ${process.env.BENCH_ROUNDS}`);
-const N = Number(process.env.BENCH_REQUESTS ?? 3000);
-const sandbox = (process.env.BENCH_SANDBOX as 'bubblewrap' | 'none' | undefined) ?? 'bubblewrap';
+const knobs = readKnobs();
+const SECONDS = knobs.seconds;
+const THROUGHPUT_ROUNDS = knobs.rounds;
+const N = knobs.requests;
+const sandbox = knobs.sandbox;
 
 async function api(base: string, plural: string, body: unknown): Promise<void> {
   const res = await fetch(`${base}/v1/namespaces/default/${plural}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
@@ -205,7 +206,7 @@ try {
   }
 
   // 3. Cold start from the warm pool vs forking a fresh node.
-  const COLD = Number(process.env.BENCH_COLD ?? 15);
+  const COLD = knobs.cold;
   const cold: number[] = [];
   const forks: number[] = [];
   const coldRouter = new Pool(server.routerUrl, { connections: 1 });
@@ -232,10 +233,10 @@ try {
   fs.rmSync(work, { recursive: true, force: true });
 }
 
-if (process.env.BENCH_PACKAGES !== '0') {
+if (knobs.packages) {
   const pkgWork = fs.mkdtempSync(path.join(os.tmpdir(), 'flint-bench-pkg-'));
   try {
-    rows.push(...(await packagesBench(sandbox, pkgWork, Number(process.env.BENCH_COLD ?? 15))));
+    rows.push(...(await packagesBench(sandbox, pkgWork, knobs.cold)));
   } catch (err) {
     rows.push(['packages', 'failed', String((err as Error).message), '']);
   } finally {
@@ -243,9 +244,9 @@ if (process.env.BENCH_PACKAGES !== '0') {
   }
 }
 
-if (process.env.BENCH_KAFKA !== '0') {
+if (knobs.kafka) {
   try {
-    rows.push(...(await kafkaBench(sandbox, Number(process.env.BENCH_MESSAGES ?? 2000))));
+    rows.push(...(await kafkaBench(sandbox, knobs.messages)));
   } catch (err) {
     rows.push(['Kafka trigger throughput / hand-written consumer', 'failed', String((err as Error).message), '≥ 0.7x']);
   }

@@ -1,0 +1,49 @@
+// The benchmark's environment knobs, read and checked once before anything
+// starts: a typo should stop the run at once, not after minutes of measuring
+// with NaN requests.
+
+export interface BenchKnobs {
+  /** Sequential requests per latency figure. */
+  requests: number;
+  /** wrk duration of each throughput round, in seconds. */
+  seconds: number;
+  /** Throughput rounds. */
+  rounds: number;
+  /** Cold starts (and forks) measured. */
+  cold: number;
+  /** Kafka messages. */
+  messages: number;
+  sandbox: 'bubblewrap' | 'none';
+  packages: boolean;
+  kafka: boolean;
+}
+
+function whole(env: NodeJS.ProcessEnv, name: string, fallback: number, min: number): number {
+  const raw = env[name];
+  if (raw === undefined || raw === '') return fallback;
+  const n = Number(raw);
+  if (!/^\d+$/.test(raw.trim()) || n < min) throw new Error(`${name} must be a whole number of at least ${min}, not '${raw}'`);
+  return n;
+}
+
+function toggle(env: NodeJS.ProcessEnv, name: string): boolean {
+  const raw = env[name];
+  if (raw === undefined || raw === '' || raw === '1') return true;
+  if (raw === '0') return false;
+  throw new Error(`${name} must be 0 (skip) or 1 (run), not '${raw}'`);
+}
+
+export function readKnobs(env: NodeJS.ProcessEnv = process.env): BenchKnobs {
+  const sandbox = env.BENCH_SANDBOX === undefined || env.BENCH_SANDBOX === '' ? 'bubblewrap' : env.BENCH_SANDBOX;
+  if (sandbox !== 'bubblewrap' && sandbox !== 'none') throw new Error(`BENCH_SANDBOX must be bubblewrap or none, not '${sandbox}'`);
+  return {
+    requests: whole(env, 'BENCH_REQUESTS', 3000, 10),
+    seconds: whole(env, 'BENCH_SECONDS', 4, 1),
+    rounds: whole(env, 'BENCH_ROUNDS', 3, 1),
+    cold: whole(env, 'BENCH_COLD', 15, 1),
+    messages: whole(env, 'BENCH_MESSAGES', 2000, 10),
+    sandbox,
+    packages: toggle(env, 'BENCH_PACKAGES'),
+    kafka: toggle(env, 'BENCH_KAFKA'),
+  };
+}
