@@ -29,6 +29,8 @@ export function ensureKafkaJars(): string {
 export interface KafkaBroker {
   /** `127.0.0.1:<port>`, for `--set kafka.brokers=...`. */
   brokers: string;
+  /** `127.0.0.1:<port>` of the SASL/PLAIN listener, when startKafka was given `saslUsers`. */
+  saslBrokers?: string;
   dataDir: string;
   /** Stops the broker process; the data directory is kept so a restart resumes it. */
   stop(): Promise<void>;
@@ -42,6 +44,8 @@ export interface KafkaOptions {
   dataDir?: string;
   port?: number;
   heapMB?: number;
+  /** Users (name: password) of a second listener that takes SASL/PLAIN only. */
+  saslUsers?: Record<string, string>;
 }
 
 export async function startKafka(opts: KafkaOptions = {}): Promise<KafkaBroker> {
@@ -49,18 +53,34 @@ export async function startKafka(opts: KafkaOptions = {}): Promise<KafkaBroker> 
   const dataDir = opts.dataDir ?? fs.mkdtempSync(path.join(os.tmpdir(), 'flint-kafka-'));
   const port = opts.port ?? (await freePort());
   const controllerPort = await freePort();
+  const saslPort = opts.saslUsers === undefined ? undefined : await freePort();
   const props = path.join(dataDir, 'server.properties');
   const logDir = path.join(dataDir, 'logs');
+  const sasl = saslPort === undefined ? '' : `,SASL_PLAINTEXT://127.0.0.1:${saslPort}`;
+  const saslLines =
+    opts.saslUsers === undefined
+      ? []
+      : [
+          'sasl.enabled.mechanisms=PLAIN',
+          'inter.broker.listener.name=PLAINTEXT',
+          // The broker's own login is not used (brokers talk over PLAINTEXT); the user_ entries are who may connect.
+          `listener.name.sasl_plaintext.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required username="broker" password="broker" ${Object.entries(
+            opts.saslUsers,
+          )
+            .map(([u, pw]) => `user_${u}="${pw}"`)
+            .join(' ')};`,
+        ];
   fs.writeFileSync(
     props,
     [
       'process.roles=broker,controller',
       'node.id=1',
       `controller.quorum.voters=1@127.0.0.1:${controllerPort}`,
-      `listeners=PLAINTEXT://127.0.0.1:${port},CONTROLLER://127.0.0.1:${controllerPort}`,
-      `advertised.listeners=PLAINTEXT://127.0.0.1:${port}`,
+      `listeners=PLAINTEXT://127.0.0.1:${port}${sasl},CONTROLLER://127.0.0.1:${controllerPort}`,
+      `advertised.listeners=PLAINTEXT://127.0.0.1:${port}${sasl}`,
       'controller.listener.names=CONTROLLER',
-      'listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT',
+      `listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT${sasl === '' ? '' : ',SASL_PLAINTEXT:SASL_PLAINTEXT'}`,
+      ...saslLines,
       `log.dirs=${logDir}`,
       'num.partitions=1',
       'offsets.topic.replication.factor=1',
@@ -104,6 +124,7 @@ export async function startKafka(opts: KafkaOptions = {}): Promise<KafkaBroker> 
   await launch();
   return {
     brokers: `127.0.0.1:${port}`,
+    saslBrokers: saslPort === undefined ? undefined : `127.0.0.1:${saslPort}`,
     dataDir,
     stop,
     async destroy() {

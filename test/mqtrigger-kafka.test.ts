@@ -5,6 +5,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
+import { Admin } from '@platformatic/kafka';
 import { type KafkaBroker, startKafka } from '../scripts/kafka-broker.ts';
 import { eventually, flint, startServer, type TestServer } from './helpers/server.ts';
 
@@ -48,6 +49,16 @@ async function readOne(topic: string, group: string): Promise<{ key: string | nu
   return { ...m, value: Buffer.from(m.value, 'base64').toString('utf8') };
 }
 
+/** Consumer groups the broker knows. */
+async function listGroups(brokers: string): Promise<string[]> {
+  const admin = new Admin({ clientId: 'flint-test', bootstrapBrokers: [brokers] });
+  try {
+    return [...(await admin.listGroups()).keys()];
+  } finally {
+    await admin.close();
+  }
+}
+
 async function readUntil(topic: string, group: string, count: number, timeoutMs = 60_000): Promise<string[]> {
   const got: string[] = [];
   const deadline = Date.now() + timeoutMs;
@@ -62,7 +73,7 @@ describe('message-queue triggers with Kafka', { timeout: 600_000 }, () => {
   before(async () => {
     work = fs.mkdtempSync(path.join(os.tmpdir(), 'flint-mqt-'));
     dataDir = path.join(work, 'data');
-    kafka = await startKafka();
+    kafka = await startKafka({ saslUsers: { alice: 'alice-secret' } });
     server = await startServer({ dataDir, sets: ['kafka.enabled=true', `kafka.brokers=${kafka.brokers}`] });
     ok(['env', 'create', '--name', 'nodejs', '--image', 'flint/node-env', '--poolsize', '1', '--externalnetwork']);
   });
@@ -126,6 +137,31 @@ describe('message-queue triggers with Kafka', { timeout: 600_000 }, () => {
     await produce('echo-in', JSON.stringify({ n: 2 }));
     assert.equal(await readOne('echo-out', 'cli'), undefined, 'nothing is consumed after the trigger is deleted');
     assert.equal(await readOne('echo-out', 'cli'), undefined);
+  });
+
+  it("takes its cluster, consumer group and SASL credentials from KEDA metadata and a secret, as Fission's connectors do", async () => {
+    ok(['fn', 'create', '--name', 'keda', '--env', 'nodejs', '--code', code('keda', 'module.exports = async (c) => ({ status: 200, body: "keda got " + c.request.body.n });')]);
+    ok(['secret', 'create', '--name', 'kafka-creds', '--from-literal', 'sasl=plaintext', '--from-literal', 'username=alice', '--from-literal', 'password=alice-secret']);
+    ok(['secret', 'create', '--name', 'wrong-creds', '--from-literal', 'sasl=plaintext', '--from-literal', 'username=alice', '--from-literal', 'password=guess']);
+    const sasl = kafka.saslBrokers!;
+    // The same broker's SASL-only listener: the install's plain one is not what this trigger uses.
+    ok(['mqt', 'create', '--name', 'keda', '--function', 'keda', '--topic', 'keda-in', '--resptopic', 'keda-out', '--secret', 'kafka-creds',
+      '--metadata', `bootstrapServers=${sasl}`, '--metadata', 'consumerGroup=team-keda', '--metadata', 'topic=keda-in', '--metadata', 'lagThreshold=5']);
+    ok(['mqt', 'create', '--name', 'keda-refused', '--function', 'keda', '--topic', 'keda-in', '--resptopic', 'keda-refused-out', '--secret', 'wrong-creds', '--metadata', `bootstrapServers=${sasl}`]);
+    await produce('keda-in', JSON.stringify({ n: 1 }));
+    assert.deepEqual(await readUntil('keda-out', 'verify', 1), ['keda got 1']);
+    const groups = await listGroups(kafka.brokers);
+    assert.ok(groups.includes('team-keda'), `the group named in the metadata consumes (groups: ${groups.join(', ')})`);
+    assert.ok(!groups.includes('flint-mqt-default-keda'));
+    // The broker's refusal reaches the log, not only the client library's "failed 6 times".
+    await eventually(() => /keda-refused.*SASL authentication failed/.test(server.output()), 'the refused credentials in the server log', 60_000);
+    assert.equal(await readOne('keda-refused-out', 'verify'), undefined, 'a trigger the broker refuses consumes nothing');
+    // Bad metadata is refused at the API, naming the key.
+    const bad = flint(server, ['mqt', 'create', '--name', 'keda-bad', '--function', 'keda', '--topic', 'keda-in', '--metadata', 'offsetResetPolicy=newest'], { cwd: work });
+    assert.notEqual(bad.code, 0);
+    assert.match(bad.stderr, /spec\.metadata\.offsetResetPolicy.*earliest or latest/);
+    ok(['mqt', 'delete', '--name', 'keda']);
+    ok(['mqt', 'delete', '--name', 'keda-refused']);
   });
 
   it('loses nothing and keeps order across a broker restart and a manager restart', async () => {

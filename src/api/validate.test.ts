@@ -43,6 +43,10 @@ describe('validation', () => {
     fail('HTTPTrigger', { metadata: { name: 'r' }, spec: { relativeurl: '/a', functionref: { name: 'f' }, ingressconfig: { host: 'a b' } } }, 'spec.ingressconfig.host', /DNS name/);
     fail('MessageQueueTrigger', { metadata: { name: 'q' }, spec: { functionref: { name: 'f' }, messageQueueType: 'kafka', topic: 'a', errorTopic: 'a' } }, 'spec.errorTopic', /differ/);
     fail('MessageQueueTrigger', { metadata: { name: 'q' }, spec: { functionref: { type: 'function-weights', functionweights: { a: 50, b: 50 } }, messageQueueType: 'kafka', topic: 'a' } }, 'spec.functionref.type', /calls one function/);
+    const mqtWith = (metadata: Record<string, string>) => ({ metadata: { name: 'q' }, spec: { functionref: { name: 'f' }, messageQueueType: 'kafka', topic: 'in', metadata } });
+    fail('MessageQueueTrigger', mqtWith({ bootstrapServers: 'kafka:9092,nohost' }), 'spec.metadata.bootstrapServers', /'nohost' is not host:port/);
+    fail('MessageQueueTrigger', mqtWith({ offsetResetPolicy: 'newest' }), 'spec.metadata.offsetResetPolicy', /earliest or latest/);
+    fail('MessageQueueTrigger', mqtWith({ topic: 'other' }), 'spec.metadata.topic', /differs from spec.topic 'in'/);
     fail('Package', { metadata: { name: 'p' }, spec: { environment: { name: 'e' }, source: { type: 'url' } } }, 'spec.source.url', /required/);
     const fnWith = (streaming: unknown) => ({ metadata: { name: 'f' }, spec: { environment: { name: 'e' }, package: { packageref: { name: 'p' } }, streaming } });
     fail('Function', fnWith({ protocol: 'grpc' }), 'spec.streaming.protocol', /auto|sse|websocket/);

@@ -5,6 +5,7 @@ import { type TypeCheck, TypeCompiler } from '@sinclair/typebox/compiler';
 import { Value } from '@sinclair/typebox/value';
 import { ARCHIVE_URL_PREFIX, buildCommandProblem, MAX_LITERAL_BYTES, SHA256_HEX, storedArchiveSha } from './build-command.ts';
 import { FlintError, invalid } from './errors.ts';
+import { kafkaMetadataProblem } from './kafka-trigger.ts';
 import { builderForImage, KNOWN_BUILDER_IMAGES, KNOWN_RUNTIME_IMAGES, runtimeForImage } from './images.ts';
 import {
   type AnyResource,
@@ -181,6 +182,10 @@ const RULES: Partial<Record<KindName, Rule>> = {
     }
     if (s.respTopic && s.respTopic === s.topic) throw invalid('spec.respTopic', 'must differ from the input topic');
     if (s.errorTopic && s.errorTopic === s.topic) throw invalid('spec.errorTopic', 'must differ from the input topic');
+    if (s.messageQueueType === 'kafka') {
+      const problem = kafkaMetadataProblem(s.metadata, s.topic);
+      if (problem !== undefined) throw invalid(problem.field, problem.message);
+    }
   },
 
   Secret: checkDataSize,

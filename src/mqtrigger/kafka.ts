@@ -2,11 +2,14 @@
 // a message's offset is committed only after its handler has finished, so a
 // crash or a broker restart redelivers it instead of losing it.
 import { Admin, Consumer, type Message, Producer } from '@platformatic/kafka';
+import type { KafkaAuth } from '../api/kafka-trigger.ts';
 import { type Connector, type OutgoingMessage, type QueueMessage, type SubscribeOptions, type Subscription, SubscriptionSet } from './connector.ts';
 
 export interface KafkaOptions {
   brokers: string[];
   clientId?: string;
+  /** SASL and TLS, as a trigger's secret gives them. */
+  auth?: KafkaAuth;
 }
 
 function toBuffer(v: Buffer | string | null | undefined): Buffer | undefined {
@@ -32,7 +35,15 @@ export class KafkaConnector implements Connector {
   }
 
   #base(suffix: string) {
-    return { clientId: `${this.#o.clientId ?? 'flint'}-${suffix}`, bootstrapBrokers: this.#o.brokers, retries: 5, retryDelay: 500 };
+    const auth = this.#o.auth;
+    return {
+      clientId: `${this.#o.clientId ?? 'flint'}-${suffix}`,
+      bootstrapBrokers: this.#o.brokers,
+      retries: 5,
+      retryDelay: 500,
+      ...(auth?.sasl ? { sasl: auth.sasl } : {}),
+      ...(auth?.tls ? { tls: auth.tls } : {}),
+    };
   }
 
   async ensureTopic(topic: string): Promise<void> {

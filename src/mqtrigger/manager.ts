@@ -6,15 +6,22 @@
 // within a partition).
 import type { Logger } from 'pino';
 import { Agent } from 'undici';
-import type { MessageQueueTrigger, MessageQueueType } from '../api/kinds.ts';
+import { kafkaTriggerSettings } from '../api/kafka-trigger.ts';
+import type { MessageQueueTrigger } from '../api/kinds.ts';
 import type { Store, Watch } from '../store/store.ts';
 import type { Connector, Handled, OutgoingMessage, QueueMessage, Subscription } from './connector.ts';
+import { errorText } from './error-text.ts';
+import type { ConnectorLease } from './kafka-clusters.ts';
 
 export interface TriggerManagerOptions {
   store: Store;
   logger: Logger;
-  /** The connector for a queue type, or undefined when that broker is not configured. */
-  connector(type: MessageQueueType): Connector | undefined;
+  /**
+   * The connector a trigger consumes from and publishes its answers to, or
+   * why there is none yet (its broker is not configured, its secret is
+   * missing). Asked again each time the consumer (re)starts; released when it stops.
+   */
+  connector(trigger: MessageQueueTrigger): Promise<ConnectorLease | string>;
   routerUrl(): string;
   /** A bearer token for the router when authentication is on. */
   token?: () => string | undefined;
@@ -24,8 +31,10 @@ export interface TriggerManagerOptions {
 
 const HOP_BY_HOP = new Set(['connection', 'keep-alive', 'transfer-encoding', 'content-length', 'host', 'upgrade', 'te', 'trailer']);
 
+/** The trigger's consumer group: a Kafka trigger's KEDA metadata may name its own. */
 export function consumerGroup(t: MessageQueueTrigger): string {
-  return `flint-mqt-${t.metadata.namespace}-${t.metadata.name}`;
+  const own = t.spec.messageQueueType === 'kafka' ? kafkaTriggerSettings(t.spec.metadata).group : undefined;
+  return own ?? `flint-mqt-${t.metadata.namespace}-${t.metadata.name}`;
 }
 
 interface Running {
@@ -35,6 +44,8 @@ interface Running {
   /** This subscription's answers, published one after another in message order. */
   outbox: Promise<void>;
   stopped: boolean;
+  /** The last subscription started: a retry after it need not back off. */
+  healthy: boolean;
   loop: Promise<void>;
 }
 
@@ -82,7 +93,7 @@ export class TriggerManager {
       return;
     }
     const start = () => {
-      const r: Running = { trigger: t, specKey, outbox: Promise.resolve(), stopped: false, loop: Promise.resolve() };
+      const r: Running = { trigger: t, specKey, outbox: Promise.resolve(), stopped: false, healthy: false, loop: Promise.resolve() };
       r.loop = this.#run(r);
       this.#running.set(key, r);
     };
@@ -112,28 +123,45 @@ export class TriggerManager {
   async #run(r: Running): Promise<void> {
     const log = this.#o.logger.child({ trigger: `${r.trigger.metadata.namespace}/${r.trigger.metadata.name}` });
     let backoff = 500;
+    let waitingFor = '';
     while (!r.stopped) {
-      const connector = this.#o.connector(r.trigger.spec.messageQueueType);
-      if (!connector) {
-        log.warn({ type: r.trigger.spec.messageQueueType }, 'no broker configured for this message queue type: the trigger waits (set e.g. kafka.enabled=true and kafka.brokers)');
-        return;
-      }
-      try {
-        // Output topics exist before the first answer is published, so no
-        // answer depends on a broker creating a topic on the fly.
-        for (const t of [r.trigger.spec.respTopic, r.trigger.spec.errorTopic]) if (t) await connector.ensureTopic(t);
-        // A new subscription's answers queue behind any the last one left in flight.
-        r.outbox = r.outbox.catch(() => {});
-        r.sub = await connector.subscribe({ group: consumerGroup(r.trigger), topic: r.trigger.spec.topic, onMessage: (m) => this.#handle(r, connector, m, log) });
-        log.info({ topic: r.trigger.spec.topic, group: consumerGroup(r.trigger) }, 'consuming');
-        backoff = 500;
-        await r.sub.done;
-      } catch (err) {
-        if (!r.stopped) log.warn({ err: (err as Error).message }, 'consumer stopped; reconnecting');
+      const got = await this.#o.connector(r.trigger).catch((err: Error) => `its connector could not be made: ${err.message}`);
+      if (typeof got === 'string') {
+        // Said once per reason: a trigger may wait a long time for a broker or a secret.
+        if (got !== waitingFor) log.warn({ type: r.trigger.spec.messageQueueType }, `the trigger waits: ${got}`);
+        waitingFor = got;
+      } else {
+        waitingFor = '';
+        await this.#consume(r, got.connector, log).finally(async () => {
+          // Answers still being published go out before their connector may close.
+          await r.outbox.catch(() => {});
+          await got.release();
+        });
+        backoff = r.healthy ? 500 : backoff;
       }
       if (r.stopped) return;
       await sleep(backoff);
       backoff = Math.min(backoff * 2, 10_000);
+    }
+  }
+
+  /** One subscription, until it stops; r.healthy says whether it got going. */
+  async #consume(r: Running, connector: Connector, log: Logger): Promise<void> {
+    r.healthy = false;
+    const group = consumerGroup(r.trigger);
+    try {
+      // Output topics exist before the first answer is published, so no
+      // answer depends on a broker creating a topic on the fly.
+      for (const t of [r.trigger.spec.respTopic, r.trigger.spec.errorTopic]) if (t) await connector.ensureTopic(t);
+      // A new subscription's answers queue behind any the last one left in flight.
+      r.outbox = r.outbox.catch(() => {});
+      const from = r.trigger.spec.messageQueueType === 'kafka' ? kafkaTriggerSettings(r.trigger.spec.metadata).from : undefined;
+      r.sub = await connector.subscribe({ group, topic: r.trigger.spec.topic, from, onMessage: (m) => this.#handle(r, connector, m, log) });
+      log.info({ topic: r.trigger.spec.topic, group }, 'consuming');
+      r.healthy = true;
+      await r.sub.done;
+    } catch (err) {
+      if (!r.stopped) log.warn({ err: errorText(err) }, 'consumer stopped; reconnecting');
     }
   }
 

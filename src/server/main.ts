@@ -21,6 +21,7 @@ import { sandboxAvailable } from '../sandbox/bwrap.ts';
 import { createProcessExecutor } from '../executor/process-executor.ts';
 import { createIngressController, createIngressProvider, ingressUrls } from '../ingress/index.ts';
 import { KafkaConnector } from '../mqtrigger/kafka.ts';
+import { KafkaClusters, kafkaConnectorFor, sharedLease } from '../mqtrigger/kafka-clusters.ts';
 import type { Connector } from '../mqtrigger/connector.ts';
 import { createTriggerManager } from '../mqtrigger/manager.ts';
 import { NatsConnector } from '../mqtrigger/nats.ts';
@@ -143,10 +144,12 @@ export async function startServer(src: ValuesSources, out: (line: string) => voi
       if (urls.httpsUrl) out(`ingress-https listening on ${urls.httpsUrl}`);
     }
     // Message queues: one connector per configured broker kind.
-    const kafka = values.kafka.enabled
-      ? new KafkaConnector({ brokers: values.kafka.brokers.split(',').map((b) => b.trim()).filter(Boolean), clientId: 'flint' })
-      : undefined;
+    const kafkaBrokers = values.kafka.brokers.split(',').map((b) => b.trim()).filter(Boolean);
+    const kafka = values.kafka.enabled ? new KafkaConnector({ brokers: kafkaBrokers, clientId: 'flint' }) : undefined;
     if (kafka) stops.push(() => kafka.close());
+    // Triggers whose metadata names their own cluster, or whose secret holds credentials.
+    const kafkaClusters = new KafkaClusters((brokers, auth) => new KafkaConnector({ brokers, auth, clientId: 'flint' }));
+    stops.push(() => kafkaClusters.close());
     const list = (v: string) => v.split(',').map((s) => s.trim()).filter(Boolean);
     const connectors: Partial<Record<string, Connector>> = {
       kafka,
@@ -158,7 +161,19 @@ export async function startServer(src: ValuesSources, out: (line: string) => voi
     const triggers = createTriggerManager({
       store,
       logger: logger.child({ component: 'mqtrigger' }),
-      connector: (type) => connectors[type],
+      connector: async (t) => {
+        const type = t.spec.messageQueueType;
+        if (type === 'kafka') {
+          return kafkaConnectorFor(t, {
+            install: kafka,
+            installBrokers: kafkaBrokers,
+            clusters: kafkaClusters,
+            secret: (ns, name) => store.get('Secret', ns, name),
+          });
+        }
+        const c = connectors[type];
+        return c === undefined ? `no ${type} broker: set ${type === 'nats-jetstream' ? 'nats' : type}.enabled=true and its address` : sharedLease(c);
+      },
       routerUrl: () => routerUrl,
       token: auth?.mint,
     });
