@@ -31,6 +31,10 @@ export interface KafkaBroker {
   brokers: string;
   /** `127.0.0.1:<port>` of the SASL/PLAIN listener, when startKafka was given `saslUsers`. */
   saslBrokers?: string;
+  /** `127.0.0.1:<port>` of the TLS listener, when startKafka was given `tls`. */
+  tlsBrokers?: string;
+  /** The TLS listener's self-signed certificate (PEM), for clients to trust. */
+  tlsCa?: string;
   dataDir: string;
   /** Stops the broker process; the data directory is kept so a restart resumes it. */
   stop(): Promise<void>;
@@ -46,6 +50,21 @@ export interface KafkaOptions {
   heapMB?: number;
   /** Users (name: password) of a second listener that takes SASL/PLAIN only. */
   saslUsers?: Record<string, string>;
+  /** A listener that takes TLS only, with a self-signed certificate for 127.0.0.1. */
+  tls?: boolean;
+}
+
+function listenerAddress(extra: Array<{ name: string; port: number }>, name: string): string | undefined {
+  const l = extra.find((e) => e.name === name);
+  return l === undefined ? undefined : `127.0.0.1:${l.port}`;
+}
+
+/** Kafka's PEM keystore: an unencrypted PKCS#8 key, then its certificate. */
+function writeSelfSignedKeystore(dir: string, keystore: string): void {
+  const key = path.join(dir, 'tls.key');
+  const crt = path.join(dir, 'tls.crt');
+  execFileSync('openssl', ['req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-keyout', key, '-out', crt, '-days', '2', '-subj', '/CN=127.0.0.1', '-addext', 'subjectAltName=IP:127.0.0.1'], { stdio: 'ignore' });
+  fs.writeFileSync(keystore, fs.readFileSync(key, 'utf8') + fs.readFileSync(crt, 'utf8'));
 }
 
 export async function startKafka(opts: KafkaOptions = {}): Promise<KafkaBroker> {
@@ -53,34 +72,44 @@ export async function startKafka(opts: KafkaOptions = {}): Promise<KafkaBroker> 
   const dataDir = opts.dataDir ?? fs.mkdtempSync(path.join(os.tmpdir(), 'flint-kafka-'));
   const port = opts.port ?? (await freePort());
   const controllerPort = await freePort();
-  const saslPort = opts.saslUsers === undefined ? undefined : await freePort();
   const props = path.join(dataDir, 'server.properties');
   const logDir = path.join(dataDir, 'logs');
-  const sasl = saslPort === undefined ? '' : `,SASL_PLAINTEXT://127.0.0.1:${saslPort}`;
-  const saslLines =
-    opts.saslUsers === undefined
-      ? []
-      : [
-          'sasl.enabled.mechanisms=PLAIN',
-          'inter.broker.listener.name=PLAINTEXT',
-          // The broker's own login is not used (brokers talk over PLAINTEXT); the user_ entries are who may connect.
-          `listener.name.sasl_plaintext.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required username="broker" password="broker" ${Object.entries(
-            opts.saslUsers,
-          )
-            .map(([u, pw]) => `user_${u}="${pw}"`)
-            .join(' ')};`,
-        ];
+  // Listeners besides the plain one, for clients that authenticate; brokers keep talking over PLAINTEXT.
+  const extra: Array<{ name: 'SASL_PLAINTEXT' | 'SSL'; port: number }> = [];
+  const extraLines: string[] = [];
+  if (opts.saslUsers !== undefined) {
+    extra.push({ name: 'SASL_PLAINTEXT', port: await freePort() });
+    const users = Object.entries(opts.saslUsers)
+      .map(([u, pw]) => `user_${u}="${pw}"`)
+      .join(' ');
+    extraLines.push(
+      'sasl.enabled.mechanisms=PLAIN',
+      // The broker's own login is never used (no broker talks SASL here); the user_ entries are who may connect.
+      `listener.name.sasl_plaintext.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required username="broker" password="broker" ${users};`,
+    );
+  }
+  let tlsCa: string | undefined;
+  if (opts.tls === true) {
+    extra.push({ name: 'SSL', port: await freePort() });
+    const keystore = path.join(dataDir, 'keystore.pem');
+    if (!fs.existsSync(keystore)) writeSelfSignedKeystore(dataDir, keystore);
+    const pem = fs.readFileSync(keystore, 'utf8');
+    tlsCa = pem.slice(pem.indexOf('-----BEGIN CERTIFICATE-----'));
+    extraLines.push('ssl.keystore.type=PEM', `ssl.keystore.location=${keystore}`, 'ssl.client.auth=none');
+  }
+  const extraListeners = extra.map((l) => `,${l.name}://127.0.0.1:${l.port}`).join('');
   fs.writeFileSync(
     props,
     [
       'process.roles=broker,controller',
       'node.id=1',
       `controller.quorum.voters=1@127.0.0.1:${controllerPort}`,
-      `listeners=PLAINTEXT://127.0.0.1:${port}${sasl},CONTROLLER://127.0.0.1:${controllerPort}`,
-      `advertised.listeners=PLAINTEXT://127.0.0.1:${port}${sasl}`,
+      `listeners=PLAINTEXT://127.0.0.1:${port}${extraListeners},CONTROLLER://127.0.0.1:${controllerPort}`,
+      `advertised.listeners=PLAINTEXT://127.0.0.1:${port}${extraListeners}`,
       'controller.listener.names=CONTROLLER',
-      `listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT${sasl === '' ? '' : ',SASL_PLAINTEXT:SASL_PLAINTEXT'}`,
-      ...saslLines,
+      'inter.broker.listener.name=PLAINTEXT',
+      `listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT${extra.map((l) => `,${l.name}:${l.name}`).join('')}`,
+      ...extraLines,
       `log.dirs=${logDir}`,
       'num.partitions=1',
       'offsets.topic.replication.factor=1',
@@ -124,7 +153,9 @@ export async function startKafka(opts: KafkaOptions = {}): Promise<KafkaBroker> 
   await launch();
   return {
     brokers: `127.0.0.1:${port}`,
-    saslBrokers: saslPort === undefined ? undefined : `127.0.0.1:${saslPort}`,
+    saslBrokers: listenerAddress(extra, 'SASL_PLAINTEXT'),
+    tlsBrokers: listenerAddress(extra, 'SSL'),
+    tlsCa,
     dataDir,
     stop,
     async destroy() {

@@ -73,7 +73,7 @@ describe('message-queue triggers with Kafka', { timeout: 600_000 }, () => {
   before(async () => {
     work = fs.mkdtempSync(path.join(os.tmpdir(), 'flint-mqt-'));
     dataDir = path.join(work, 'data');
-    kafka = await startKafka({ saslUsers: { alice: 'alice-secret' } });
+    kafka = await startKafka({ saslUsers: { alice: 'alice-secret' }, tls: true });
     server = await startServer({ dataDir, sets: ['kafka.enabled=true', `kafka.brokers=${kafka.brokers}`] });
     ok(['env', 'create', '--name', 'nodejs', '--image', 'flint/node-env', '--poolsize', '1', '--externalnetwork']);
   });
@@ -162,6 +162,17 @@ describe('message-queue triggers with Kafka', { timeout: 600_000 }, () => {
     assert.match(bad.stderr, /spec\.metadata\.offsetResetPolicy.*earliest or latest/);
     ok(['mqt', 'delete', '--name', 'keda']);
     ok(['mqt', 'delete', '--name', 'keda-refused']);
+  });
+
+  it("talks TLS to a cluster whose certificate the trigger's secret names", async () => {
+    ok(['fn', 'create', '--name', 'tls', '--env', 'nodejs', '--code', code('tls', 'module.exports = async (c) => ({ status: 200, body: "tls got " + c.request.body.n });')]);
+    const ca = path.join(work, 'kafka-ca.pem');
+    fs.writeFileSync(ca, kafka.tlsCa!);
+    ok(['secret', 'create', '--name', 'kafka-tls', '--from-literal', 'tls=enable', '--from-file', `ca=${ca}`]);
+    ok(['mqt', 'create', '--name', 'tls', '--function', 'tls', '--topic', 'tls-in', '--resptopic', 'tls-out', '--secret', 'kafka-tls', '--metadata', `bootstrapServers=${kafka.tlsBrokers!}`]);
+    await produce('tls-in', JSON.stringify({ n: 7 }));
+    assert.deepEqual(await readUntil('tls-out', 'verify', 1), ['tls got 7']);
+    ok(['mqt', 'delete', '--name', 'tls']);
   });
 
   it('loses nothing and keeps order across a broker restart and a manager restart', async () => {
