@@ -102,6 +102,24 @@ describe('flint CLI', () => {
     answer = (s) => ({ status: s.method === 'POST' ? 201 : 200, body: s.body ?? {} });
   });
 
+  it("mqt update adds metadata keys, takes away those given as 'key=', and '--secret -' removes the secret", async () => {
+    const current = { kind: 'MessageQueueTrigger', metadata: { name: 'orders', namespace: 'default' }, spec: { functionref: { type: 'name', name: 'f' }, messageQueueType: 'kafka', topic: 'in', metadata: { consumerGroup: 'g', lagThreshold: '5' }, secret: 'creds' } };
+    answer = (s) => (s.method === 'GET' ? { status: 200, body: structuredClone(current) } : { status: 200, body: s.body });
+    seen = [];
+    const r = await run(['mqt', 'update', '--name', 'orders', '--metadata', 'lagThreshold=', '--metadata', 'bootstrapServers=k:9092', '--secret', '-']);
+    assert.equal(r.code, 0, r.err);
+    const spec = seen.find((s) => s.method === 'PUT')!.body.spec;
+    assert.deepEqual(spec.metadata, { consumerGroup: 'g', bootstrapServers: 'k:9092' });
+    assert.equal('secret' in spec, false);
+    seen = [];
+    assert.equal((await run(['mqt', 'update', '--name', 'orders', '--metadata', 'consumerGroup=', '--metadata', 'lagThreshold='])).code, 0);
+    assert.equal('metadata' in seen.find((s) => s.method === 'PUT')!.body.spec, false, 'no key left: no metadata');
+    const bad = await run(['mqt', 'update', '--name', 'orders', '--secret', 'Bad_Name']);
+    assert.notEqual(bad.code, 0);
+    assert.match(bad.err, /--secret 'Bad_Name' is not a valid name/);
+    answer = (s) => ({ status: s.method === 'POST' ? 201 : 200, body: s.body ?? {} });
+  });
+
   it('route create defaults to GET and a UUID name, with the warning', async () => {
     seen = [];
     const r = await run(['route', 'create', '--function', 'hello', '--url', 'hello']);

@@ -34,8 +34,8 @@ function addFlags(cmd: Command): Command {
     .option('--errortopic <topic>', 'topic that receives failures')
     .option('--maxretries <n>', 'retries after a failed call', intFlag('--maxretries', 0, 100))
     .option('--contenttype <type>', 'Content-Type of the call (default application/json)')
-    .option('--metadata <key=value>', 'connector settings (repeatable)', collect)
-    .option('--secret <name>', 'secret with connector credentials');
+    .option('--metadata <key=value>', "connector settings (repeatable; 'key=' removes a key)", collect)
+    .option('--secret <name>', "secret with connector credentials ('-' removes it)");
 }
 
 function apply(spec: Partial<MessageQueueTrigger['spec']>, f: MqtFlags): void {
@@ -55,8 +55,18 @@ function apply(spec: Partial<MessageQueueTrigger['spec']>, f: MqtFlags): void {
   if (f.maxretries !== undefined) spec.maxRetries = f.maxretries;
   if (f.contenttype !== undefined) spec.contentType = f.contenttype;
   const md = kvMap('--metadata', f.metadata, { allowEqualsInValue: true });
-  if (md) spec.metadata = { ...spec.metadata, ...md };
-  if (f.secret !== undefined) spec.secret = f.secret;
+  if (md) {
+    // An empty value takes a key away: no connector setting means anything empty.
+    const next = { ...spec.metadata };
+    for (const [k, v] of Object.entries(md)) {
+      if (v === '') delete next[k];
+      else next[k] = v;
+    }
+    if (Object.keys(next).length > 0) spec.metadata = next;
+    else delete spec.metadata;
+  }
+  if (f.secret === '-') delete spec.secret;
+  else if (f.secret !== undefined) spec.secret = checkName('--secret', f.secret);
 }
 
 export function registerMqt(program: Command, ctx: () => Ctx): void {
