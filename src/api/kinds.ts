@@ -202,6 +202,10 @@ export type HTTPTriggerSpec = Static<typeof HTTPTriggerSpec>;
 // ---- MessageQueueTrigger -------------------------------------------------------
 
 export const MQ_TYPES = ['kafka', 'nats-jetstream', 'rabbitmq', 'redis'] as const;
+/** `keda`: a KEDA-scaled connector (Fission's CLI default); `fission`: Fission's classic built-in consumer (Kafka only). */
+export const MQT_KINDS = ['keda', 'fission'] as const;
+/** KEDA's counts are Kubernetes int32s. */
+const INT32_MAX = 2_147_483_647;
 export type MessageQueueType = (typeof MQ_TYPES)[number];
 
 export const MessageQueueTriggerSpec = Type.Object(
@@ -215,6 +219,13 @@ export const MessageQueueTriggerSpec = Type.Object(
     contentType: Type.Optional(Type.String({ maxLength: 255, default: 'application/json' })),
     metadata: Type.Optional(StringMap),
     secret: Type.Optional(Type.String({ maxLength: 253 })),
+    // Fission's: which of its trigger heads owns the trigger, and KEDA's scaling of the connector (kubernetes mode).
+    // Local mode consumes every trigger itself, whatever the kind, and runs one consumer per trigger.
+    mqtkind: Type.Optional(Type.Union(MQT_KINDS.map((k) => Type.Literal(k)))),
+    pollingInterval: Type.Optional(Type.Integer({ minimum: 1, maximum: INT32_MAX })),
+    cooldownPeriod: Type.Optional(Type.Integer({ minimum: 0, maximum: INT32_MAX })),
+    minReplicaCount: Type.Optional(Type.Integer({ minimum: 0, maximum: INT32_MAX })),
+    maxReplicaCount: Type.Optional(Type.Integer({ minimum: 1, maximum: INT32_MAX })),
   },
   Strict,
 );

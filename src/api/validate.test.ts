@@ -47,6 +47,11 @@ describe('validation', () => {
     fail('MessageQueueTrigger', mqtWith({ bootstrapServers: 'kafka:9092,nohost' }), 'spec.metadata.bootstrapServers', /'nohost' is not host:port/);
     fail('MessageQueueTrigger', mqtWith({ offsetResetPolicy: 'newest' }), 'spec.metadata.offsetResetPolicy', /earliest or latest/);
     fail('MessageQueueTrigger', mqtWith({ topic: 'other' }), 'spec.metadata.topic', /differs from spec.topic 'in'/);
+    const mqtSpec = (extra: Record<string, unknown>) => ({ metadata: { name: 'q' }, spec: { functionref: { name: 'f' }, messageQueueType: 'redis', topic: 'in', ...extra } });
+    fail('MessageQueueTrigger', mqtSpec({ mqtkind: 'fission' }), 'spec.mqtkind', /takes only kafka, not redis/);
+    fail('MessageQueueTrigger', mqtSpec({ mqtkind: 'classic' }), 'spec.mqtkind', /./);
+    fail('MessageQueueTrigger', mqtSpec({ minReplicaCount: 5, maxReplicaCount: 2 }), 'spec.minReplicaCount', /5 is more than maxReplicaCount 2/);
+    fail('MessageQueueTrigger', mqtSpec({ pollingInterval: 0 }), 'spec.pollingInterval', /greater or equal to 1/);
     fail('Package', { metadata: { name: 'p' }, spec: { environment: { name: 'e' }, source: { type: 'url' } } }, 'spec.source.url', /required/);
     const fnWith = (streaming: unknown) => ({ metadata: { name: 'f' }, spec: { environment: { name: 'e' }, package: { packageref: { name: 'p' } }, streaming } });
     fail('Function', fnWith({ protocol: 'grpc' }), 'spec.streaming.protocol', /auto|sse|websocket/);

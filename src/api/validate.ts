@@ -182,6 +182,12 @@ const RULES: Partial<Record<KindName, Rule>> = {
     }
     if (s.respTopic && s.respTopic === s.topic) throw invalid('spec.respTopic', 'must differ from the input topic');
     if (s.errorTopic && s.errorTopic === s.topic) throw invalid('spec.errorTopic', 'must differ from the input topic');
+    if (s.mqtkind === 'fission' && s.messageQueueType !== 'kafka') {
+      throw invalid('spec.mqtkind', `'fission' (the classic built-in consumer) takes only kafka, not ${s.messageQueueType}: use 'keda'`);
+    }
+    if (s.minReplicaCount !== undefined && s.maxReplicaCount !== undefined && s.minReplicaCount > s.maxReplicaCount) {
+      throw invalid('spec.minReplicaCount', `${s.minReplicaCount} is more than maxReplicaCount ${s.maxReplicaCount}`);
+    }
     if (s.messageQueueType === 'kafka') {
       const problem = kafkaMetadataProblem(s.metadata, s.topic);
       if (problem !== undefined) throw invalid(problem.field, problem.message);

@@ -106,9 +106,10 @@ describe('flint CLI', () => {
     const current = { kind: 'MessageQueueTrigger', metadata: { name: 'orders', namespace: 'default' }, spec: { functionref: { type: 'name', name: 'f' }, messageQueueType: 'kafka', topic: 'in', metadata: { consumerGroup: 'g', lagThreshold: '5' }, secret: 'creds' } };
     answer = (s) => (s.method === 'GET' ? { status: 200, body: structuredClone(current) } : { status: 200, body: s.body });
     seen = [];
-    const r = await run(['mqt', 'update', '--name', 'orders', '--metadata', 'lagThreshold=', '--metadata', 'bootstrapServers=k:9092', '--secret', '-']);
+    const r = await run(['mqt', 'update', '--name', 'orders', '--metadata', 'lagThreshold=', '--metadata', 'bootstrapServers=k:9092', '--secret', '-', '--mqtkind', 'keda', '--pollinginterval', '15', '--cooldownperiod', '0', '--minreplicacount', '1', '--maxreplicacount', '4']);
     assert.equal(r.code, 0, r.err);
     const spec = seen.find((s) => s.method === 'PUT')!.body.spec;
+    assert.deepEqual([spec.mqtkind, spec.pollingInterval, spec.cooldownPeriod, spec.minReplicaCount, spec.maxReplicaCount], ['keda', 15, 0, 1, 4]);
     assert.deepEqual(spec.metadata, { consumerGroup: 'g', bootstrapServers: 'k:9092' });
     assert.equal('secret' in spec, false);
     seen = [];
@@ -168,6 +169,8 @@ describe('flint CLI', () => {
       [['mqt', 'create', '--name', 'q', '--function', 'f', '--topic', 'bad topic'], /not a valid topic name/],
       [['mqt', 'create', '--name', 'q', '--function', 'f', '--topic', 'in', '--maxretries', '-1'], /--maxretries must be between 0/],
       [['mqt', 'create', '--name', 'q', '--function', 'f', '--topic', 'in', '--mqtype', 'sqs'], /--mqtype must be one of/],
+      [['mqt', 'create', '--name', 'q', '--function', 'f', '--topic', 'in', '--mqtkind', 'classic'], /--mqtkind must be keda or fission, got 'classic'/],
+      [['mqt', 'create', '--name', 'q', '--function', 'f', '--topic', 'in', '--pollinginterval', '0'], /--pollinginterval must be between 1 and 2147483647/],
       [['nothing'], /unknown command 'nothing'/],
     ];
     for (const [args, pattern] of cases) {

@@ -1,5 +1,5 @@
 import type { Command } from 'commander';
-import { MQ_TYPES, type MessageQueueTrigger } from '../../api/kinds.ts';
+import { MQ_TYPES, MQT_KINDS, type MessageQueueTrigger } from '../../api/kinds.ts';
 import { checkName, collect, intFlag, kvMap, usage } from '../flags.ts';
 import type { Ctx } from '../io.ts';
 import { createOrSave, SpecOutput, type SpecOutputFlags, withSpecOutput } from '../spec/output.ts';
@@ -16,7 +16,14 @@ interface MqtFlags {
   contenttype?: string;
   metadata?: string[];
   secret?: string;
+  mqtkind?: string;
+  pollinginterval?: number;
+  cooldownperiod?: number;
+  minreplicacount?: number;
+  maxreplicacount?: number;
 }
+
+const INT32_MAX = 2_147_483_647;
 
 const TOPIC = /^[a-zA-Z0-9._-]{1,249}$/;
 
@@ -35,7 +42,12 @@ function addFlags(cmd: Command): Command {
     .option('--maxretries <n>', 'retries after a failed call', intFlag('--maxretries', 0, 100))
     .option('--contenttype <type>', 'Content-Type of the call (default application/json)')
     .option('--metadata <key=value>', "connector settings (repeatable; 'key=' removes a key)", collect)
-    .option('--secret <name>', "secret with connector credentials ('-' removes it)");
+    .option('--secret <name>', "secret with connector credentials ('-' removes it)")
+    .option('--mqtkind <kind>', `${MQT_KINDS.join(' or ')}: which of Fission's trigger heads owns it (kept; local mode consumes every trigger itself)`)
+    .option('--pollinginterval <seconds>', 'KEDA: how often the queue is checked (kubernetes mode)', intFlag('--pollinginterval', 1, INT32_MAX))
+    .option('--cooldownperiod <seconds>', 'KEDA: wait before scaling the connector to zero (kubernetes mode)', intFlag('--cooldownperiod', 0, INT32_MAX))
+    .option('--minreplicacount <n>', 'KEDA: fewest connector replicas (kubernetes mode)', intFlag('--minreplicacount', 0, INT32_MAX))
+    .option('--maxreplicacount <n>', 'KEDA: most connector replicas (kubernetes mode)', intFlag('--maxreplicacount', 1, INT32_MAX));
 }
 
 function apply(spec: Partial<MessageQueueTrigger['spec']>, f: MqtFlags): void {
@@ -65,6 +77,14 @@ function apply(spec: Partial<MessageQueueTrigger['spec']>, f: MqtFlags): void {
     if (Object.keys(next).length > 0) spec.metadata = next;
     else delete spec.metadata;
   }
+  if (f.mqtkind !== undefined) {
+    if (!(MQT_KINDS as readonly string[]).includes(f.mqtkind)) throw usage(`--mqtkind must be ${MQT_KINDS.join(' or ')}, got '${f.mqtkind}'`);
+    spec.mqtkind = f.mqtkind as MessageQueueTrigger['spec']['mqtkind'];
+  }
+  if (f.pollinginterval !== undefined) spec.pollingInterval = f.pollinginterval;
+  if (f.cooldownperiod !== undefined) spec.cooldownPeriod = f.cooldownperiod;
+  if (f.minreplicacount !== undefined) spec.minReplicaCount = f.minreplicacount;
+  if (f.maxreplicacount !== undefined) spec.maxReplicaCount = f.maxreplicacount;
   if (f.secret === '-') delete spec.secret;
   else if (f.secret !== undefined) spec.secret = checkName('--secret', f.secret);
 }

@@ -9,6 +9,8 @@ import type { Ctx } from '../io.ts';
 import { archiveFiles, buildArchives } from './apply.ts';
 import { readSpecs } from './documents.ts';
 import { fromFission } from './fission.ts';
+import type { MessageQueueTrigger } from '../../api/kinds.ts';
+import { validateResource } from '../../api/validate.ts';
 
 const root = fs.mkdtempSync(path.join(os.tmpdir(), 'flint-specdocs-'));
 after(() => fs.rmSync(root, { recursive: true, force: true }));
@@ -57,6 +59,35 @@ describe('spec documents', () => {
       data: { EMPTY_FLAG: '', MaxScale: '3' },
     });
     assert.deepEqual(out, { apiVersion: 'flint.dev/v1', kind: 'ConfigMap', metadata: { name: 'c', labels: { tier: '' } }, data: { EMPTY_FLAG: '', MaxScale: '3' } });
+  });
+
+  it("takes a message-queue trigger as `fission mqt create --spec` writes it, KEDA fields and all", () => {
+    const doc = fromFission({
+      apiVersion: 'fission.io/v1',
+      kind: 'MessageQueueTrigger',
+      metadata: { name: 'kafkatest', namespace: 'default', creationTimestamp: null },
+      spec: {
+        contentType: 'application/json',
+        cooldownPeriod: 300,
+        errorTopic: 'error',
+        functionref: { functionweights: null, name: 'consumer', type: 'name' },
+        maxReplicaCount: 100,
+        maxRetries: 3,
+        messageQueueType: 'kafka',
+        metadata: { bootstrapServers: 'my-cluster-kafka-brokers.kafka.svc:9092', consumerGroup: 'my-group', topic: 'input' },
+        minReplicaCount: 0,
+        mqtkind: 'keda',
+        pollingInterval: 30,
+        respTopic: 'output',
+        secret: '',
+        topic: 'input',
+      },
+    });
+    const mqt = validateResource('MessageQueueTrigger', doc, {}) as MessageQueueTrigger;
+    assert.deepEqual(
+      [mqt.spec.mqtkind, mqt.spec.pollingInterval, mqt.spec.cooldownPeriod, mqt.spec.minReplicaCount, mqt.spec.maxReplicaCount, mqt.spec.metadata?.consumerGroup, mqt.spec.secret],
+      ['keda', 30, 300, 0, 100, 'my-group', undefined],
+    );
   });
 
   it('leaves Fission fields Flint does not know in place, so validation names them', () => {
