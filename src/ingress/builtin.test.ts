@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import http from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { afterEach, beforeEach, describe, it } from 'node:test';
 import { type BuiltinGateway, createBuiltinGateway, normalizeHost } from './builtin.ts';
 import {
@@ -63,6 +64,49 @@ describe('builtin gateway', () => {
       assert.equal(status, 404);
     } finally {
       await g.stop();
+    }
+  });
+
+  it('closes kept-alive connections during its stop instead of serving more on them, and stops even when whileTunnelsOpen fails', async () => {
+    // A router that answers after a moment and says when a request has reached it.
+    let arrived: () => void = () => {};
+    const slow = http.createServer((_req, res) => {
+      arrived();
+      setTimeout(() => res.end('ok'), 200);
+    });
+    await new Promise<void>((r) => slow.listen(0, '127.0.0.1', r));
+    const g = createBuiltinGateway({ routerUrl: `http://127.0.0.1:${(slow.address() as AddressInfo).port}`, port: 0 });
+    await g.start();
+    await g.apply([ingress('x')]);
+    const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
+    const get = () =>
+      new Promise<{ status: number; connection: string | undefined }>((resolve, reject) => {
+        const u = new URL(g.url);
+        const req = http.request({ host: u.hostname, port: u.port, path: '/x', agent }, (r) => {
+          r.resume();
+          r.on('end', () => resolve({ status: r.statusCode ?? 0, connection: r.headers.connection }));
+        });
+        req.on('error', reject);
+        req.end();
+      });
+    try {
+      assert.deepEqual(await get(), { status: 200, connection: 'keep-alive' });
+      // A request on the kept-alive connection is at the router when the stop begins.
+      const reached = new Promise<void>((r) => {
+        arrived = r;
+      });
+      const during = get();
+      await reached;
+      const stopped = g.stop(async () => {
+        assert.deepEqual(await during, { status: 200, connection: 'close' }, 'answered, and the connection is not kept');
+        throw new Error('the router failed to stop');
+      });
+      await assert.rejects(stopped, /the router failed to stop/);
+      await assert.rejects(get(), /ECONNREFUSED/, 'the listener is closed all the same');
+    } finally {
+      agent.destroy();
+      slow.closeAllConnections();
+      slow.close();
     }
   });
 

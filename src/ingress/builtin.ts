@@ -268,6 +268,8 @@ export function createBuiltinGateway(opts: BuiltinGatewayOptions): BuiltinGatewa
   let defaultMaterial: TlsMaterial | undefined;
   /** Open Upgrade tunnels: the listeners cannot close while they last. */
   const tunnels = new Set<Tunnel>();
+  /** Responses under way, so a stop can tell them to close their connections after. */
+  const answering = new Set<http.ServerResponse>();
   let stopping = false;
 
   /** Route matching and the forwarded request, shared by plain requests and Upgrades. */
@@ -404,6 +406,12 @@ export function createBuiltinGateway(opts: BuiltinGatewayOptions): BuiltinGatewa
 
   function onRequest(secure: boolean) {
     return (req: http.IncomingMessage, res: http.ServerResponse) => {
+      // Once the gateway stops, no connection is kept for a next request: the router behind it is draining.
+      if (stopping) res.shouldKeepAlive = false;
+      else {
+        answering.add(res);
+        res.once('close', () => answering.delete(res));
+      }
       handle(req, res, secure).catch((err) => {
         logger.error({ err }, 'ingress gateway request failed');
         plain(res, 500, 'internal gateway error');
@@ -538,6 +546,7 @@ export function createBuiltinGateway(opts: BuiltinGatewayOptions): BuiltinGatewa
 
     async stop(whileTunnelsOpen) {
       stopping = true;
+      for (const res of answering) if (!res.headersSent) res.shouldKeepAlive = false;
       const servers = [httpServer, httpsServer].filter((s): s is http.Server => s !== undefined);
       const closing = Promise.all(servers.map(stopListening));
       try {
@@ -546,16 +555,18 @@ export function createBuiltinGateway(opts: BuiltinGatewayOptions): BuiltinGatewa
         // A WebSocket may stay open for days; waiting for it would hang the stop.
         for (const t of tunnels) t.destroy();
         tunnels.clear();
+        // Connections that finished a request since the listeners closed are idle now.
+        for (const s of servers) s.closeIdleConnections();
+        // Requests in flight get a moment to finish (when the router stopped behind the gateway, they already have).
+        const cut = setTimeout(() => {
+          for (const s of servers) s.closeAllConnections();
+        }, STOP_GRACE_MS);
+        await closing;
+        clearTimeout(cut);
+        httpServer = httpsServer = undefined;
+        await pool?.close();
+        pool = undefined;
       }
-      // Requests in flight get a moment to finish (when the router stopped behind the gateway, they already have).
-      const cut = setTimeout(() => {
-        for (const s of servers) s.closeAllConnections();
-      }, STOP_GRACE_MS);
-      await closing;
-      clearTimeout(cut);
-      httpServer = httpsServer = undefined;
-      await pool?.close();
-      pool = undefined;
     },
   };
 }

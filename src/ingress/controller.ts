@@ -159,8 +159,11 @@ export function createIngressController(opts: IngressControllerOptions): Ingress
       clearTimeout(retry);
       timer = retry = undefined;
       await running;
-      await provider.stop(whileTunnelsOpen);
-      for (const r of waiters.splice(0)) r();
+      try {
+        await provider.stop(whileTunnelsOpen);
+      } finally {
+        for (const r of waiters.splice(0)) r();
+      }
     },
 
     idle() {

@@ -701,9 +701,12 @@ export function createNginxProvider(opts: NginxProviderOptions): NginxProvider {
     },
 
     async stop(whileTunnelsOpen) {
-      await halt(whileTunnelsOpen);
-      child = undefined;
-      fs.rmSync(layout.statusSocket, { force: true });
+      try {
+        await halt(whileTunnelsOpen);
+      } finally {
+        child = undefined;
+        fs.rmSync(layout.statusSocket, { force: true });
+      }
     },
   };
   return provider;

@@ -50,6 +50,12 @@ describe('Kafka connectors per trigger', () => {
     assert.equal(made[1].closed, true);
   });
 
+  it('takes the same brokers in another order for the same cluster', () => {
+    const clusters = new KafkaClusters(fake([]));
+    assert.equal(clusters.acquire(['j:9092', 'k:9092'], {}).connector, clusters.acquire(['k:9092', 'j:9092'], {}).connector);
+    assert.equal(clusters.size, 1);
+  });
+
   it("uses the install's broker unless the metadata or the secret says otherwise, and says why it cannot", async () => {
     const made: Array<{ brokers: string[]; auth: KafkaAuth; closed: boolean }> = [];
     const install = fake(made)(['install:9092'], {});
@@ -70,5 +76,8 @@ describe('Kafka connectors per trigger', () => {
     assert.equal(await kafkaConnectorFor(trigger({ secret: 'nope' }), from), "secret 'nope' does not exist in namespace 'team'");
     assert.match((await kafkaConnectorFor(trigger({ secret: 'broken' }), from)) as string, /^secret 'broken': 'sasl' must be/);
     assert.match((await kafkaConnectorFor(trigger(), { ...from, install: undefined })) as string, /no Kafka broker: set kafka.enabled=true/);
+    assert.match((await kafkaConnectorFor(trigger({ secret: 'creds' }), { ...from, install: undefined })) as string, /no Kafka broker/, 'credentials alone need Kafka enabled');
+    const same = await kafkaConnectorFor(trigger({ metadata: { bootstrapServers: 'install:9092' } }), from);
+    assert.ok(typeof same !== 'string' && same.connector === install, "naming the install's own brokers shares its connector");
   });
 });

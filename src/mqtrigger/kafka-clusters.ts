@@ -33,7 +33,8 @@ export class KafkaClusters {
   }
 
   acquire(brokers: string[], auth: KafkaAuth): ConnectorLease {
-    const key = JSON.stringify([brokers, auth]);
+    // The same cluster whatever order its brokers are named in.
+    const key = JSON.stringify([[...brokers].sort(), auth]);
     let entry = this.#open.get(key);
     if (entry === undefined) {
       entry = { connector: this.#make(brokers, auth), users: 0 };
@@ -62,6 +63,10 @@ export class KafkaClusters {
   }
 }
 
+function sameBrokers(a: string[], b: string[]): boolean {
+  return a.length === b.length && [...a].sort().join(',') === [...b].sort().join(',');
+}
+
 export interface KafkaTriggerSources {
   /** The install's connector (`kafka.enabled`), and the brokers it uses. */
   install: Connector | undefined;
@@ -87,13 +92,13 @@ export async function kafkaConnectorFor(t: MessageQueueTrigger, from: KafkaTrigg
     if (typeof read === 'string') return `secret '${secretName}': ${read}`;
     auth = read;
   }
-  const own = settings.brokers !== undefined || auth.sasl !== undefined || auth.tls !== undefined;
-  if (!own) {
-    return from.install === undefined
-      ? 'no Kafka broker: set kafka.enabled=true and kafka.brokers, or the trigger\'s metadata bootstrapServers'
-      : sharedLease(from.install);
+  const credentials = auth.sasl !== undefined || auth.tls !== undefined;
+  const install = from.install;
+  if (!credentials && install !== undefined && (settings.brokers === undefined || sameBrokers(settings.brokers, from.installBrokers))) {
+    return sharedLease(install);
   }
-  const brokers = settings.brokers ?? from.installBrokers;
-  if (brokers.length === 0) return "no Kafka broker: set the trigger's metadata bootstrapServers, or kafka.brokers";
+  // Credentials alone go with the install's brokers, but only when Kafka is enabled there.
+  const brokers = settings.brokers ?? (install === undefined ? undefined : from.installBrokers);
+  if (brokers === undefined) return "no Kafka broker: set kafka.enabled=true and kafka.brokers, or the trigger's metadata bootstrapServers";
   return from.clusters.acquire(brokers, auth);
 }

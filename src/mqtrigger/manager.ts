@@ -47,9 +47,22 @@ interface Running {
   /** The last subscription started: a retry after it need not back off. */
   healthy: boolean;
   loop: Promise<void>;
+  /** Ends the wait between two attempts at once: the trigger is being stopped. */
+  wake: () => void;
 }
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/** Waits `ms`, or less if `r` is halted meanwhile. */
+function pause(r: Running, ms: number): Promise<void> {
+  return new Promise((resolve) => {
+    const t = setTimeout(resolve, ms);
+    r.wake = () => {
+      clearTimeout(t);
+      resolve();
+    };
+  });
+}
 
 export class TriggerManager {
   readonly #o: TriggerManagerOptions;
@@ -93,7 +106,7 @@ export class TriggerManager {
       return;
     }
     const start = () => {
-      const r: Running = { trigger: t, specKey, outbox: Promise.resolve(), stopped: false, healthy: false, loop: Promise.resolve() };
+      const r: Running = { trigger: t, specKey, outbox: Promise.resolve(), stopped: false, healthy: false, loop: Promise.resolve(), wake: () => {} };
       r.loop = this.#run(r);
       this.#running.set(key, r);
     };
@@ -116,6 +129,8 @@ export class TriggerManager {
 
   async #halt(r: Running): Promise<void> {
     r.stopped = true;
+    r.wake();
+    // A subscription still being made is closed by #consume when it arrives.
     await r.sub?.close().catch(() => {});
     await r.loop.catch(() => {});
   }
@@ -126,6 +141,10 @@ export class TriggerManager {
     let waitingFor = '';
     while (!r.stopped) {
       const got = await this.#o.connector(r.trigger).catch((err: Error) => `its connector could not be made: ${err.message}`);
+      if (r.stopped) {
+        if (typeof got !== 'string') await got.release();
+        return;
+      }
       if (typeof got === 'string') {
         // Said once per reason: a trigger may wait a long time for a broker or a secret.
         if (got !== waitingFor) log.warn({ type: r.trigger.spec.messageQueueType }, `the trigger waits: ${got}`);
@@ -140,7 +159,7 @@ export class TriggerManager {
         backoff = r.healthy ? 500 : backoff;
       }
       if (r.stopped) return;
-      await sleep(backoff);
+      await pause(r, backoff);
       backoff = Math.min(backoff * 2, 10_000);
     }
   }
@@ -156,7 +175,13 @@ export class TriggerManager {
       // A new subscription's answers queue behind any the last one left in flight.
       r.outbox = r.outbox.catch(() => {});
       const from = r.trigger.spec.messageQueueType === 'kafka' ? kafkaTriggerSettings(r.trigger.spec.metadata).from : undefined;
-      r.sub = await connector.subscribe({ group, topic: r.trigger.spec.topic, from, onMessage: (m) => this.#handle(r, connector, m, log) });
+      const sub = await connector.subscribe({ group, topic: r.trigger.spec.topic, from, onMessage: (m) => this.#handle(r, connector, m, log) });
+      r.sub = sub;
+      // Halted while subscribing: #halt had no subscription to close yet.
+      if (r.stopped) {
+        await sub.close();
+        return;
+      }
       log.info({ topic: r.trigger.spec.topic, group }, 'consuming');
       r.healthy = true;
       await r.sub.done;

@@ -174,11 +174,14 @@ export class Router {
     this.#source.stop();
     const listening = this.#server.listening;
     if (listening) await this.#server.drain(this.#o.drainMs ?? 5000);
-    if (whileTunnelsOpen !== undefined) await whileTunnelsOpen();
-    // The listening socket does not close while any connection it accepted is open, upgraded ones included.
-    this.#tunnels.closeAll();
-    if (listening) await this.#server.closed();
-    await this.#upstreams.close();
+    try {
+      if (whileTunnelsOpen !== undefined) await whileTunnelsOpen();
+    } finally {
+      // The listening socket does not close while any connection it accepted is open, upgraded ones included.
+      this.#tunnels.closeAll();
+      if (listening) await this.#server.closed();
+      await this.#upstreams.close();
+    }
   }
 
   // ---- per request ----------------------------------------------------------------

@@ -63,7 +63,7 @@ function addSpecFlags(cmd: Command): Command {
     .option('--rpp, --requestsperpod <n>', 'concurrent requests one instance takes', intFlag('--requestsperpod', 1, 10000))
     .option('--yolo, --onceonly', 'an instance serves one request, then stops')
     .option('--streaming-protocol <protocol>', `what the streaming limits apply to: ${STREAMING_PROTOCOLS.join(', ')} (default auto: both HTTP streams and WebSockets)`)
-    .option('--streaming-idle-timeout <seconds>', 'a streamed response or WebSocket silent this long is closed (replaces --fntimeout inside a body; 0 removes the limit)', intFlag('--streaming-idle-timeout', 0, 86400))
+    .option('--streaming-idle-timeout <seconds>', 'a streamed response or WebSocket silent this long is closed (replaces --fntimeout inside a body; 0 removes it: streams get --fntimeout again, WebSockets no limit)', intFlag('--streaming-idle-timeout', 0, 86400))
     .option('--streaming-max-duration <seconds>', 'a streamed response or WebSocket is closed after this long (0 removes the limit)', intFlag('--streaming-max-duration', 0, 604800))
     .option('--secret <name>', 'a secret the function reads (repeatable)', collect)
     .option('--configmap <name>', 'a configmap the function reads (repeatable)', collect)
