@@ -2,11 +2,17 @@ import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { describe, it } from 'node:test';
+import { after, describe, it } from 'node:test';
 import { loadValues } from './values.ts';
+
+const dirs: string[] = [];
+after(() => {
+  for (const d of dirs) fs.rmSync(d, { recursive: true, force: true });
+});
 
 function tmpFile(text: string): string {
   const d = fs.mkdtempSync(path.join(os.tmpdir(), 'flint-values-'));
+  dirs.push(d);
   const f = path.join(d, 'v.yaml');
   fs.writeFileSync(f, text);
   return f;

@@ -40,7 +40,7 @@ export async function startServer(opts: StartOptions = {}): Promise<TestServer> 
   child.stdout!.on('data', (c) => (out += c));
   child.stderr!.on('data', (c) => (out += c));
   const exited = new Promise<void>((r) => child.once('exit', () => r()));
-  const urls = await new Promise<Record<string, string>>((resolve, reject) => {
+  const started = new Promise<Record<string, string>>((resolve, reject) => {
     const timer = setTimeout(() => reject(new Error(`server did not start in time:\n${out}`)), 30_000);
     const check = () => {
       const found: Record<string, string> = {};
@@ -59,6 +59,16 @@ export async function startServer(opts: StartOptions = {}): Promise<TestServer> 
   const cleanup = () => {
     if (!opts.keepData && !opts.dataDir) fs.rmSync(dataDir, { recursive: true, force: true });
   };
+  let urls: Record<string, string>;
+  try {
+    urls = await started;
+  } catch (err) {
+    // A server that refused to start (or did not start in time) leaves nothing behind either.
+    if (child.exitCode === null) child.kill('SIGKILL');
+    await exited;
+    cleanup();
+    throw err;
+  }
   return {
     dataDir,
     controllerUrl: urls.controller,
