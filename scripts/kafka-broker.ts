@@ -33,8 +33,12 @@ export interface KafkaBroker {
   saslBrokers?: string;
   /** `127.0.0.1:<port>` of the TLS listener, when startKafka was given `tls`. */
   tlsBrokers?: string;
-  /** The TLS listener's self-signed certificate (PEM), for clients to trust. */
+  /** The TLS listeners' self-signed certificate (PEM), for clients to trust. */
   tlsCa?: string;
+  /** `127.0.0.1:<port>` of a TLS listener that also wants a client certificate: `tlsClient`'s. */
+  mtlsBrokers?: string;
+  /** The certificate and key (PEM) the client-certificate listener accepts. */
+  tlsClient?: { cert: string; key: string };
   dataDir: string;
   /** Stops the broker process; the data directory is kept so a restart resumes it. */
   stop(): Promise<void>;
@@ -50,7 +54,10 @@ export interface KafkaOptions {
   heapMB?: number;
   /** Users (name: password) of a second listener that takes SASL/PLAIN only. */
   saslUsers?: Record<string, string>;
-  /** A listener that takes TLS only, with a self-signed certificate for 127.0.0.1. */
+  /**
+   * Two TLS-only listeners with a self-signed certificate for 127.0.0.1: one
+   * for any client, one only for clients showing the certificate in `tlsClient`.
+   */
   tls?: boolean;
 }
 
@@ -59,12 +66,14 @@ function listenerAddress(extra: Array<{ name: string; port: number }>, name: str
   return l === undefined ? undefined : `127.0.0.1:${l.port}`;
 }
 
-/** Kafka's PEM keystore: an unencrypted PKCS#8 key, then its certificate. */
-function writeSelfSignedKeystore(dir: string, keystore: string): void {
-  const key = path.join(dir, 'tls.key');
-  const crt = path.join(dir, 'tls.crt');
-  execFileSync('openssl', ['req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-keyout', key, '-out', crt, '-days', '2', '-subj', '/CN=127.0.0.1', '-addext', 'subjectAltName=IP:127.0.0.1'], { stdio: 'ignore' });
-  fs.writeFileSync(keystore, fs.readFileSync(key, 'utf8') + fs.readFileSync(crt, 'utf8'));
+/** A self-signed certificate and its unencrypted PKCS#8 key (PEM), made once per data directory. */
+function selfSigned(dir: string, name: string, subjectAltName: string): { cert: string; key: string } {
+  const key = path.join(dir, `${name}.key`);
+  const crt = path.join(dir, `${name}.crt`);
+  if (!fs.existsSync(crt)) {
+    execFileSync('openssl', ['req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-keyout', key, '-out', crt, '-days', '2', '-subj', `/CN=${name}`, '-addext', `subjectAltName=${subjectAltName}`], { stdio: 'ignore' });
+  }
+  return { cert: fs.readFileSync(crt, 'utf8'), key: fs.readFileSync(key, 'utf8') };
 }
 
 export async function startKafka(opts: KafkaOptions = {}): Promise<KafkaBroker> {
@@ -75,7 +84,7 @@ export async function startKafka(opts: KafkaOptions = {}): Promise<KafkaBroker> 
   const props = path.join(dataDir, 'server.properties');
   const logDir = path.join(dataDir, 'logs');
   // Listeners besides the plain one, for clients that authenticate; brokers keep talking over PLAINTEXT.
-  const extra: Array<{ name: 'SASL_PLAINTEXT' | 'SSL'; port: number }> = [];
+  const extra: Array<{ name: 'SASL_PLAINTEXT' | 'SSL' | 'MTLS'; port: number }> = [];
   const extraLines: string[] = [];
   if (opts.saslUsers !== undefined) {
     extra.push({ name: 'SASL_PLAINTEXT', port: await freePort() });
@@ -89,13 +98,25 @@ export async function startKafka(opts: KafkaOptions = {}): Promise<KafkaBroker> 
     );
   }
   let tlsCa: string | undefined;
+  let tlsClient: { cert: string; key: string } | undefined;
   if (opts.tls === true) {
-    extra.push({ name: 'SSL', port: await freePort() });
+    extra.push({ name: 'SSL', port: await freePort() }, { name: 'MTLS', port: await freePort() });
+    const server = selfSigned(dataDir, 'broker', 'IP:127.0.0.1');
+    tlsClient = selfSigned(dataDir, 'client', 'DNS:client');
+    tlsCa = server.cert;
+    // Kafka's PEM keystore: the key, then its certificate.
     const keystore = path.join(dataDir, 'keystore.pem');
-    if (!fs.existsSync(keystore)) writeSelfSignedKeystore(dataDir, keystore);
-    const pem = fs.readFileSync(keystore, 'utf8');
-    tlsCa = pem.slice(pem.indexOf('-----BEGIN CERTIFICATE-----'));
-    extraLines.push('ssl.keystore.type=PEM', `ssl.keystore.location=${keystore}`, 'ssl.client.auth=none');
+    fs.writeFileSync(keystore, server.key + server.cert);
+    const clients = path.join(dataDir, 'client-truststore.pem');
+    fs.writeFileSync(clients, tlsClient.cert);
+    extraLines.push(
+      'ssl.keystore.type=PEM',
+      `ssl.keystore.location=${keystore}`,
+      'ssl.client.auth=none',
+      'listener.name.mtls.ssl.client.auth=required',
+      'listener.name.mtls.ssl.truststore.type=PEM',
+      `listener.name.mtls.ssl.truststore.location=${clients}`,
+    );
   }
   const extraListeners = extra.map((l) => `,${l.name}://127.0.0.1:${l.port}`).join('');
   fs.writeFileSync(
@@ -108,7 +129,7 @@ export async function startKafka(opts: KafkaOptions = {}): Promise<KafkaBroker> 
       `advertised.listeners=PLAINTEXT://127.0.0.1:${port}${extraListeners}`,
       'controller.listener.names=CONTROLLER',
       'inter.broker.listener.name=PLAINTEXT',
-      `listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT${extra.map((l) => `,${l.name}:${l.name}`).join('')}`,
+      `listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT${extra.map((l) => `,${l.name}:${l.name === 'MTLS' ? 'SSL' : l.name}`).join('')}`,
       ...extraLines,
       `log.dirs=${logDir}`,
       'num.partitions=1',
@@ -156,6 +177,8 @@ export async function startKafka(opts: KafkaOptions = {}): Promise<KafkaBroker> 
     saslBrokers: listenerAddress(extra, 'SASL_PLAINTEXT'),
     tlsBrokers: listenerAddress(extra, 'SSL'),
     tlsCa,
+    mtlsBrokers: listenerAddress(extra, 'MTLS'),
+    tlsClient,
     dataDir,
     stop,
     async destroy() {

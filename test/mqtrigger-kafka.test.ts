@@ -164,7 +164,7 @@ describe('message-queue triggers with Kafka', { timeout: 600_000 }, () => {
     ok(['mqt', 'delete', '--name', 'keda-refused']);
   });
 
-  it("talks TLS to a cluster whose certificate the trigger's secret names", async () => {
+  it("talks TLS to a cluster whose certificate the trigger's secret names, with a client certificate where the broker wants one", async () => {
     ok(['fn', 'create', '--name', 'tls', '--env', 'nodejs', '--code', code('tls', 'module.exports = async (c) => ({ status: 200, body: "tls got " + c.request.body.n });')]);
     const ca = path.join(work, 'kafka-ca.pem');
     fs.writeFileSync(ca, kafka.tlsCa!);
@@ -173,6 +173,16 @@ describe('message-queue triggers with Kafka', { timeout: 600_000 }, () => {
     await produce('tls-in', JSON.stringify({ n: 7 }));
     assert.deepEqual(await readUntil('tls-out', 'verify', 1), ['tls got 7']);
     ok(['mqt', 'delete', '--name', 'tls']);
+    // A listener that wants a client certificate takes the secret's cert and key.
+    const cert = path.join(work, 'client.crt');
+    const key = path.join(work, 'client.key');
+    fs.writeFileSync(cert, kafka.tlsClient!.cert);
+    fs.writeFileSync(key, kafka.tlsClient!.key);
+    ok(['secret', 'create', '--name', 'kafka-mtls', '--from-literal', 'tls=enable', '--from-file', `ca=${ca}`, '--from-file', `cert=${cert}`, '--from-file', `key=${key}`]);
+    ok(['mqt', 'create', '--name', 'mtls', '--function', 'tls', '--topic', 'mtls-in', '--resptopic', 'mtls-out', '--secret', 'kafka-mtls', '--metadata', `bootstrapServers=${kafka.mtlsBrokers!}`]);
+    await produce('mtls-in', JSON.stringify({ n: 8 }));
+    assert.deepEqual(await readUntil('mtls-out', 'verify', 1), ['tls got 8']);
+    ok(['mqt', 'delete', '--name', 'mtls']);
   });
 
   it('loses nothing and keeps order across a broker restart and a manager restart', async () => {
