@@ -1,4 +1,4 @@
-// Message-queue triggers through NATS JetStream and Redis Streams: the same
+// Message-queue triggers through NATS JetStream, RabbitMQ and Redis Streams: the same
 // flow as with Kafka, with real brokers from Debian's packages.
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
@@ -10,6 +10,7 @@ import type { Connector } from '../src/mqtrigger/connector.ts';
 import { NatsConnector } from '../src/mqtrigger/nats.ts';
 import { RabbitConnector } from '../src/mqtrigger/rabbitmq.ts';
 import { RedisConnector } from '../src/mqtrigger/redis.ts';
+import { createClient } from '@redis/client';
 import { eventually, flint, startServer } from './helpers/server.ts';
 
 interface Case {
@@ -17,6 +18,8 @@ interface Case {
   start(): Promise<LocalBroker>;
   sets(b: LocalBroker): string[];
   connector(b: LocalBroker): Connector;
+  /** KEDA metadata naming the broker (and a group) on the trigger itself, for types whose metadata Flint reads. */
+  metadata?(b: LocalBroker): string[];
 }
 
 const CASES: Case[] = [
@@ -31,12 +34,14 @@ const CASES: Case[] = [
     start: startRabbit,
     sets: (b) => ['rabbitmq.enabled=true', `rabbitmq.url=${b.url}`],
     connector: (b) => new RabbitConnector({ url: b.url }),
+    metadata: (b) => [`host=${b.url}`, 'queueName=jobs'],
   },
   {
     mqtype: 'redis',
     start: startRedis,
     sets: (b) => ['redis.enabled=true', `redis.url=${b.url}`],
     connector: (b) => new RedisConnector({ url: b.url }),
+    metadata: (b) => [`address=127.0.0.1:${b.port}`, 'stream=jobs', 'consumerGroup=team-jobs'],
   },
 ];
 
@@ -81,5 +86,44 @@ for (const c of CASES) {
         fs.rmSync(broker.dir, { recursive: true, force: true });
       }
     });
+
+    const metadata = c.metadata;
+    if (metadata !== undefined) {
+      it('consumes from the server its KEDA metadata names, on a server with no such broker configured', async () => {
+        const broker = await c.start();
+        const work = fs.mkdtempSync(path.join(os.tmpdir(), 'flint-mq-'));
+        const server = await startServer();
+        const conn = c.connector(broker);
+        try {
+          const ok = (args: string[]) => {
+            const r = flint(server, args, { cwd: work });
+            assert.equal(r.code, 0, `${args.join(' ')}: ${r.stderr}`);
+          };
+          fs.writeFileSync(path.join(work, 'fn.js'), "module.exports = async (ctx) => ({ status: 200, body: 'own ' + ctx.request.body.n });");
+          ok(['env', 'create', '--name', 'nodejs', '--image', 'flint/node-env', '--poolsize', '1']);
+          ok(['fn', 'create', '--name', 'worker', '--env', 'nodejs', '--code', 'fn.js']);
+          ok(['mqt', 'create', '--name', 'own', '--function', 'worker', '--mqtype', c.mqtype, '--topic', 'jobs', '--resptopic', 'done', ...metadata(broker).flatMap((m) => ['--metadata', m])]);
+          const out: string[] = [];
+          const sub = await conn.subscribe({ group: 'test', topic: 'done', onMessage: async (m) => void out.push(m.value.toString()) });
+          await conn.publish('jobs', { value: JSON.stringify({ n: 7 }) });
+          await eventually(() => out.length >= 1, 'the answer', 60_000);
+          assert.deepEqual(out, ['own 7']);
+          await sub.close();
+          if (c.mqtype === 'redis') {
+            const client = createClient({ url: broker.url });
+            await client.connect();
+            const groups = (await client.xInfoGroups('jobs')) as Array<{ name: string }>;
+            await client.quit();
+            assert.ok(groups.some((g) => g.name === 'team-jobs'), `the group named in the metadata consumes (${groups.map((g) => g.name).join(', ')})`);
+          }
+        } finally {
+          await conn.close();
+          await server.stop();
+          await broker.stop();
+          fs.rmSync(work, { recursive: true, force: true });
+          fs.rmSync(broker.dir, { recursive: true, force: true });
+        }
+      });
+    }
   });
 }

@@ -6,6 +6,7 @@ import { Value } from '@sinclair/typebox/value';
 import { ARCHIVE_URL_PREFIX, buildCommandProblem, MAX_LITERAL_BYTES, SHA256_HEX, storedArchiveSha } from './build-command.ts';
 import { FlintError, invalid } from './errors.ts';
 import { kafkaMetadataProblem } from './kafka-trigger.ts';
+import { rabbitMetadataProblem, redisMetadataProblem } from './queue-trigger.ts';
 import { builderForImage, KNOWN_BUILDER_IMAGES, KNOWN_RUNTIME_IMAGES, runtimeForImage } from './images.ts';
 import {
   type AnyResource,
@@ -188,10 +189,15 @@ const RULES: Partial<Record<KindName, Rule>> = {
     if (s.minReplicaCount !== undefined && s.maxReplicaCount !== undefined && s.minReplicaCount > s.maxReplicaCount) {
       throw invalid('spec.minReplicaCount', `${s.minReplicaCount} is more than maxReplicaCount ${s.maxReplicaCount}`);
     }
-    if (s.messageQueueType === 'kafka') {
-      const problem = kafkaMetadataProblem(s.metadata, s.topic);
-      if (problem !== undefined) throw invalid(problem.field, problem.message);
-    }
+    const problem =
+      s.messageQueueType === 'kafka'
+        ? kafkaMetadataProblem(s.metadata, s.topic)
+        : s.messageQueueType === 'rabbitmq'
+          ? rabbitMetadataProblem(s.metadata, s.topic)
+          : s.messageQueueType === 'redis'
+            ? redisMetadataProblem(s.metadata, s.topic)
+            : undefined;
+    if (problem !== undefined) throw invalid(problem.field, problem.message);
   },
 
   Secret: checkDataSize,

@@ -12,7 +12,7 @@ import { openSqliteStore } from '../store/sqlite.ts';
 import type { Store } from '../store/store.ts';
 import { eventually } from '../testing/eventually.ts';
 import type { Connector, Subscription } from './connector.ts';
-import type { ConnectorLease } from './kafka-clusters.ts';
+import type { ConnectorLease } from './trigger-connectors.ts';
 import { createTriggerManager } from './manager.ts';
 
 let dir: string;

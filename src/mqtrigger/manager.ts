@@ -7,11 +7,12 @@
 import type { Logger } from 'pino';
 import { Agent } from 'undici';
 import { kafkaTriggerSettings } from '../api/kafka-trigger.ts';
+import { redisSettings } from '../api/queue-trigger.ts';
 import type { MessageQueueTrigger } from '../api/kinds.ts';
 import type { Store, Watch } from '../store/store.ts';
 import type { Connector, Handled, OutgoingMessage, QueueMessage, Subscription } from './connector.ts';
 import { errorText } from './error-text.ts';
-import type { ConnectorLease } from './kafka-clusters.ts';
+import type { ConnectorLease } from './trigger-connectors.ts';
 
 export interface TriggerManagerOptions {
   store: Store;
@@ -31,9 +32,10 @@ export interface TriggerManagerOptions {
 
 const HOP_BY_HOP = new Set(['connection', 'keep-alive', 'transfer-encoding', 'content-length', 'host', 'upgrade', 'te', 'trailer']);
 
-/** The trigger's consumer group: a Kafka trigger's KEDA metadata may name its own. */
+/** The trigger's consumer group: a Kafka or Redis trigger's KEDA metadata may name its own. */
 export function consumerGroup(t: MessageQueueTrigger): string {
-  const own = t.spec.messageQueueType === 'kafka' ? kafkaTriggerSettings(t.spec.metadata).group : undefined;
+  const type = t.spec.messageQueueType;
+  const own = type === 'kafka' ? kafkaTriggerSettings(t.spec.metadata).group : type === 'redis' ? redisSettings(t.spec.metadata, undefined).group : undefined;
   return own ?? `flint-mqt-${t.metadata.namespace}-${t.metadata.name}`;
 }
 

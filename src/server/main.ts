@@ -21,7 +21,7 @@ import { sandboxAvailable } from '../sandbox/bwrap.ts';
 import { createProcessExecutor } from '../executor/process-executor.ts';
 import { createIngressController, createIngressProvider, ingressUrls } from '../ingress/index.ts';
 import { KafkaConnector } from '../mqtrigger/kafka.ts';
-import { KafkaClusters, kafkaConnectorFor, sharedLease } from '../mqtrigger/kafka-clusters.ts';
+import { connectorFor, SharedConnectors } from '../mqtrigger/trigger-connectors.ts';
 import type { Connector } from '../mqtrigger/connector.ts';
 import { createTriggerManager } from '../mqtrigger/manager.ts';
 import { NatsConnector } from '../mqtrigger/nats.ts';
@@ -147,9 +147,9 @@ export async function startServer(src: ValuesSources, out: (line: string) => voi
     const kafkaBrokers = values.kafka.brokers.split(',').map((b) => b.trim()).filter(Boolean);
     const kafka = values.kafka.enabled ? new KafkaConnector({ brokers: kafkaBrokers, clientId: 'flint' }) : undefined;
     if (kafka) stops.push(() => kafka.close());
-    // Triggers whose metadata names their own cluster, or whose secret holds credentials.
-    const kafkaClusters = new KafkaClusters((brokers, auth) => new KafkaConnector({ brokers, auth, clientId: 'flint' }));
-    stops.push(() => kafkaClusters.close());
+    // Triggers whose metadata names their own server, or whose secret holds credentials.
+    const triggerConnectors = new SharedConnectors();
+    stops.push(() => triggerConnectors.close());
     const list = (v: string) => v.split(',').map((s) => s.trim()).filter(Boolean);
     const connectors: Partial<Record<string, Connector>> = {
       kafka,
@@ -161,19 +161,16 @@ export async function startServer(src: ValuesSources, out: (line: string) => voi
     const triggers = createTriggerManager({
       store,
       logger: logger.child({ component: 'mqtrigger' }),
-      connector: async (t) => {
-        const type = t.spec.messageQueueType;
-        if (type === 'kafka') {
-          return kafkaConnectorFor(t, {
-            install: kafka,
-            installBrokers: kafkaBrokers,
-            clusters: kafkaClusters,
-            secret: (ns, name) => store.get('Secret', ns, name),
-          });
-        }
-        const c = connectors[type];
-        return c === undefined ? `no ${type} broker: set ${type === 'nats-jetstream' ? 'nats' : type}.enabled=true and its address` : sharedLease(c);
-      },
+      connector: (t) =>
+        connectorFor(t, {
+          install: connectors,
+          installKafkaBrokers: kafkaBrokers,
+          shared: triggerConnectors,
+          secret: (ns, name) => store.get('Secret', ns, name),
+          makeKafka: (brokers, auth) => new KafkaConnector({ brokers, auth, clientId: 'flint' }),
+          makeRabbit: (url) => new RabbitConnector({ url }),
+          makeRedis: (url) => new RedisConnector({ url }),
+        }),
       routerUrl: () => routerUrl,
       token: auth?.mint,
     });

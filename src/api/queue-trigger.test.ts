@@ -1,0 +1,37 @@
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { rabbitMetadataProblem, rabbitSettings, redisMetadataProblem, redisSettings } from './queue-trigger.ts';
+
+describe('RabbitMQ and Redis trigger metadata', () => {
+  it('accepts what KEDA accepts and names the key of what it refuses', () => {
+    assert.equal(rabbitMetadataProblem({ host: 'amqp://u:p@h:5672/v', queueName: 't', mode: 'QueueLength', value: '5' }, 't'), undefined);
+    assert.equal(redisMetadataProblem({ address: 'h:6379', stream: 't', consumerGroup: 'g', pendingEntriesCount: '10', databaseIndex: '1', enableTLS: 'false' }, 't'), undefined);
+    const cases: Array<[ReturnType<typeof rabbitMetadataProblem>, string, RegExp]> = [
+      [rabbitMetadataProblem({ host: 'http://h:15672' }, 't'), 'host', /amqp:\/\/ or amqps:\/\/ URL, got http:/],
+      [rabbitMetadataProblem({ host: 'not a url' }, 't'), 'host', /is not a URL/],
+      [rabbitMetadataProblem({ queueName: 'u' }, 't'), 'queueName', /'u' differs from spec.topic 't'/],
+      [redisMetadataProblem({ address: 'h' }, 't'), 'address', /'h' is not host:port/],
+      [redisMetadataProblem({ host: 'h', port: 'x' }, 't'), 'host', /not host:port/],
+      [redisMetadataProblem({ databaseIndex: 'one' }, 't'), 'databaseIndex', /whole number/],
+      [redisMetadataProblem({ enableTLS: 'yes' }, 't'), 'enableTLS', /true or false/],
+      [redisMetadataProblem({ consumerGroup: '' }, 't'), 'consumerGroup', /visible ASCII/],
+      [redisMetadataProblem({ stream: 'u' }, 't'), 'stream', /differs from spec.topic/],
+    ];
+    for (const [p, key, message] of cases) {
+      assert.equal(p?.field, `spec.metadata.${key}`);
+      assert.match(p?.message ?? '', message);
+    }
+  });
+
+  it('hides the credentials of a bad URL in its message', () => {
+    assert.doesNotMatch(rabbitMetadataProblem({ host: 'amqp//user:secret@h' }, 't')?.message ?? '', /secret/);
+  });
+
+  it('builds the server URL from the metadata and the secret', () => {
+    assert.deepEqual(rabbitSettings(undefined, undefined), {});
+    assert.deepEqual(rabbitSettings({ host: 'amqp://h/' }, { host: 'amqp://from-secret/', username: 'a', password: 'b c' }), { url: 'amqp://a:b%20c@from-secret/' });
+    assert.match(rabbitSettings(undefined, { host: 'redis://h' }) as string, /^'host' must be an amqp:\/\//);
+    assert.deepEqual(redisSettings({ consumerGroup: 'g' }, undefined), { group: 'g' });
+    assert.deepEqual(redisSettings({ host: 'h' }, { username: 'u', password: 'p' }), { url: 'redis://u:p@h:6379', group: undefined });
+  });
+});

@@ -1,0 +1,94 @@
+// What a RabbitMQ or Redis Streams trigger's KEDA metadata and secret say,
+// with the names KEDA's scalers use, so a trigger written for Fission's
+// KEDA connectors consumes from the server it names. (Kafka's are in
+// kafka-trigger.ts.) Keys not read here are KEDA's scaling settings.
+import type { FieldProblem } from './kafka-trigger.ts';
+
+/** Where a trigger's own server is, and the group it consumes in; undefined fields: the install's. */
+export interface QueueTriggerSettings {
+  url?: string;
+  group?: string;
+}
+
+const at = (key: string) => `spec.metadata.${key}`;
+const HOST_PORT = /^(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9]([-A-Za-z0-9.]*[A-Za-z0-9])?):(\d{1,5})$/;
+
+function validPort(hostPort: string): boolean {
+  const m = HOST_PORT.exec(hostPort);
+  return m !== null && Number(m[3]) >= 1 && Number(m[3]) <= 65535;
+}
+
+function amqpUrlProblem(value: string): string | undefined {
+  let u: URL;
+  try {
+    u = new URL(value);
+  } catch {
+    return `'${value.replace(/\/\/[^@/]*@/, '//***@')}' is not a URL`;
+  }
+  // KEDA may watch a queue over the management API (http); the connector itself consumes over AMQP.
+  if (u.protocol !== 'amqp:' && u.protocol !== 'amqps:') return `must be an amqp:// or amqps:// URL, got ${u.protocol}//...`;
+  return undefined;
+}
+
+function sameAs(metadata: Record<string, string>, key: string, topic: string): FieldProblem | undefined {
+  const v = metadata[key];
+  return v !== undefined && v !== topic ? { field: at(key), message: `'${v}' differs from spec.topic '${topic}'` } : undefined;
+}
+
+export function rabbitMetadataProblem(metadata: Record<string, string> | undefined, topic: string): FieldProblem | undefined {
+  if (metadata === undefined) return undefined;
+  if (metadata.host !== undefined) {
+    const p = amqpUrlProblem(metadata.host);
+    if (p !== undefined) return { field: at('host'), message: p };
+  }
+  if (metadata.vhostName === '') return { field: at('vhostName'), message: 'must not be empty' };
+  return sameAs(metadata, 'queueName', topic);
+}
+
+export function redisMetadataProblem(metadata: Record<string, string> | undefined, topic: string): FieldProblem | undefined {
+  if (metadata === undefined) return undefined;
+  if (metadata.address !== undefined && !validPort(metadata.address)) return { field: at('address'), message: `'${metadata.address}' is not host:port` };
+  if (metadata.host !== undefined && metadata.address === undefined && !validPort(`${metadata.host}:${metadata.port ?? '6379'}`)) {
+    return { field: at('host'), message: `'${metadata.host}:${metadata.port ?? '6379'}' is not host:port` };
+  }
+  const db = metadata.databaseIndex;
+  if (db !== undefined && !/^\d{1,4}$/.test(db)) return { field: at('databaseIndex'), message: `must be a whole number, got '${db}'` };
+  const tls = metadata.enableTLS;
+  if (tls !== undefined && tls !== 'true' && tls !== 'false') return { field: at('enableTLS'), message: `must be true or false, got '${tls}'` };
+  const group = metadata.consumerGroup;
+  if (group !== undefined && (group === '' || group.length > 255 || !/^[\x21-\x7e]+$/.test(group))) {
+    return { field: at('consumerGroup'), message: 'must be 1 to 255 visible ASCII characters' };
+  }
+  return sameAs(metadata, 'stream', topic);
+}
+
+/**
+ * A RabbitMQ trigger's server: the secret's `host` (as KEDA's
+ * TriggerAuthentication may give it), else the metadata's, with the
+ * secret's `username` and `password` and the metadata's `vhostName` put in.
+ * A string when the secret's host is not an AMQP URL.
+ */
+export function rabbitSettings(metadata: Record<string, string> | undefined, secret: Record<string, string> | undefined): QueueTriggerSettings | string {
+  const host = secret?.host ?? metadata?.host;
+  if (host === undefined) return {};
+  const problem = amqpUrlProblem(host);
+  if (problem !== undefined) return `'host' ${problem}`;
+  const u = new URL(host);
+  if (secret?.username) u.username = encodeURIComponent(secret.username);
+  if (secret?.password) u.password = encodeURIComponent(secret.password);
+  if (metadata?.vhostName) u.pathname = `/${encodeURIComponent(metadata.vhostName)}`;
+  return { url: u.toString() };
+}
+
+/** A Redis Streams trigger's server and group, with the secret's `username` and `password`. */
+export function redisSettings(metadata: Record<string, string> | undefined, secret: Record<string, string> | undefined): QueueTriggerSettings {
+  const group = metadata?.consumerGroup;
+  const address = metadata?.address ?? (metadata?.host === undefined ? undefined : `${metadata.host}:${metadata.port ?? '6379'}`);
+  if (address === undefined) return { group };
+  const tls = metadata?.enableTLS === 'true' || secret?.tls === 'enable';
+  const u = new URL(`${tls ? 'rediss' : 'redis'}://${address}`);
+  if (secret?.username) u.username = encodeURIComponent(secret.username);
+  if (secret?.password) u.password = encodeURIComponent(secret.password);
+  if (metadata?.databaseIndex) u.pathname = `/${Number(metadata.databaseIndex)}`;
+  return { url: u.toString(), group };
+}
