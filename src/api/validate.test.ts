@@ -48,6 +48,8 @@ describe('validation', () => {
     fail('MessageQueueTrigger', mqtWith({ offsetResetPolicy: 'newest' }), 'spec.metadata.offsetResetPolicy', /earliest or latest/);
     fail('MessageQueueTrigger', mqtWith({ topic: 'other' }), 'spec.metadata.topic', /differs from spec.topic 'in'/);
     const mqtSpec = (extra: Record<string, unknown>) => ({ metadata: { name: 'q' }, spec: { functionref: { name: 'f' }, messageQueueType: 'redis', topic: 'in', ...extra } });
+    fail('MessageQueueTrigger', mqtSpec({ metadata: { address: 'nohost' } }), 'spec.metadata.address', /not host:port/);
+    fail('MessageQueueTrigger', { metadata: { name: 'q' }, spec: { functionref: { name: 'f' }, messageQueueType: 'rabbitmq', topic: 'in', metadata: { host: 'http://mq:15672' } } }, 'spec.metadata.host', /amqp:\/\//);
     fail('MessageQueueTrigger', mqtSpec({ mqtkind: 'fission' }), 'spec.mqtkind', /takes only kafka, not redis/);
     fail('MessageQueueTrigger', mqtSpec({ mqtkind: 'classic' }), 'spec.mqtkind', /./);
     fail('MessageQueueTrigger', mqtSpec({ minReplicaCount: 5, maxReplicaCount: 2 }), 'spec.minReplicaCount', /5 is more than maxReplicaCount 2/);
