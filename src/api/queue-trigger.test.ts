@@ -24,7 +24,11 @@ describe('RabbitMQ and Redis trigger metadata', () => {
   });
 
   it('hides the credentials of a bad URL in its message', () => {
-    assert.doesNotMatch(rabbitMetadataProblem({ host: 'amqp//user:secret@h' }, 't')?.message ?? '', /secret/);
+    for (const host of ['amqp//user:secret@h', 'amqp://user:se/cret@h:x', 'user:secret@h']) {
+      const message = rabbitMetadataProblem({ host }, 't')?.message ?? '';
+      assert.notEqual(message, '', host);
+      assert.doesNotMatch(message, /secret|se\/cret/, host);
+    }
   });
 
   it('builds the server URL from the metadata and the secret', () => {

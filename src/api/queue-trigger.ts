@@ -23,7 +23,8 @@ function amqpUrlProblem(value: string): string | undefined {
   try {
     u = new URL(value);
   } catch {
-    return `'${value.replace(/\/\/[^@/]*@/, '//***@')}' is not a URL`;
+    // Whatever stands before the last '@' may be credentials.
+    return `'${value.replace(/^(.*\/\/)?.*@/, '$1***@')}' is not a URL`;
   }
   // KEDA may watch a queue over the management API (http); the connector itself consumes over AMQP.
   if (u.protocol !== 'amqp:' && u.protocol !== 'amqps:') return `must be an amqp:// or amqps:// URL, got ${u.protocol}//...`;
