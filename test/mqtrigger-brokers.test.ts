@@ -11,7 +11,7 @@ import { NatsConnector } from '../src/mqtrigger/nats.ts';
 import { RabbitConnector } from '../src/mqtrigger/rabbitmq.ts';
 import { RedisConnector } from '../src/mqtrigger/redis.ts';
 import { createClient } from '@redis/client';
-import { eventually, flint, startServer } from './helpers/server.ts';
+import { eventually, flint, startServer, type TestServer } from './helpers/server.ts';
 
 interface Case {
   mqtype: string;
@@ -45,18 +45,40 @@ const CASES: Case[] = [
   },
 ];
 
+interface Setup {
+  broker: LocalBroker;
+  server: TestServer;
+  conn: Connector;
+  work: string;
+  /** Runs the CLI against the server; fails the test on a non-zero exit. */
+  ok(args: string[]): void;
+}
+
+/** A fresh broker, a server (with `sets`), a connector of the test's own and a work directory, all gone afterwards. */
+async function withBroker(c: Case, sets: (b: LocalBroker) => string[], body: (s: Setup) => Promise<void>): Promise<void> {
+  const broker = await c.start();
+  const work = fs.mkdtempSync(path.join(os.tmpdir(), 'flint-mq-'));
+  const server = await startServer({ sets: sets(broker) });
+  const conn = c.connector(broker);
+  try {
+    const ok = (args: string[]) => {
+      const r = flint(server, args, { cwd: work });
+      assert.equal(r.code, 0, `${args.join(' ')}: ${r.stderr}`);
+    };
+    await body({ broker, server, conn, work, ok });
+  } finally {
+    await conn.close();
+    await server.stop();
+    await broker.stop();
+    fs.rmSync(work, { recursive: true, force: true });
+    fs.rmSync(broker.dir, { recursive: true, force: true });
+  }
+}
+
 for (const c of CASES) {
   describe(`message-queue triggers with ${c.mqtype}`, { timeout: 180_000 }, () => {
     it('sends answers to the response topic and failures to the error topic, retrying first', async () => {
-      const broker = await c.start();
-      const work = fs.mkdtempSync(path.join(os.tmpdir(), 'flint-mq-'));
-      const server = await startServer({ sets: c.sets(broker) });
-      const conn = c.connector(broker);
-      try {
-        const ok = (args: string[]) => {
-          const r = flint(server, args, { cwd: work });
-          assert.equal(r.code, 0, `${args.join(' ')}: ${r.stderr}`);
-        };
+      await withBroker(c, c.sets, async ({ server, conn, work, ok }) => {
         fs.writeFileSync(path.join(work, 'fn.js'), `module.exports = async (ctx) => {
           console.log('called with ' + ctx.request.body.n);
           return ctx.request.body.fail ? { status: 422, body: 'no' } : { status: 200, body: 'got ' + ctx.request.body.n + ' on ' + ctx.request.headers['x-flint-mqtrigger-topic'] };
@@ -78,27 +100,13 @@ for (const c of CASES) {
         assert.equal(log.split('\n').filter((l) => l.includes('called with 2')).length, 2, 'called 1 + maxRetries times');
         await s1.close();
         await s2.close();
-      } finally {
-        await conn.close();
-        await server.stop();
-        await broker.stop();
-        fs.rmSync(work, { recursive: true, force: true });
-        fs.rmSync(broker.dir, { recursive: true, force: true });
-      }
+      });
     });
 
     const metadata = c.metadata;
     if (metadata !== undefined) {
       it('consumes from the server its KEDA metadata names, on a server with no such broker configured', async () => {
-        const broker = await c.start();
-        const work = fs.mkdtempSync(path.join(os.tmpdir(), 'flint-mq-'));
-        const server = await startServer();
-        const conn = c.connector(broker);
-        try {
-          const ok = (args: string[]) => {
-            const r = flint(server, args, { cwd: work });
-            assert.equal(r.code, 0, `${args.join(' ')}: ${r.stderr}`);
-          };
+        await withBroker(c, () => [], async ({ broker, conn, work, ok }) => {
           fs.writeFileSync(path.join(work, 'fn.js'), "module.exports = async (ctx) => ({ status: 200, body: 'own ' + ctx.request.body.n });");
           ok(['env', 'create', '--name', 'nodejs', '--image', 'flint/node-env', '--poolsize', '1']);
           ok(['fn', 'create', '--name', 'worker', '--env', 'nodejs', '--code', 'fn.js']);
@@ -116,13 +124,7 @@ for (const c of CASES) {
             await client.quit();
             assert.ok(groups.some((g) => g.name === 'team-jobs'), `the group named in the metadata consumes (${groups.map((g) => g.name).join(', ')})`);
           }
-        } finally {
-          await conn.close();
-          await server.stop();
-          await broker.stop();
-          fs.rmSync(work, { recursive: true, force: true });
-          fs.rmSync(broker.dir, { recursive: true, force: true });
-        }
+        });
       });
     }
   });
