@@ -1,9 +1,10 @@
-// Regenerates the committed artifacts (OpenAPI document, CLI reference).
+// Regenerates the committed artifacts (OpenAPI document, CLI reference, CRDs).
 // Tests regenerate them too and fail on a diff, so run this after changing
 // a schema, a route or a command.
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { CRD_DIR, renderCrdFiles } from '../src/api/crds.ts';
 import { dataLayout } from '../src/config/layout.ts';
 import { createController } from '../src/controller/app.ts';
 import { OPENAPI_FILE, renderOpenApi } from '../src/controller/openapi.ts';
@@ -30,3 +31,8 @@ if (reference) {
   await reference.writeReference();
   console.log('wrote docs/cli-reference.md');
 }
+
+fs.rmSync(CRD_DIR, { recursive: true, force: true });
+fs.mkdirSync(CRD_DIR, { recursive: true });
+for (const [name, text] of renderCrdFiles()) fs.writeFileSync(path.join(CRD_DIR, name), text);
+console.log(`wrote ${path.relative(process.cwd(), CRD_DIR)}`);

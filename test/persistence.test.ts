@@ -59,5 +59,6 @@ describe('persistence across restarts', () => {
   it('refuses to start on a bad install value, naming the key', async () => {
     await assert.rejects(startServer({ sets: ['router.prot=1'] }), /unknown install value 'router\.prot'/);
     await assert.rejects(startServer({ sets: ['router.port=abc'] }), /'router\.port' must be an integer/);
+    await assert.rejects(startServer({ sets: ['mode=kubernetes'] }), /install value 'mode' is kubernetes, but `flint server` runs local mode only/);
   });
 });

@@ -3,7 +3,7 @@ import path from 'node:path';
 import type { Logger } from 'pino';
 import type { Values } from '../config/values.ts';
 import { createBuiltinGateway } from './builtin.ts';
-import { createKubeClient, inClusterKubeClientOptions, type KubeClient } from './kube-client.ts';
+import { createKubeClient, inClusterKubeClientOptions, type KubeClient } from '../store/kube-client.ts';
 import { createKubernetesIngressProvider } from './kubernetes.ts';
 import { createNginxProvider } from './nginx.ts';
 import type { IngressProvider } from './provider.ts';

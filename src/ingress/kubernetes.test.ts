@@ -4,7 +4,7 @@ import { type FakeKube, INGRESS_RESOURCE, startFakeKube } from '../../test/fake-
 import { ingressSchemaErrors } from '../../test/fake-kube/schema.ts';
 import type { HTTPTrigger, HTTPTriggerSpec, Secret } from '../api/kinds.ts';
 import { applyIngressFlags, type IngressFlagValues } from './flags.ts';
-import { createKubeClient, INGRESS_GVR, type KubeClient } from './kube-client.ts';
+import { createKubeClient, INGRESS_GVR, type KubeClient } from '../store/kube-client.ts';
 import { createKubernetesIngressProvider, type IngressObject, MANAGED_BY_LABEL, OWNED_ANNOTATIONS, toIngressObject } from './kubernetes.ts';
 import { type Outcome, ingress, runIngressProviderContract, type SendRequest } from './provider.contract.ts';
 import { deriveIngresses, type IngressProvider } from './provider.ts';

@@ -5,7 +5,7 @@
 import { pino, type Logger } from 'pino';
 import { isFlintError } from '../api/errors.ts';
 import { annotationKeyProblem } from './flags.ts';
-import { INGRESS_GVR, type KubeApiError, type KubeClient, type KubeObject } from './kube-client.ts';
+import { INGRESS_GVR, type KubeApiError, type KubeClient, type KubeObject } from '../store/kube-client.ts';
 import { type ApplyResult, INGRESS_NAMESPACE, type IngressProvider, type IngressSpec } from './provider.ts';
 
 /** Marks the Ingresses this provider owns; it never touches any other. */

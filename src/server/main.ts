@@ -47,6 +47,13 @@ function urlOf(address: string | { address: string; port: number } | null): stri
 
 export async function startServer(src: ValuesSources, out: (line: string) => void = console.log): Promise<RunningServer> {
   const values = await loadValues(src);
+  if (values.mode !== 'local') {
+    // Starting local components under the other mode's name would accept container images and the mesh option and
+    // honour neither. Kubernetes mode's store (custom resources) exists; its pod executor and chart templates do not yet.
+    throw new FlintError('FLINT_ERR_CONFIG', "install value 'mode' is kubernetes, but `flint server` runs local mode only: kubernetes mode is not complete in this version (see docs/kubernetes.md); set mode=local", {
+      field: 'mode',
+    });
+  }
   const layout = dataLayout(values.dataDir);
   for (const dir of [layout.root, layout.logs, layout.instances, layout.archives]) fs.mkdirSync(dir, { recursive: true, mode: 0o700 });
   fs.mkdirSync(layout.private, { recursive: true, mode: 0o700 });

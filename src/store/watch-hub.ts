@@ -16,12 +16,18 @@ interface Subscriber {
 export class WatchHub {
   readonly #subs = new Set<Subscriber>();
 
-  subscribe(opts: WatchOptions, onEvent: (ev: WatchEvent) => void, replay: Array<[number, WatchEvent]>): Watch {
+  /**
+   * `after`: live events at or below this version are skipped (default: the last one replayed). A backend whose
+   * events arrive from several ordered streams passes the watch's own starting version, so a late event of one
+   * stream is not lost behind a newer one replayed from another.
+   */
+  subscribe(opts: WatchOptions, onEvent: (ev: WatchEvent) => void, replay: Array<[number, WatchEvent]>, after?: number): Watch {
     const sub: Subscriber = { opts, onEvent, queue: [], scheduled: false, closed: false, after: 0 };
     for (const [rv, ev] of replay) {
       if (this.#matches(sub, ev)) sub.queue.push(ev);
       sub.after = rv;
     }
+    if (after !== undefined) sub.after = after;
     this.#subs.add(sub);
     this.#schedule(sub);
     return {

@@ -1,8 +1,11 @@
 // A small fake of the Kubernetes API server, for tests: no real one can run
 // here. It serves namespaced resources by group/version/resource the way the
-// real one answers the calls Flint makes: list (with labelSelector), get,
-// create, replace, delete, with resourceVersions, Status bodies and the real
-// status codes (404 NotFound, 409 AlreadyExists/Conflict, 422 Invalid, 401).
+// real one answers the calls Flint makes: list (with labelSelector, in one
+// namespace or all), get, create, replace, the status subresource, delete
+// (with preconditions) and watch (replay from a resourceVersion, bookmarks,
+// an ERROR event with 410 Expired for a version older than its history),
+// with one global resourceVersion, Status bodies and the real status codes
+// (404 NotFound, 409 AlreadyExists/Conflict, 422 Invalid, 401).
 // New kinds are one entry in `resources`.
 import { randomUUID } from 'node:crypto';
 import http from 'node:http';
@@ -18,6 +21,8 @@ export interface FakeResource {
   kind: string;
   /** Returns the reasons an object is invalid (422), as the API server's validation would. */
   validate?: (obj: any) => string[];
+  /** With a status subresource, create and replace keep the stored status and only PUT .../status writes it. */
+  statusSubresource?: boolean;
 }
 
 export const INGRESS_RESOURCE: FakeResource = { group: 'networking.k8s.io', version: 'v1', resource: 'ingresses', kind: 'Ingress' };
@@ -26,6 +31,8 @@ export interface FakeKubeOptions {
   /** Required bearer token; omit to accept anonymous calls. */
   token?: string;
   resources?: FakeResource[];
+  /** Changes kept for watches to resume from (etcd compacts its history the same way). */
+  historyLimit?: number;
 }
 
 export interface RecordedRequest {
@@ -44,6 +51,12 @@ export interface FakeKube {
   put(resource: string, obj: any): any;
   /** The next `count` requests matching method (and path substring) fail with `status`. */
   failNext(match: { method: string; path?: string }, status: number, count?: number): void;
+  /** Ends every open watch stream, as the API server does when a watch times out or it restarts. */
+  endWatches(): void;
+  /** Forgets the change history, as a compaction does: a watch from an older version gets 410 Expired. */
+  compact(): void;
+  /** Open watch streams. */
+  watchCount(): number;
   close(): Promise<void>;
 }
 
@@ -57,7 +70,22 @@ function send(res: http.ServerResponse, code: number, body: unknown): void {
   res.end(text);
 }
 
-const ROUTE = /^\/(?:api\/(?<coreVersion>[^/]+)|apis\/(?<group>[^/]+)\/(?<version>[^/]+))\/namespaces\/(?<ns>[^/]+)\/(?<resource>[^/]+)(?:\/(?<name>[^/]+))?$/;
+const ROUTE =
+  /^\/(?:api\/(?<coreVersion>[^/]+)|apis\/(?<group>[^/]+)\/(?<version>[^/]+))(?:\/namespaces\/(?<ns>[^/]+))?\/(?<resource>[^/]+)(?:\/(?<name>[^/]+)(?<sub>\/status)?)?$/;
+
+interface Change {
+  rv: number;
+  resourceKey: string;
+  namespace: string;
+  type: 'ADDED' | 'MODIFIED' | 'DELETED';
+  object: any;
+}
+
+interface Watcher {
+  resourceKey: string;
+  namespace: string | undefined;
+  res: http.ServerResponse;
+}
 
 export async function startFakeKube(opts: FakeKubeOptions = {}): Promise<FakeKube> {
   const resources = opts.resources ?? [INGRESS_RESOURCE];
@@ -66,6 +94,25 @@ export async function startFakeKube(opts: FakeKubeOptions = {}): Promise<FakeKub
   const requests: RecordedRequest[] = [];
   const failures: Array<{ method: string; path?: string; status: number; count: number }> = [];
   let rv = 1000;
+  const historyLimit = opts.historyLimit ?? 1000;
+  let history: Change[] = [];
+  /** Versions at or below this one are no longer in the history. */
+  let compactedTo = rv;
+  const watchers = new Set<Watcher>();
+
+  const resourceKeyOf = (r: FakeResource) => `${r.resource}.${r.group}`;
+  function record(r: FakeResource, type: Change['type'], object: any): void {
+    const change: Change = { rv, resourceKey: resourceKeyOf(r), namespace: object.metadata.namespace, type, object: structuredClone(object) };
+    history.push(change);
+    if (history.length > historyLimit) {
+      const dropped = history.splice(0, history.length - historyLimit);
+      compactedTo = dropped[dropped.length - 1].rv;
+    }
+    for (const w of watchers) if (w.resourceKey === change.resourceKey && (w.namespace === undefined || w.namespace === change.namespace)) writeEvent(w.res, change);
+  }
+  function writeEvent(res: http.ServerResponse, change: Change): void {
+    res.write(`${JSON.stringify({ type: change.type, object: change.object })}\n`);
+  }
 
   const keyOf = (r: FakeResource, ns: string, name: string) => `${r.resource}.${r.group}|${ns}|${name}`;
   const qualified = (r: FakeResource) => (r.group ? `${r.resource}.${r.group}` : r.resource);
@@ -87,7 +134,7 @@ export async function startFakeKube(opts: FakeKubeOptions = {}): Promise<FakeKub
   async function handle(req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
     const url = new URL(req.url ?? '/', 'http://fake');
     const method = req.method ?? 'GET';
-    const text = method === 'POST' || method === 'PUT' ? await readBody(req) : '';
+    const text = method === 'POST' || method === 'PUT' || method === 'DELETE' ? await readBody(req) : '';
     let body: any;
     if (text) {
       try {
@@ -112,10 +159,31 @@ export async function startFakeKube(opts: FakeKubeOptions = {}): Promise<FakeKub
     const version = g?.coreVersion ?? g?.version;
     const r = g && resources.find((x) => x.group === group && x.version === version && x.resource === g.resource);
     if (!g || !r) return send(res, 404, status(404, 'NotFound', 'the server could not find the requested resource'));
-    const ns = decodeURIComponent(g.ns);
+    if (g.ns === undefined && !(method === 'GET' && g.name === undefined)) {
+      return send(res, 404, status(404, 'NotFound', 'the server could not find the requested resource'));
+    }
+    const ns = g.ns === undefined ? '' : decodeURIComponent(g.ns);
     const name = g.name === undefined ? undefined : decodeURIComponent(g.name);
     const notFound = (n: string) => send(res, 404, status(404, 'NotFound', `${qualified(r)} "${n}" not found`, { name: n, group: r.group, kind: r.resource }));
 
+    if (method === 'GET' && name === undefined && url.searchParams.get('watch') === '1') {
+      const since = Number(url.searchParams.get('resourceVersion') ?? rv);
+      res.writeHead(200, { 'content-type': 'application/json', 'transfer-encoding': 'chunked' });
+      if (since < compactedTo) {
+        res.end(`${JSON.stringify({ type: 'ERROR', object: status(410, 'Expired', `too old resource version: ${since} (${compactedTo + 1})`) })}\n`);
+        return;
+      }
+      const w: Watcher = { resourceKey: resourceKeyOf(r), namespace: g.ns === undefined ? undefined : ns, res };
+      for (const c of history) if (c.rv > since && c.resourceKey === w.resourceKey && (w.namespace === undefined || w.namespace === c.namespace)) writeEvent(res, c);
+      watchers.add(w);
+      const timeout = Number(url.searchParams.get('timeoutSeconds') ?? 0);
+      const timer = timeout > 0 ? setTimeout(() => res.end(), timeout * 1000) : undefined;
+      res.on('close', () => {
+        clearTimeout(timer);
+        watchers.delete(w);
+      });
+      return;
+    }
     if (method === 'GET' && name === undefined) {
       let match: (l: Record<string, string> | undefined) => boolean = () => true;
       const sel = url.searchParams.get('labelSelector');
@@ -126,7 +194,7 @@ export async function startFakeKube(opts: FakeKubeOptions = {}): Promise<FakeKub
           return send(res, 400, status(400, 'BadRequest', `unable to parse requirement: ${(err as Error).message}`));
         }
       }
-      const prefix = `${r.resource}.${r.group}|${ns}|`;
+      const prefix = g.ns === undefined ? `${r.resource}.${r.group}|` : `${r.resource}.${r.group}|${ns}|`;
       const items = [...store.entries()]
         .filter(([k, o]) => k.startsWith(prefix) && match(o.metadata.labels))
         .sort(([a], [b]) => a.localeCompare(b))
@@ -141,10 +209,39 @@ export async function startFakeKube(opts: FakeKubeOptions = {}): Promise<FakeKub
       const k = keyOf(r, ns, name);
       const o = store.get(k);
       if (!o) return notFound(name);
+      const want = body?.preconditions?.resourceVersion;
+      if (want !== undefined && want !== o.metadata.resourceVersion) {
+        return send(
+          res,
+          409,
+          status(409, 'Conflict', `Operation cannot be fulfilled on ${qualified(r)} "${name}": the ResourceVersion in the precondition (${want}) does not match the ResourceVersion in record (${o.metadata.resourceVersion}). The object might have been modified`),
+        );
+      }
       store.delete(k);
       rv++;
+      record(r, 'DELETED', { ...o, metadata: { ...o.metadata, resourceVersion: String(rv) } });
       return send(res, 200, o);
     }
+    if (method === 'PUT' && name !== undefined && g.sub) {
+      if (!r.statusSubresource) return send(res, 404, status(404, 'NotFound', 'the server could not find the requested resource'));
+      const k = keyOf(r, ns, name);
+      const current = store.get(k);
+      if (!current) return notFound(name);
+      const want = body?.metadata?.resourceVersion;
+      if (want !== undefined && want !== current.metadata.resourceVersion) {
+        return send(res, 409, status(409, 'Conflict', `Operation cannot be fulfilled on ${qualified(r)} "${name}": the object has been modified; please apply your changes to the latest version and try again`));
+      }
+      const stored = { ...structuredClone(current), status: structuredClone(body?.status) };
+      if (stored.status === undefined) delete stored.status;
+      const problems = r.validate?.(stored) ?? [];
+      if (problems.length > 0) return send(res, 422, status(422, 'Invalid', `${r.kind}.${r.group} "${name}" is invalid: ${problems.join(', ')}`));
+      rv++;
+      stored.metadata.resourceVersion = String(rv);
+      store.set(k, stored);
+      record(r, 'MODIFIED', stored);
+      return send(res, 200, stored);
+    }
+    if (g.sub) return send(res, 405, status(405, 'MethodNotAllowed', 'the server does not allow this method on the requested resource'));
     if ((method === 'POST' && name === undefined) || (method === 'PUT' && name !== undefined)) {
       if (!body || typeof body !== 'object' || Array.isArray(body)) return send(res, 400, status(400, 'BadRequest', 'the body must be an object'));
       if (body.kind !== r.kind || body.apiVersion !== apiVersion(r)) {
@@ -178,7 +275,7 @@ export async function startFakeKube(opts: FakeKubeOptions = {}): Promise<FakeKub
       }
       const stored = structuredClone(body);
       // The server owns these; whatever the client sent is replaced.
-      delete stored.status;
+      if (r.statusSubresource) delete stored.status;
       stored.metadata = { ...meta, name: objName, namespace: ns };
       delete stored.metadata.generateName;
       const problems = r.validate?.(stored) ?? [];
@@ -191,8 +288,9 @@ export async function startFakeKube(opts: FakeKubeOptions = {}): Promise<FakeKub
       stored.metadata.creationTimestamp = current?.metadata.creationTimestamp ?? now();
       const specChanged = !current || JSON.stringify(current.spec) !== JSON.stringify(stored.spec);
       stored.metadata.generation = (current?.metadata.generation ?? 0) + (specChanged ? 1 : 0);
-      if (current?.status) stored.status = current.status;
+      if (r.statusSubresource && current?.status) stored.status = current.status;
       store.set(k, stored);
+      record(r, current ? 'MODIFIED' : 'ADDED', stored);
       return send(res, method === 'POST' ? 201 : 200, stored);
     }
     send(res, 405, status(405, 'MethodNotAllowed', `the server does not allow this method on the requested resource`));
@@ -232,12 +330,23 @@ export async function startFakeKube(opts: FakeKubeOptions = {}): Promise<FakeKub
         generation: (current?.metadata.generation ?? 0) + 1,
       };
       store.set(k, stored);
+      record(r, current ? 'MODIFIED' : 'ADDED', stored);
       return structuredClone(stored);
     },
     failNext(match, code, count = 1) {
       failures.push({ ...match, status: code, count });
     },
+    endWatches() {
+      for (const w of watchers) w.res.end();
+      watchers.clear();
+    },
+    compact() {
+      if (history.length > 0) compactedTo = history[history.length - 1].rv;
+      history = [];
+    },
+    watchCount: () => watchers.size,
     async close() {
+      for (const w of watchers) w.res.destroy();
       server.closeAllConnections();
       await new Promise<void>((r) => server.close(() => r()));
     },

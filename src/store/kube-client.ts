@@ -1,7 +1,8 @@
-// A deliberately narrow Kubernetes client: get, list, create, replace and
-// delete of namespaced objects over plain fetch with a bearer token. The
-// ingress provider needs nothing more, and this keeps @kubernetes/client-node
-// (and its start-up cost) out of local mode. undici is loaded only when a
+// A deliberately narrow Kubernetes client: get, list, create, replace,
+// delete and watch of namespaced objects over plain fetch with a bearer
+// token. The ingress provider and the kubernetes store need nothing more,
+// and this keeps @kubernetes/client-node (and its start-up cost) out of
+// local mode. undici is loaded only when a
 // custom CA or skipped verification needs its own dispatcher.
 import fs from 'node:fs';
 import { type ErrorCode, FlintError } from '../api/errors.ts';
@@ -40,16 +41,49 @@ export interface KubeList<T extends KubeObject> {
   metadata: { resourceVersion?: string };
 }
 
+export type KubeWatchEventType = 'ADDED' | 'MODIFIED' | 'DELETED' | 'BOOKMARK';
+
+export interface KubeWatchEvent<T extends KubeObject = KubeObject> {
+  type: KubeWatchEventType;
+  object: T;
+}
+
+export interface KubeWatchOptions {
+  /** Start after this version (a list's). */
+  resourceVersion: string;
+  /** The API server ends the stream after this long; the caller watches again from the last version seen. */
+  timeoutSeconds?: number;
+}
+
+export interface KubeWatch {
+  /**
+   * Settles when the stream ends: resolves when the server closed it, rejects with a KubeApiError
+   * (FLINT_ERR_GONE when the version is older than the server keeps) or FLINT_ERR_UNREACHABLE.
+   */
+  done: Promise<void>;
+  close(): void;
+}
+
 export interface KubeClient {
   /** undefined when the object does not exist. */
   get<T extends KubeObject>(gvr: GroupVersionResource, namespace: string, name: string): Promise<T | undefined>;
-  list<T extends KubeObject>(gvr: GroupVersionResource, namespace: string, opts?: { labelSelector?: string }): Promise<KubeList<T>>;
+  /** namespace undefined: every namespace. */
+  list<T extends KubeObject>(gvr: GroupVersionResource, namespace: string | undefined, opts?: { labelSelector?: string }): Promise<KubeList<T>>;
   /** KubeApiError FLINT_ERR_ALREADY_EXISTS when the name is taken. */
   create<T extends KubeObject>(gvr: GroupVersionResource, namespace: string, obj: T): Promise<T>;
   /** With metadata.resourceVersion set, a stale version fails with FLINT_ERR_CONFLICT. */
   replace<T extends KubeObject>(gvr: GroupVersionResource, namespace: string, name: string, obj: T): Promise<T>;
-  /** false when there was nothing to delete. */
-  delete(gvr: GroupVersionResource, namespace: string, name: string): Promise<boolean>;
+  /** Writes the status subresource only; same concurrency rule as replace. */
+  replaceStatus<T extends KubeObject>(gvr: GroupVersionResource, namespace: string, name: string, obj: T): Promise<T>;
+  /** false when there was nothing to delete. With resourceVersion, a stale one fails with FLINT_ERR_CONFLICT. */
+  delete(gvr: GroupVersionResource, namespace: string, name: string, opts?: { resourceVersion?: string }): Promise<boolean>;
+  /** Streams changes after opts.resourceVersion; namespace undefined: every namespace. */
+  watch<T extends KubeObject>(
+    gvr: GroupVersionResource,
+    namespace: string | undefined,
+    opts: KubeWatchOptions,
+    onEvent: (ev: KubeWatchEvent<T>) => void,
+  ): KubeWatch;
 }
 
 /** An error answer from the API server, keeping its status and Kubernetes `reason`. */
@@ -93,14 +127,15 @@ export function inClusterKubeClientOptions(env: NodeJS.ProcessEnv = process.env)
   return { baseUrl: `https://${h}:${port}`, token, ca: fs.readFileSync(`${SA_DIR}/ca.crt`, 'utf8') };
 }
 
-function collectionPath(gvr: GroupVersionResource, namespace: string): string {
+function collectionPath(gvr: GroupVersionResource, namespace: string | undefined): string {
   const root = gvr.group === '' ? `/api/${gvr.version}` : `/apis/${gvr.group}/${gvr.version}`;
-  return `${root}/namespaces/${encodeURIComponent(namespace)}/${gvr.resource}`;
+  return namespace === undefined ? `${root}/${gvr.resource}` : `${root}/namespaces/${encodeURIComponent(namespace)}/${gvr.resource}`;
 }
 
 function codeFor(status: number, reason: string): ErrorCode {
   if (status === 404) return 'FLINT_ERR_NOT_FOUND';
   if (status === 409) return reason === 'AlreadyExists' ? 'FLINT_ERR_ALREADY_EXISTS' : 'FLINT_ERR_CONFLICT';
+  if (status === 410) return 'FLINT_ERR_GONE';
   if (status === 400 || status === 422) return 'FLINT_ERR_VALIDATION';
   if (status === 401) return 'FLINT_ERR_UNAUTHORIZED';
   if (status === 403) return 'FLINT_ERR_FORBIDDEN';
@@ -125,23 +160,21 @@ export function createKubeClient(opts: KubeClientOptions): KubeClient {
     return fetcher;
   }
 
-  async function call(method: string, path: string, body?: unknown): Promise<{ status: number; json: any }> {
+  async function send(method: string, path: string, body: unknown, signal: AbortSignal): Promise<Response> {
     const headers: Record<string, string> = { accept: 'application/json' };
     const token = typeof opts.token === 'function' ? opts.token() : opts.token;
     if (token) headers.authorization = `Bearer ${token}`;
     if (body !== undefined) headers['content-type'] = 'application/json';
     const f = await getFetch();
-    let res: Response;
     try {
-      res = await f(base + path, {
-        method,
-        headers,
-        body: body === undefined ? undefined : JSON.stringify(body),
-        signal: AbortSignal.timeout(timeoutMs),
-      });
+      return await f(base + path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body), signal });
     } catch (err) {
       throw new FlintError('FLINT_ERR_UNREACHABLE', `Kubernetes API ${base} unreachable: ${(err as Error).message}`, { cause: err });
     }
+  }
+
+  async function call(method: string, path: string, body?: unknown): Promise<{ status: number; json: any }> {
+    const res = await send(method, path, body, AbortSignal.timeout(timeoutMs));
     const text = await res.text();
     let json: any;
     try {
@@ -152,10 +185,37 @@ export function createKubeClient(opts: KubeClientOptions): KubeClient {
     return { status: res.status, json: json ?? text };
   }
 
-  function fail(method: string, path: string, r: { status: number; json: any }): never {
+  function apiError(method: string, path: string, r: { status: number; json: any }): KubeApiError {
     const reason = typeof r.json?.reason === 'string' ? r.json.reason : '';
     const message = typeof r.json?.message === 'string' ? r.json.message : String(r.json ?? '').slice(0, 200) || `status ${r.status}`;
-    throw new KubeApiError(codeFor(r.status, reason), `Kubernetes API ${method} ${path}: ${message}`, r.status, reason);
+    return new KubeApiError(codeFor(r.status, reason), `Kubernetes API ${method} ${path}: ${message}`, r.status, reason);
+  }
+
+  function fail(method: string, path: string, r: { status: number; json: any }): never {
+    throw apiError(method, path, r);
+  }
+
+  async function replaceAt<T>(path: string, obj: T): Promise<T> {
+    const r = await call('PUT', path, obj);
+    if (r.status !== 200 && r.status !== 201) fail('PUT', path, r);
+    return r.json;
+  }
+
+  async function streamLines(res: Response, onLine: (line: string) => void): Promise<void> {
+    if (!res.body) return;
+    const decoder = new TextDecoder();
+    let pending = '';
+    for await (const chunk of res.body as unknown as AsyncIterable<Uint8Array>) {
+      pending += decoder.decode(chunk, { stream: true });
+      let nl = pending.indexOf('\n');
+      while (nl >= 0) {
+        const line = pending.slice(0, nl).trim();
+        pending = pending.slice(nl + 1);
+        if (line) onLine(line);
+        nl = pending.indexOf('\n');
+      }
+    }
+    if (pending.trim()) onLine(pending.trim());
   }
 
   return {
@@ -179,18 +239,47 @@ export function createKubeClient(opts: KubeClientOptions): KubeClient {
       if (r.status !== 201 && r.status !== 200 && r.status !== 202) fail('POST', path, r);
       return r.json;
     },
-    async replace(gvr, namespace, name, obj) {
-      const path = `${collectionPath(gvr, namespace)}/${encodeURIComponent(name)}`;
-      const r = await call('PUT', path, obj);
-      if (r.status !== 200 && r.status !== 201) fail('PUT', path, r);
-      return r.json;
+    replace(gvr, namespace, name, obj) {
+      return replaceAt(`${collectionPath(gvr, namespace)}/${encodeURIComponent(name)}`, obj);
     },
-    async delete(gvr, namespace, name) {
+    replaceStatus(gvr, namespace, name, obj) {
+      return replaceAt(`${collectionPath(gvr, namespace)}/${encodeURIComponent(name)}/status`, obj);
+    },
+    async delete(gvr, namespace, name, o = {}) {
       const path = `${collectionPath(gvr, namespace)}/${encodeURIComponent(name)}`;
-      const r = await call('DELETE', path);
+      const body = o.resourceVersion === undefined ? undefined : { kind: 'DeleteOptions', apiVersion: 'v1', preconditions: { resourceVersion: o.resourceVersion } };
+      const r = await call('DELETE', path, body);
       if (r.status === 404) return false;
       if (r.status !== 200 && r.status !== 202) fail('DELETE', path, r);
       return true;
+    },
+    watch(gvr, namespace, o, onEvent) {
+      const q = new URLSearchParams({ watch: '1', resourceVersion: o.resourceVersion, allowWatchBookmarks: 'true' });
+      if (o.timeoutSeconds !== undefined) q.set('timeoutSeconds', String(o.timeoutSeconds));
+      const path = `${collectionPath(gvr, namespace)}?${q}`;
+      const abort = new AbortController();
+      const done = (async () => {
+        const res = await send('GET', path, undefined, abort.signal);
+        if (res.status !== 200) {
+          const text = await res.text();
+          let json: any = text;
+          try {
+            json = JSON.parse(text);
+          } catch {}
+          fail('GET', path, { status: res.status, json });
+        }
+        await streamLines(res, (line) => {
+          const ev = JSON.parse(line);
+          // The server reports a failure inside the stream as an ERROR event carrying a Status (410 when the version is too old).
+          if (ev.type === 'ERROR') throw apiError('GET', path, { status: ev.object?.code ?? 500, json: ev.object });
+          onEvent(ev);
+        });
+      })().catch((err) => {
+        if (abort.signal.aborted) return;
+        if (err instanceof FlintError) throw err;
+        throw new FlintError('FLINT_ERR_UNREACHABLE', `Kubernetes API ${base} watch ended: ${(err as Error).message}`, { cause: err });
+      });
+      return { done, close: () => abort.abort() };
     },
   };
 }
