@@ -10,7 +10,7 @@ import { registerRoute } from './commands/route.ts';
 import { registerSpec } from './commands/spec.ts';
 import { registerToken } from './commands/token.ts';
 import { registerTopic } from './commands/topic.ts';
-import { collect } from './flags.ts';
+import { collect, intFlag } from './flags.ts';
 import { type Ctx, type Io, makeCtx } from './io.ts';
 
 export function buildProgram(io: Io): Command {
@@ -29,6 +29,23 @@ export function buildProgram(io: Io): Command {
     .action(async (f: { values?: string[]; set?: string[] }) => {
       const { runServer } = await import('../server/main.ts');
       await runServer({ files: f.values ?? [], sets: f.set ?? [] });
+    });
+  program
+    .command('fetcher')
+    .description("Serve a kubernetes-mode pool pod's fetcher: the sidecar that loads one function into the pod")
+    .option('--host <host>', 'address to listen on', '0.0.0.0')
+    .option('--port <port>', 'port to listen on', intFlag('--port', 1, 65535), 8000)
+    .option('--userfunc <dir>', 'the volume shared with the environment container', '/userfunc')
+    .option('--secrets <dir>', "where the function's Secrets are written, as <namespace>/<name>/<key>", '/secrets')
+    .option('--configs <dir>', "where the function's ConfigMaps are written, as <namespace>/<name>/<key>", '/configs')
+    .option('--env-url <url>', 'the environment container, from inside the pod', 'http://127.0.0.1:8888')
+    .action(async (f: { host: string; port: number; userfunc: string; secrets: string; configs: string; envUrl: string }) => {
+      const { startFetcher } = await import('../fetcher/server.ts');
+      const fetcher = await startFetcher({ host: f.host, port: f.port, userfuncDir: f.userfunc, secretsDir: f.secrets, configsDir: f.configs, envUrl: f.envUrl });
+      io.out(`fetcher listening on ${fetcher.url}\n`);
+      await new Promise<void>((resolve) => {
+        for (const signal of ['SIGINT', 'SIGTERM'] as const) process.once(signal, () => void fetcher.close().then(resolve));
+      });
     });
   registerToken(program, ctx);
   registerEnv(program, ctx);
