@@ -33,15 +33,22 @@ export function buildProgram(io: Io): Command {
   program
     .command('fetcher')
     .description("Serve a kubernetes-mode pool pod's fetcher: the sidecar that loads one function into the pod")
-    .option('--host <host>', 'address to listen on', '0.0.0.0')
+    .option('--host <host>', 'address to listen on (default: FLINT_HOST, else 0.0.0.0)')
     .option('--port <port>', 'port to listen on', intFlag('--port', 1, 65535), 8000)
     .option('--userfunc <dir>', 'the volume shared with the environment container', '/userfunc')
     .option('--secrets <dir>', "where the function's Secrets are written, as <namespace>/<name>/<key>", '/secrets')
     .option('--configs <dir>', "where the function's ConfigMaps are written, as <namespace>/<name>/<key>", '/configs')
-    .option('--env-url <url>', 'the environment container, from inside the pod', 'http://127.0.0.1:8888')
-    .action(async (f: { host: string; port: number; userfunc: string; secrets: string; configs: string; envUrl: string }) => {
+    .option('--env-url <url>', 'the environment container, from inside the pod (default: FLINT_ENV_URL, else http://127.0.0.1:8888)')
+    .action(async (f: { host?: string; port: number; userfunc: string; secrets: string; configs: string; envUrl?: string }) => {
       const { startFetcher } = await import('../fetcher/server.ts');
-      const fetcher = await startFetcher({ host: f.host, port: f.port, userfuncDir: f.userfunc, secretsDir: f.secrets, configsDir: f.configs, envUrl: f.envUrl });
+      const fetcher = await startFetcher({
+        host: f.host ?? (process.env.FLINT_HOST || '0.0.0.0'),
+        port: f.port,
+        userfuncDir: f.userfunc,
+        secretsDir: f.secrets,
+        configsDir: f.configs,
+        envUrl: f.envUrl ?? (process.env.FLINT_ENV_URL || 'http://127.0.0.1:8888'),
+      });
       io.out(`fetcher listening on ${fetcher.url}\n`);
       await new Promise<void>((resolve) => {
         for (const signal of ['SIGINT', 'SIGTERM'] as const) process.once(signal, () => void fetcher.close().then(resolve));

@@ -5,7 +5,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { FlintError } from '../api/errors.ts';
-import type { FunctionResource, Package } from '../api/kinds.ts';
+import type { Archive, FunctionResource, Package } from '../api/kinds.ts';
 import { type ArchiveStore, isZipBuffer, isZipFile } from '../archive/index.ts';
 import { literalBytes, resolveArchive, storeLiteral } from '../archive/resolve.ts';
 import type { Store } from '../store/store.ts';
@@ -37,13 +37,17 @@ async function writeData(store: Store, kind: 'Secret' | 'ConfigMap', refs: Funct
   }
 }
 
-export async function materialize(src: CodeSource, fn: FunctionResource, pkg: Package, keepArchive: boolean, worker: WorkerHandle): Promise<Materialized> {
+/** The package's deployment archive, or the reason it has none yet (a build pending or failed). Shared by every executor backend. */
+export function deploymentArchive(pkg: Package): Archive {
   const archive = pkg.spec.deployment;
-  if (!archive) {
-    const status = pkg.status?.buildstatus ?? 'pending';
-    const why = status === 'failed' ? `its build failed: see flint package info --name ${pkg.metadata.name}` : `build status: ${status}`;
-    throw new FlintError('FLINT_ERR_UNAVAILABLE', `package '${pkg.metadata.name}' has no deployment archive yet (${why})`);
-  }
+  if (archive) return archive;
+  const status = pkg.status?.buildstatus ?? 'pending';
+  const why = status === 'failed' ? `its build failed: see flint package info --name ${pkg.metadata.name}` : `build status: ${status}`;
+  throw new FlintError('FLINT_ERR_UNAVAILABLE', `package '${pkg.metadata.name}' has no deployment archive yet (${why})`);
+}
+
+export async function materialize(src: CodeSource, fn: FunctionResource, pkg: Package, keepArchive: boolean, worker: WorkerHandle): Promise<Materialized> {
+  const archive = deploymentArchive(pkg);
   const target = path.join(worker.hostDirs.userfunc, 'deployarchive');
   const literal = archive.type === 'literal' ? literalBytes(archive) : undefined;
   if (literal !== undefined && (keepArchive || !isZipBuffer(literal.bytes))) {

@@ -1,0 +1,279 @@
+// The kubernetes executor against the fake API server, with the fake
+// kubelet running each pod's containers as real sandboxed processes: pool
+// Deployments, claims, the fetcher's specialization, requests to the pod,
+// scale-out, updates, failures and the mesh option.
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import { pino } from 'pino';
+import type { Environment, FunctionResource, Package } from '../../api/kinds.ts';
+import { storeResources } from '../../../test/fake-kube/crd-resources.ts';
+import { DEPLOYMENT_RESOURCE, type FakeKubelet, POD_RESOURCE, SERVICE_RESOURCE, startFakeKubelet } from '../../../test/fake-kube/kubelet.ts';
+import { type FakeKube, startFakeKube } from '../../../test/fake-kube/server.ts';
+import { sandboxAvailable } from '../../sandbox/bwrap.ts';
+import { createKubeClient, type KubeClient } from '../../store/kube-client.ts';
+import { type KubeStore, openKubeStore } from '../../store/kubernetes.ts';
+import { eventually } from '../../testing/eventually.ts';
+import type { Lease } from '../types.ts';
+import { createKubeExecutor, type KubeExecutor } from './kube-executor.ts';
+import { ISTIO_INJECT, poolDeployment } from './pool-deployment.ts';
+
+const FN_NS = 'flint-function';
+const FETCHER = 'ghcr.io/flint/flint:test';
+const PODS = { group: '', version: 'v1', resource: 'pods' };
+const SERVICES = { group: '', version: 'v1', resource: 'services' };
+
+function env(name: string, extra: Partial<Environment['spec']> = {}): Environment {
+  return {
+    apiVersion: 'flint.dev/v1',
+    kind: 'Environment',
+    metadata: { name, namespace: 'default' } as Environment['metadata'],
+    spec: { runtime: { image: 'ghcr.io/fission/node-env:latest' }, poolsize: 2, ...extra },
+  };
+}
+
+function pkg(name: string, code: string): Package {
+  return {
+    apiVersion: 'flint.dev/v1',
+    kind: 'Package',
+    metadata: { name, namespace: 'default' } as Package['metadata'],
+    spec: { environment: { name: 'node' }, deployment: { type: 'literal', literal: Buffer.from(code).toString('base64') } },
+  };
+}
+
+function fn(name: string, pkgName: string, extra: Partial<FunctionResource['spec']> = {}): FunctionResource {
+  return {
+    apiVersion: 'flint.dev/v1',
+    kind: 'Function',
+    metadata: { name, namespace: 'default' } as FunctionResource['metadata'],
+    spec: { environment: { name: 'node' }, package: { packageref: { name: pkgName } }, ...extra },
+  };
+}
+
+async function call(lease: Lease): Promise<string> {
+  const res = await fetch(`http://${lease.address}/`);
+  return `${res.status} ${await res.text()}`;
+}
+
+async function managedPods(client: KubeClient): Promise<string[]> {
+  const list = await client.list<any>(PODS, FN_NS, { labelSelector: 'managed=true' });
+  return list.items.map((p) => p.metadata.name);
+}
+
+// The fake kubelet runs containers under bubblewrap, as local mode runs workers.
+const usable = await sandboxAvailable();
+
+describe('kubernetes executor (fake API server, fake kubelet)', () => {
+  let fake: FakeKube;
+  let client: KubeClient;
+  let store: KubeStore;
+  let kubelet: FakeKubelet;
+  let executor: KubeExecutor;
+  const logs: string[] = [];
+
+  before(async () => {
+    if (!usable) return;
+    fake = await startFakeKube({ resources: [...storeResources(), DEPLOYMENT_RESOURCE, POD_RESOURCE, SERVICE_RESOURCE] });
+    client = createKubeClient({ baseUrl: fake.url });
+    store = await openKubeStore({ client });
+    kubelet = startFakeKubelet({ client, fetcherImage: FETCHER, log: (l) => logs.push(l) });
+    executor = createKubeExecutor({
+      store,
+      client,
+      logger: pino({ level: 'silent' }),
+      functionNamespace: FN_NS,
+      fetcherImage: FETCHER,
+      controllerUrl: 'http://127.0.0.1:1',
+      reapIntervalMs: 100,
+      claimPollMs: 50,
+    });
+    await store.create(env('node'));
+    await executor.start();
+  });
+
+  after(async () => {
+    if (!usable) return;
+    await executor.stop();
+    await kubelet.stop();
+    await store.close();
+    await fake.close();
+  });
+
+  it('keeps a pool Deployment per environment, and specializes a claimed pod through its fetcher', { skip: !usable && 'bubblewrap is not usable here' }, async () => {
+    const [deployment] = fake.objects('deployments.apps', FN_NS);
+    assert.match(deployment.metadata.name, /^poolmgr-node-default-\d+$/);
+    assert.equal(deployment.spec.replicas, 2);
+    await store.create(pkg('hello', "module.exports = async () => ({ status: 200, body: 'hello from a pod' });\n"));
+    const f = await store.create(fn('hello', 'hello'));
+    const lease = await executor.acquire(f);
+    try {
+      assert.equal(lease.coldStart, true);
+      assert.match(lease.address ?? '', /^127\.\d+\.\d+\.\d+:8888$/);
+      assert.equal(await call(lease), '200 hello from a pod');
+    } finally {
+      lease.release();
+    }
+    const pod = fake.objects('pods', FN_NS).find((p) => p.metadata.name === lease.instanceId);
+    assert.equal(pod.metadata.labels.managed, 'false');
+    assert.equal(pod.metadata.labels.functionName, 'hello');
+    assert.equal(pod.metadata.labels.functionUid, f.metadata.uid);
+    // The Deployment replaces the pod it lost.
+    await eventually(async () => (await managedPods(client)).length === 2, 'the pool back at 2 generic pods');
+    const warm = executor.tryAcquire(f);
+    assert.ok(warm, 'a warm pod is leased without waiting');
+    assert.equal(warm.instanceId, lease.instanceId);
+    assert.equal(warm.coldStart, false);
+    warm.release();
+  });
+
+  it('claims another pod while concurrent requests outnumber requestsPerPod', { skip: !usable && 'bubblewrap is not usable here' }, async () => {
+    await store.create(pkg('busy', "module.exports = async () => ({ status: 200, body: 'busy' });\n"));
+    const f = await store.create(fn('busy', 'busy', { requestsPerPod: 1 }));
+    const [a, b] = await Promise.all([executor.acquire(f), executor.acquire(f)]);
+    try {
+      assert.notEqual(a.instanceId, b.instanceId);
+      assert.deepEqual([await call(a), await call(b)], ['200 busy', '200 busy']);
+    } finally {
+      a.release();
+      b.release();
+    }
+  });
+
+  it('gives an updated function new pods and deletes the old one once it is free', { skip: !usable && 'bubblewrap is not usable here' }, async () => {
+    await store.create(pkg('v', "module.exports = async () => ({ status: 200, body: 'v1' });\n"));
+    const f1 = await store.create(fn('versioned', 'v'));
+    const old = await executor.acquire(f1);
+    const current = (await store.get('Package', 'default', 'v')) as Package;
+    await store.update({ ...current, spec: { ...current.spec, deployment: { type: 'literal', literal: Buffer.from("module.exports = async () => ({ status: 200, body: 'v2' });\n").toString('base64') } } });
+    const f2 = await store.update({ ...f1, spec: { ...f1.spec, functionTimeout: 30 } });
+    await eventually(async () => {
+      const l = await executor.acquire(f2);
+      const body = await call(l);
+      l.release();
+      return body === '200 v2';
+    }, 'the new code served');
+    assert.equal(await call(old), '200 v1', 'the old pod finishes what it holds');
+    old.release();
+    await eventually(() => !fake.objects('pods', FN_NS).some((p) => p.metadata.name === old.instanceId), 'the old pod deleted');
+  });
+
+  it('reports code the environment refuses, naming the function and the reason, and deletes the pod', { skip: !usable && 'bubblewrap is not usable here' }, async () => {
+    await store.create(pkg('broken', 'module.exports = async (ctx => {\n'));
+    const f = await store.create(fn('broken', 'broken'));
+    await assert.rejects(executor.acquire(f), (err: any) => {
+      assert.equal(err.code, 'FLINT_ERR_SPECIALIZE_FAILED');
+      assert.match(err.message, /function 'broken' failed to specialize on pod poolmgr-node-default-\d+-\w+: the environment refused to load the function/);
+      return true;
+    });
+    await eventually(() => !fake.objects('pods', FN_NS).some((p) => p.metadata.labels.functionName === 'broken'), 'the failed pod deleted');
+  });
+
+  it('replaces a pod that stopped answering', { skip: !usable && 'bubblewrap is not usable here' }, async () => {
+    await store.create(pkg('crashy', "module.exports = async () => ({ status: 200, body: 'alive' });\n"));
+    const f = await store.create(fn('crashy', 'crashy'));
+    const first = await executor.acquire(f);
+    kubelet.crash(FN_NS, first.instanceId);
+    await assert.rejects(call(first));
+    first.release('unreachable');
+    const second = await executor.acquire(f);
+    try {
+      assert.notEqual(second.instanceId, first.instanceId);
+      assert.equal(await call(second), '200 alive');
+    } finally {
+      second.release();
+    }
+  });
+
+  it('reaps a pod idle for longer than idletimeout', { skip: !usable && 'bubblewrap is not usable here' }, async () => {
+    await store.create(pkg('idle', "module.exports = async () => ({ status: 200, body: 'idle' });\n"));
+    const f = await store.create(fn('idle', 'idle', { idletimeout: 1 }));
+    const lease = await executor.acquire(f);
+    lease.release();
+    await eventually(() => !fake.objects('pods', FN_NS).some((p) => p.metadata.name === lease.instanceId), 'the idle pod deleted', 10_000);
+  });
+
+  it('deletes an environment\'s pool with the environment, and replaces it when the environment changes', { skip: !usable && 'bubblewrap is not usable here' }, async () => {
+    const e = await store.create({ ...env('other'), spec: { ...env('other').spec, poolsize: 1 } });
+    await eventually(() => fake.objects('deployments.apps', FN_NS).some((d) => d.metadata.name === `poolmgr-other-default-${e.metadata.resourceVersion}`), 'the pool created');
+    const e2 = await store.update({ ...e, spec: { ...e.spec, poolsize: 1, runtime: { image: 'ghcr.io/fission/node-env:1.32' } } });
+    await eventually(() => {
+      const names = fake.objects('deployments.apps', FN_NS).map((d) => d.metadata.name).filter((n) => n.startsWith('poolmgr-other-'));
+      return names.length === 1 && names[0] === `poolmgr-other-default-${e2.metadata.resourceVersion}`;
+    }, 'the old pool replaced');
+    await store.delete('Environment', 'default', 'other');
+    await eventually(() => !fake.objects('deployments.apps', FN_NS).some((d) => d.metadata.name.startsWith('poolmgr-other-')), 'the pool deleted');
+  });
+});
+
+describe('kubernetes executor with enableIstio', () => {
+  it('names ports for the mesh, skips the sidecar for environments allowed out, and serves a function through its own Service', { skip: !usable && 'bubblewrap is not usable here' }, async () => {
+    const fake = await startFakeKube({ resources: [...storeResources(), DEPLOYMENT_RESOURCE, POD_RESOURCE, SERVICE_RESOURCE] });
+    const client = createKubeClient({ baseUrl: fake.url });
+    const store = await openKubeStore({ client });
+    const kubelet = startFakeKubelet({ client, fetcherImage: FETCHER });
+    const serviceHosts: string[] = [];
+    const executor = createKubeExecutor({
+      store,
+      client,
+      logger: pino({ level: 'silent' }),
+      functionNamespace: FN_NS,
+      fetcherImage: FETCHER,
+      controllerUrl: 'http://127.0.0.1:1',
+      enableIstio: true,
+      claimPollMs: 50,
+      // No cluster DNS here: the Service's one pod stands in for its address, found by the Service's own selector.
+      serviceHost: async (name, namespace) => {
+        serviceHosts.push(`${name}.${namespace}`);
+        const svc = await client.get<any>(SERVICES, namespace, name);
+        const selector = Object.entries(svc.spec.selector).map(([k, v]) => `${k}=${v}`).join(',');
+        const pods = await client.list<any>(PODS, namespace, { labelSelector: selector });
+        return pods.items[0].status.podIP;
+      },
+    });
+    try {
+      await store.create(env('node', { allowAccessToExternalNetwork: true, poolsize: 1 }));
+      await executor.start();
+      const [deployment] = fake.objects('deployments.apps', FN_NS);
+      assert.equal(deployment.spec.template.metadata.annotations[ISTIO_INJECT], 'false');
+      assert.deepEqual(
+        deployment.spec.template.spec.containers.map((c: any) => c.ports[0].name),
+        ['http-env', 'http-fetcher'],
+      );
+      await store.create(pkg('mesh', "module.exports = async () => ({ status: 200, body: 'meshed' });\n"));
+      const f = await store.create(fn('mesh', 'mesh', { requestsPerPod: 1 }));
+      const lease = await executor.acquire(f);
+      assert.equal(await call(lease), '200 meshed');
+      const [svc] = fake.objects('services', FN_NS);
+      assert.equal(svc.metadata.name, 'istio-mesh-default');
+      assert.deepEqual(svc.spec.selector, { functionName: 'mesh', functionUid: f.metadata.uid });
+      assert.deepEqual(
+        svc.spec.ports.map((p: any) => [p.name, p.port]),
+        [
+          ['http-fetcher', 8000],
+          ['http-env', 8888],
+        ],
+      );
+      assert.deepEqual(serviceHosts, ['istio-mesh-default.flint-function']);
+      // One pod per function behind its Service: a second request waits for the first rather than claiming another pod.
+      const second = executor.acquire(f);
+      await new Promise((r) => setTimeout(r, 300));
+      assert.equal(fake.objects('pods', FN_NS).filter((p) => p.metadata.labels.functionName === 'mesh').length, 1);
+      lease.release();
+      (await second).release();
+      await store.delete('Function', 'default', 'mesh');
+      await eventually(() => fake.objects('services', FN_NS).length === 0, 'the Service deleted with its function');
+    } finally {
+      await executor.stop();
+      await kubelet.stop();
+      await store.close();
+      await fake.close();
+    }
+  });
+
+  it('leaves the sidecar alone for environments kept inside, and when the mesh is off', () => {
+    const e = { ...env('x', { allowAccessToExternalNetwork: true }), metadata: { name: 'x', namespace: 'default', uid: 'u', resourceVersion: '7' } } as Environment;
+    const off = poolDeployment(e, { namespace: FN_NS, fetcherImage: FETCHER, enableIstio: false }) as any;
+    assert.equal(off.spec.template.metadata.annotations, undefined);
+    const inside = poolDeployment({ ...e, spec: { ...e.spec, allowAccessToExternalNetwork: false } }, { namespace: FN_NS, fetcherImage: FETCHER, enableIstio: true }) as any;
+    assert.equal(inside.spec.template.metadata.annotations, undefined);
+  });
+});

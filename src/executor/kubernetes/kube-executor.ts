@@ -1,0 +1,528 @@
+// Kubernetes mode's executor, poolmgr strategy: each environment keeps a
+// warm pool Deployment of generic pods (pool-deployment.ts); a function's
+// first request claims a ready pool pod by relabelling it (with its
+// resourceVersion, so two executors cannot claim the same pod), has the
+// pod's fetcher load the code, and leases podIP:8888 to the router. More
+// pods are claimed while concurrent requests outnumber requestsPerPod per
+// pod, up to `concurrency`; a pod idle for idletimeout is deleted; a changed
+// function or package gets new pods while the old ones drain; a pod that
+// stops answering is deleted. With enableIstio, a function is served by one
+// pod behind a Service `istio-<fn>-<ns>`, reached by its cluster DNS name,
+// as Fission does, so the mesh sees Service traffic.
+import type { Logger } from 'pino';
+import { FlintError } from '../../api/errors.ts';
+import type { Environment, FunctionResource, Package } from '../../api/kinds.ts';
+import { archiveShas } from '../../archive/refs.ts';
+import type { GroupVersionResource, KubeClient, KubeObject } from '../../store/kube-client.ts';
+import type { Store, Watch } from '../../store/store.ts';
+import type { Executor, Lease } from '../types.ts';
+import { dnsName, ENV_PORT, FETCHER_PORT, poolDeployment, poolDeploymentName, poolLabels } from './pool-deployment.ts';
+import { specializeRequest } from './specialize-request.ts';
+
+const DEPLOYMENTS: GroupVersionResource = { group: 'apps', version: 'v1', resource: 'deployments' };
+const PODS: GroupVersionResource = { group: '', version: 'v1', resource: 'pods' };
+const SERVICES: GroupVersionResource = { group: '', version: 'v1', resource: 'services' };
+
+export interface KubeExecutorOptions {
+  store: Store;
+  client: KubeClient;
+  logger: Logger;
+  /** Where pool and function pods live. */
+  functionNamespace: string;
+  /** The image of `flint fetcher`, beside each environment container. */
+  fetcherImage: string;
+  /** The control plane as pods reach it: archives are downloaded from `<url>/v1/archives/<sha256>`. */
+  controllerUrl: string;
+  /** The Authorization header for archive downloads, when the control plane wants one. */
+  archiveAuthorization?: () => string | undefined;
+  enableIstio?: boolean;
+  /** How a Service is reached: its cluster DNS name (`<name>.<namespace>`) by default. */
+  serviceHost?: (name: string, namespace: string) => string | Promise<string>;
+  reapIntervalMs?: number;
+  /** How often a claim looks again for a ready pool pod. */
+  claimPollMs?: number;
+}
+
+interface Instance {
+  pod: string;
+  address: string;
+  version: string;
+  active: number;
+  lastUsed: number;
+  draining: boolean;
+}
+
+interface Waiter {
+  resolve(lease: Lease): void;
+  reject(err: unknown): void;
+  timer: NodeJS.Timeout;
+}
+
+interface FnState {
+  key: string;
+  fn: FunctionResource;
+  version: string;
+  instances: Set<Instance>;
+  starting: number;
+  waiters: Waiter[];
+}
+
+const keyOf = (ns: string, name: string) => `${ns}/${name}`;
+
+function isReady(pod: any): boolean {
+  return Boolean(pod.status?.podIP) && !pod.metadata.deletionTimestamp && (pod.status?.conditions ?? []).some((c: any) => c.type === 'Ready' && c.status === 'True');
+}
+
+function sleep(ms: number): Promise<void> {
+  return new Promise((r) => setTimeout(r, ms));
+}
+
+export class KubeExecutor implements Executor {
+  readonly #o: KubeExecutorOptions;
+  readonly #log: Logger;
+  readonly #envs = new Map<string, Environment>();
+  readonly #packages = new Map<string, Package>();
+  readonly #functions = new Map<string, FunctionResource>();
+  readonly #fns = new Map<string, FnState>();
+  readonly #watches: Watch[] = [];
+  #reaper: NodeJS.Timeout | undefined;
+  #stopped = false;
+  #stopping: Promise<void> | undefined;
+  /** Pool reconciliations, one after another, so a quick env change cannot race its own cleanup. */
+  #pools: Promise<void> = Promise.resolve();
+
+  constructor(o: KubeExecutorOptions) {
+    this.#o = o;
+    this.#log = o.logger;
+  }
+
+  // ---- lifecycle -------------------------------------------------------------------
+
+  async start(): Promise<void> {
+    const { store } = this.#o;
+    // Pods an earlier executor specialized hold code no router will be told about: they go.
+    await this.#deletePods('executorType=poolmgr,managed=false');
+    const envs = await store.list('Environment');
+    const pkgs = await store.list('Package');
+    const fns = await store.list('Function');
+    for (const p of pkgs.items) this.#packages.set(keyOf(p.metadata.namespace, p.metadata.name), p);
+    for (const f of fns.items) this.#functions.set(keyOf(f.metadata.namespace, f.metadata.name), f);
+    for (const e of envs.items) this.#upsertEnv(e);
+    this.#watches.push(
+      store.watch({ kind: 'Environment', sinceResourceVersion: envs.resourceVersion }, (ev) => {
+        const env = ev.object as Environment;
+        if (ev.type === 'DELETED') this.#deleteEnv(env);
+        else this.#upsertEnv(env);
+      }),
+      store.watch({ kind: 'Package', sinceResourceVersion: pkgs.resourceVersion }, (ev) => {
+        const pkg = ev.object as Package;
+        const key = keyOf(pkg.metadata.namespace, pkg.metadata.name);
+        if (ev.type === 'DELETED') this.#packages.delete(key);
+        else this.#packages.set(key, pkg);
+        for (const st of this.#fns.values()) this.#refreshVersion(st);
+      }),
+      store.watch({ kind: 'Function', sinceResourceVersion: fns.resourceVersion }, (ev) => {
+        const fn = ev.object as FunctionResource;
+        const key = keyOf(fn.metadata.namespace, fn.metadata.name);
+        if (ev.type === 'DELETED') {
+          this.#functions.delete(key);
+          this.#deleteFunction(key, fn.metadata.name);
+          return;
+        }
+        this.#functions.set(key, fn);
+        const st = this.#fns.get(key);
+        if (st && st.fn.metadata.uid === fn.metadata.uid && Number(fn.metadata.resourceVersion) > Number(st.fn.metadata.resourceVersion)) {
+          st.fn = fn;
+          this.#refreshVersion(st);
+        }
+      }),
+    );
+    await this.#pools;
+    this.#reaper = setInterval(() => this.#reap(), this.#o.reapIntervalMs ?? 5000);
+    this.#reaper.unref();
+  }
+
+  stop(): Promise<void> {
+    this.#stopping ??= (async () => {
+      this.#stopped = true;
+      clearInterval(this.#reaper);
+      for (const w of this.#watches.splice(0)) w.close();
+      for (const st of this.#fns.values()) {
+        for (const w of st.waiters.splice(0)) {
+          clearTimeout(w.timer);
+          w.reject(new FlintError('FLINT_ERR_UNAVAILABLE', 'the executor is stopping'));
+        }
+      }
+      // Requests under way finish first (bounded: a stuck one does not hold the stop forever).
+      const deadline = Date.now() + 10_000;
+      while (Date.now() < deadline && [...this.#fns.values()].some((st) => [...st.instances].some((i) => i.active > 0))) await sleep(50);
+      await this.#pools;
+      await Promise.all([...this.#fns.values()].flatMap((st) => [...st.instances].map((i) => this.#deletePod(i.pod))));
+      this.#fns.clear();
+    })();
+    return this.#stopping;
+  }
+
+  // ---- pools -------------------------------------------------------------------------
+
+  #upsertEnv(env: Environment): void {
+    this.#envs.set(keyOf(env.metadata.namespace, env.metadata.name), env);
+    this.#queuePools(() => this.#reconcilePool(env));
+  }
+
+  #deleteEnv(env: Environment): void {
+    this.#envs.delete(keyOf(env.metadata.namespace, env.metadata.name));
+    this.#queuePools(() => this.#removePools(env, undefined));
+  }
+
+  #queuePools(task: () => Promise<void>): void {
+    this.#pools = this.#pools.then(task).catch((err) => this.#log.error({ err }, 'reconciling a pool Deployment failed'));
+  }
+
+  async #reconcilePool(env: Environment): Promise<void> {
+    const { client, functionNamespace } = this.#o;
+    const desired = poolDeployment(env, { namespace: functionNamespace, fetcherImage: this.#o.fetcherImage, enableIstio: this.#o.enableIstio === true });
+    const current = await client.get<KubeObject>(DEPLOYMENTS, functionNamespace, desired.metadata.name);
+    if (!current) {
+      await client.create(DEPLOYMENTS, functionNamespace, desired);
+      this.#log.info({ environment: env.metadata.name, deployment: desired.metadata.name }, 'pool Deployment created');
+    }
+    // The name carries the environment's version: any other one of this environment is an older pool.
+    await this.#removePools(env, desired.metadata.name);
+  }
+
+  async #removePools(env: Environment, keep: string | undefined): Promise<void> {
+    const { client, functionNamespace } = this.#o;
+    const selector = `executorType=poolmgr,environmentName=${env.metadata.name},environmentNamespace=${env.metadata.namespace}`;
+    const list = await client.list<KubeObject>(DEPLOYMENTS, functionNamespace, { labelSelector: selector });
+    for (const d of list.items) {
+      if (d.metadata.name === keep) continue;
+      await client.delete(DEPLOYMENTS, functionNamespace, d.metadata.name);
+      this.#log.info({ environment: env.metadata.name, deployment: d.metadata.name }, 'old pool Deployment deleted');
+    }
+  }
+
+  async #deletePods(selector: string): Promise<void> {
+    const list = await this.#o.client.list<KubeObject>(PODS, this.#o.functionNamespace, { labelSelector: selector });
+    await Promise.all(list.items.map((p) => this.#deletePod(p.metadata.name)));
+  }
+
+  async #deletePod(name: string): Promise<void> {
+    try {
+      await this.#o.client.delete(PODS, this.#o.functionNamespace, name);
+    } catch (err) {
+      this.#log.warn({ err, pod: name }, 'deleting a function pod failed');
+    }
+  }
+
+  // ---- functions -----------------------------------------------------------------------
+
+  #versionOf(fn: FunctionResource): string {
+    const ref = fn.spec.package.packageref;
+    const pkg = this.#packages.get(keyOf(ref.namespace ?? fn.metadata.namespace, ref.name));
+    return `${fn.metadata.uid}:${fn.metadata.resourceVersion}:${pkg ? (archiveShas(pkg.spec.deployment)[0] ?? 'none') : '-'}`;
+  }
+
+  #refreshVersion(st: FnState): void {
+    const version = this.#versionOf(st.fn);
+    if (version === st.version) return;
+    st.version = version;
+    for (const inst of st.instances) this.#drain(st, inst);
+  }
+
+  #state(fn: FunctionResource): FnState {
+    const key = keyOf(fn.metadata.namespace, fn.metadata.name);
+    const known = this.#functions.get(key);
+    if (known && known.metadata.uid === fn.metadata.uid && Number(known.metadata.resourceVersion) > Number(fn.metadata.resourceVersion)) fn = known;
+    let st = this.#fns.get(key);
+    if (!st || st.fn.metadata.uid !== fn.metadata.uid) {
+      if (st) this.#deleteFunction(key, fn.metadata.name);
+      st = { key, fn, version: this.#versionOf(fn), instances: new Set(), starting: 0, waiters: [] };
+      this.#fns.set(key, st);
+    } else if (Number(fn.metadata.resourceVersion) > Number(st.fn.metadata.resourceVersion)) {
+      st.fn = fn;
+      this.#refreshVersion(st);
+    }
+    return st;
+  }
+
+  #deleteFunction(key: string, name: string): void {
+    const st = this.#fns.get(key);
+    if (!st) return;
+    this.#fns.delete(key);
+    for (const w of st.waiters.splice(0)) {
+      clearTimeout(w.timer);
+      w.reject(new FlintError('FLINT_ERR_NOT_FOUND', `function '${name}' was deleted`));
+    }
+    for (const inst of st.instances) this.#drain(st, inst);
+    if (this.#o.enableIstio) void this.#deleteService(st.fn);
+  }
+
+  #drain(st: FnState, inst: Instance): void {
+    inst.draining = true;
+    if (inst.active === 0) this.#retire(st, inst);
+  }
+
+  #retire(st: FnState, inst: Instance): void {
+    if (!st.instances.delete(inst)) return;
+    void this.#deletePod(inst.pod);
+  }
+
+  #reap(): void {
+    const now = Date.now();
+    for (const st of this.#fns.values()) {
+      const idleMs = (st.fn.spec.idletimeout ?? 120) * 1000;
+      for (const inst of st.instances) if (inst.active === 0 && (inst.draining || now - inst.lastUsed > idleMs)) this.#retire(st, inst);
+    }
+  }
+
+  // ---- acquiring --------------------------------------------------------------------------
+
+  #free(st: FnState): Instance | undefined {
+    const rpp = st.fn.spec.requestsPerPod ?? 1;
+    let best: Instance | undefined;
+    for (const inst of st.instances) {
+      if (inst.draining || inst.version !== st.version || inst.active >= rpp) continue;
+      if (!best || inst.active < best.active) best = inst;
+    }
+    return best;
+  }
+
+  #maxInstances(fn: FunctionResource): number {
+    // Behind one Service the mesh fronts one pod: Fission's rule with Istio on.
+    return this.#o.enableIstio ? 1 : (fn.spec.concurrency ?? 500);
+  }
+
+  #lease(st: FnState, inst: Instance, coldStart: boolean): Lease {
+    inst.active++;
+    let released = false;
+    return {
+      address: inst.address,
+      instanceId: inst.pod,
+      coldStart,
+      release: (outcome = 'ok') => {
+        if (released) return;
+        released = true;
+        inst.active--;
+        inst.lastUsed = Date.now();
+        if (outcome !== 'ok' || st.fn.spec.onceOnly) inst.draining = true;
+        if (inst.draining) {
+          if (inst.active === 0) this.#retire(st, inst);
+        } else this.#serveWaiter(st, inst);
+      },
+    };
+  }
+
+  #serveWaiter(st: FnState, inst: Instance): void {
+    const rpp = st.fn.spec.requestsPerPod ?? 1;
+    while (inst.active < rpp && !inst.draining && inst.version === st.version && st.waiters.length > 0) {
+      const w = st.waiters.shift() as Waiter;
+      clearTimeout(w.timer);
+      w.resolve(this.#lease(st, inst, false));
+    }
+  }
+
+  tryAcquire(fn: FunctionResource): Lease | undefined {
+    if (this.#stopped) return undefined;
+    const st = this.#state(fn);
+    const inst = this.#free(st);
+    return inst ? this.#lease(st, inst, false) : undefined;
+  }
+
+  acquire(fn: FunctionResource, signal?: AbortSignal): Promise<Lease> {
+    if (this.#stopped) return Promise.reject(new FlintError('FLINT_ERR_UNAVAILABLE', 'the executor is stopping'));
+    const st = this.#state(fn);
+    const inst = this.#free(st);
+    if (inst) return Promise.resolve(this.#lease(st, inst, false));
+    return new Promise<Lease>((resolve, reject) => {
+      const es = st.fn.spec.invokeStrategy?.executionStrategy;
+      const timeoutMs = (es?.specializationTimeout ?? 120) * 1000 + (st.fn.spec.functionTimeout ?? 60) * 1000;
+      const waiter: Waiter = {
+        resolve,
+        reject,
+        timer: setTimeout(() => {
+          if (!this.#removeWaiter(st, waiter)) return;
+          reject(new FlintError('FLINT_ERR_TOO_MANY_REQUESTS', `function '${fn.metadata.name}' has no free instance: all ${this.#maxInstances(st.fn)} are busy`));
+        }, timeoutMs),
+      };
+      signal?.addEventListener(
+        'abort',
+        () => {
+          if (this.#removeWaiter(st, waiter)) reject(new FlintError('FLINT_ERR_UNAVAILABLE', 'request aborted'));
+        },
+        { once: true },
+      );
+      st.waiters.push(waiter);
+      this.#scale(st);
+    });
+  }
+
+  #removeWaiter(st: FnState, w: Waiter): boolean {
+    const i = st.waiters.indexOf(w);
+    if (i < 0) return false;
+    st.waiters.splice(i, 1);
+    clearTimeout(w.timer);
+    return true;
+  }
+
+  #scale(st: FnState): void {
+    const rpp = st.fn.spec.requestsPerPod ?? 1;
+    const max = this.#maxInstances(st.fn);
+    while (st.waiters.length > st.starting * rpp) {
+      const live = [...st.instances].filter((i) => !i.draining).length;
+      if (live + st.starting >= max) break;
+      st.starting++;
+      void this.#specialize(st).finally(() => st.starting--);
+    }
+  }
+
+  async #specialize(st: FnState): Promise<void> {
+    const fn = st.fn;
+    const version = st.version;
+    try {
+      const inst = await this.#newInstance(fn, version);
+      if (this.#fns.get(st.key) !== st || this.#stopped) {
+        void this.#deletePod(inst.pod);
+        return;
+      }
+      st.instances.add(inst);
+      const first = st.waiters.shift();
+      if (first) {
+        clearTimeout(first.timer);
+        first.resolve(this.#lease(st, inst, true));
+      }
+      this.#serveWaiter(st, inst);
+      if (inst.version !== st.version) this.#drain(st, inst);
+    } catch (err) {
+      this.#log.warn({ err, function: fn.metadata.name }, 'specializing a pod failed');
+      // Every request waiting now gets the reason, not a timeout later.
+      for (const w of st.waiters.splice(0)) {
+        clearTimeout(w.timer);
+        w.reject(err);
+      }
+    }
+  }
+
+  async #newInstance(fn: FunctionResource, version: string): Promise<Instance> {
+    const ns = fn.metadata.namespace;
+    const es = fn.spec.invokeStrategy?.executionStrategy;
+    const deadline = Date.now() + (es?.specializationTimeout ?? 120) * 1000;
+    const envRef = fn.spec.environment;
+    const env = this.#envs.get(keyOf(envRef.namespace ?? ns, envRef.name));
+    if (!env) throw new FlintError('FLINT_ERR_NOT_FOUND', `environment '${envRef.name}' not found in namespace '${envRef.namespace ?? ns}'`);
+    const ref = fn.spec.package.packageref;
+    const pkg = this.#packages.get(keyOf(ref.namespace ?? ns, ref.name));
+    if (!pkg) throw new FlintError('FLINT_ERR_NOT_FOUND', `package '${ref.name}' not found in namespace '${ref.namespace ?? ns}'`);
+    const body = await specializeRequest({
+      store: this.#o.store,
+      fn,
+      pkg,
+      env,
+      controllerUrl: this.#o.controllerUrl,
+      authorization: this.#o.archiveAuthorization?.(),
+    });
+    // With the mesh, the function's Service must front only the pod about to be specialized.
+    if (this.#o.enableIstio) await this.#deletePods(`functionName=${fn.metadata.name},functionNamespace=${ns}`);
+    const pod = await this.#claimPod(env, fn, deadline);
+    const serviceHost = this.#o.enableIstio ? await this.#ensureService(fn) : undefined;
+    const host = serviceHost ?? (pod.ip.includes(':') ? `[${pod.ip}]` : pod.ip);
+    try {
+      const res = await fetch(`http://${host}:${FETCHER_PORT}/specialize`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify(body),
+        signal: AbortSignal.timeout(Math.max(1, deadline - Date.now())),
+      });
+      const text = await res.text();
+      if (res.status !== 200) {
+        let message = text;
+        try {
+          message = JSON.parse(text).error ?? text;
+        } catch {}
+        throw new FlintError('FLINT_ERR_SPECIALIZE_FAILED', `function '${fn.metadata.name}' failed to specialize on pod ${pod.name}: ${message}`);
+      }
+    } catch (err) {
+      void this.#deletePod(pod.name);
+      if (err instanceof FlintError) throw err;
+      const why = (err as Error).name === 'TimeoutError' ? `no answer within specializationTimeout (${es?.specializationTimeout ?? 120} s)` : (err as Error).message;
+      throw new FlintError('FLINT_ERR_SPECIALIZE_FAILED', `function '${fn.metadata.name}' failed to specialize on pod ${pod.name}: ${why}`, { cause: err });
+    }
+    this.#log.info({ function: fn.metadata.name, pod: pod.name }, 'pod specialized');
+    return { pod: pod.name, address: `${host}:${ENV_PORT}`, version, active: 0, lastUsed: Date.now(), draining: false };
+  }
+
+  /** Takes a ready pod out of the environment's pool by relabelling it; another executor's claim of the same pod conflicts. */
+  async #claimPod(env: Environment, fn: FunctionResource, deadline: number): Promise<{ name: string; ip: string }> {
+    const { client, functionNamespace } = this.#o;
+    const selector = Object.entries({ ...poolLabels(env), managed: 'true' })
+      .map(([k, v]) => `${k}=${v}`)
+      .join(',');
+    for (;;) {
+      const pods = (await client.list<any>(PODS, functionNamespace, { labelSelector: selector })).items.filter(isReady);
+      for (const pod of pods.sort(() => Math.random() - 0.5)) {
+        const labels = {
+          ...pod.metadata.labels,
+          managed: 'false',
+          functionName: fn.metadata.name,
+          functionNamespace: fn.metadata.namespace,
+          functionUid: fn.metadata.uid,
+        };
+        try {
+          await client.replace(PODS, functionNamespace, pod.metadata.name, { ...pod, metadata: { ...pod.metadata, labels } });
+          return { name: pod.metadata.name, ip: pod.status.podIP };
+        } catch (err) {
+          if ((err as { code?: string }).code !== 'FLINT_ERR_CONFLICT' && (err as { code?: string }).code !== 'FLINT_ERR_NOT_FOUND') throw err;
+        }
+      }
+      if (Date.now() >= deadline || this.#stopped) {
+        throw new FlintError(
+          'FLINT_ERR_SPECIALIZE_FAILED',
+          `function '${fn.metadata.name}': no ready pod in environment '${env.metadata.name}''s pool (Deployment ${poolDeploymentName(env)}, poolsize ${env.spec.poolsize ?? 3}) within specializationTimeout`,
+        );
+      }
+      await sleep(this.#o.claimPollMs ?? 100);
+    }
+  }
+
+  // ---- mesh --------------------------------------------------------------------------------
+
+  #serviceName(fn: FunctionResource): string {
+    return dnsName(`istio-${fn.metadata.name}-${fn.metadata.namespace}`);
+  }
+
+  async #ensureService(fn: FunctionResource): Promise<string> {
+    const { client, functionNamespace } = this.#o;
+    const name = this.#serviceName(fn);
+    const service: KubeObject = {
+      apiVersion: 'v1',
+      kind: 'Service',
+      metadata: { name, namespace: functionNamespace, labels: { functionName: fn.metadata.name } },
+      spec: {
+        type: 'ClusterIP',
+        selector: { functionName: fn.metadata.name, functionUid: fn.metadata.uid },
+        ports: [
+          { name: 'http-fetcher', port: FETCHER_PORT, targetPort: FETCHER_PORT },
+          { name: 'http-env', port: ENV_PORT, targetPort: ENV_PORT },
+        ],
+      },
+    };
+    const current = await client.get<KubeObject>(SERVICES, functionNamespace, name);
+    if (!current) await client.create(SERVICES, functionNamespace, service);
+    else if (JSON.stringify((current.spec as any)?.selector) !== JSON.stringify((service.spec as any).selector)) {
+      await client.replace(SERVICES, functionNamespace, name, { ...current, spec: { ...(current.spec as object), selector: (service.spec as any).selector } });
+    }
+    return this.#o.serviceHost ? this.#o.serviceHost(name, functionNamespace) : `${name}.${functionNamespace}`;
+  }
+
+  async #deleteService(fn: FunctionResource): Promise<void> {
+    try {
+      await this.#o.client.delete(SERVICES, this.#o.functionNamespace, this.#serviceName(fn));
+    } catch (err) {
+      this.#log.warn({ err, function: fn.metadata.name }, 'deleting a function Service failed');
+    }
+  }
+}
+
+export function createKubeExecutor(o: KubeExecutorOptions): KubeExecutor {
+  return new KubeExecutor(o);
+}

@@ -1,0 +1,204 @@
+// A stand-in for the parts of a cluster that run things, beside the fake API
+// server: a Deployment controller (each Deployment keeps `replicas` pods
+// matching its selector, so a pod relabelled out of it is replaced) and a
+// kubelet that runs each pod's containers as real processes. Each pod gets
+// its own loopback address (127.a.b.c) for its IP, since pods here share the
+// host's network: every container of the pod gets FLINT_HOST (and
+// FLINT_ENV_URL, the environment container's address) in place of a network
+// namespace. Containers run under bubblewrap with the pod's volumes mounted
+// where the pod spec says (/userfunc, /secrets, /configs), so a path the
+// executor sends means the same thing it would in a cluster. Images map to
+// this checkout: an environment image to its runtime, the fetcher image to
+// bin/flint.js. Pods become Ready when their readiness probe answers.
+import { type ChildProcess, spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { runtimeForImage } from '../../src/api/images.ts';
+import { runtimeLaunch } from '../../src/runtimes/index.ts';
+import { BWRAP, bwrapArgs, sandboxBinaryPath } from '../../src/sandbox/bwrap.ts';
+import type { GroupVersionResource, KubeClient, KubeObject } from '../../src/store/kube-client.ts';
+import type { FakeResource } from './server.ts';
+
+export const DEPLOYMENT_RESOURCE: FakeResource = { group: 'apps', version: 'v1', resource: 'deployments', kind: 'Deployment', statusSubresource: true };
+export const POD_RESOURCE: FakeResource = { group: '', version: 'v1', resource: 'pods', kind: 'Pod', statusSubresource: true };
+export const SERVICE_RESOURCE: FakeResource = { group: '', version: 'v1', resource: 'services', kind: 'Service' };
+export const NAMESPACE_RESOURCE: FakeResource = { group: '', version: 'v1', resource: 'namespaces', kind: 'Namespace' };
+
+const DEPLOYMENTS: GroupVersionResource = { group: 'apps', version: 'v1', resource: 'deployments' };
+const PODS: GroupVersionResource = { group: '', version: 'v1', resource: 'pods' };
+
+const PROJECT = path.resolve(import.meta.dirname, '..', '..');
+const APP_DIR = '/flint/app';
+
+export interface FakeKubeletOptions {
+  client: KubeClient;
+  /** The image the executor puts in pool pods beside the environment. */
+  fetcherImage: string;
+  /** Lines the containers print, for a failing test to show. */
+  log?: (line: string) => void;
+}
+
+interface RunningPod {
+  ns: string;
+  name: string;
+  ip: string;
+  dir: string;
+  children: ChildProcess[];
+  ready: boolean;
+}
+
+export interface FakeKubelet {
+  /** Pods being run, by `<namespace>/<name>`. */
+  pods(): string[];
+  /** Kills a pod's containers without telling the API server: a crash. */
+  crash(namespace: string, name: string): void;
+  stop(): Promise<void>;
+}
+
+// Pod IPs: the second octet from the process id, so test files running at once in other processes do not collide;
+// the rest counts up across every kubelet of this process.
+const IP_BLOCK = 20 + (process.pid % 200);
+let nextIp = 1;
+
+function matches(selector: Record<string, string> | undefined, labels: Record<string, string> | undefined): boolean {
+  return Object.entries(selector ?? {}).every(([k, v]) => labels?.[k] === v);
+}
+
+export function startFakeKubelet(o: FakeKubeletOptions): FakeKubelet {
+  const running = new Map<string, RunningPod>();
+  const root = fs.mkdtempSync(path.join(os.tmpdir(), 'flint-kubelet-'));
+  const node = fs.realpathSync(process.execPath);
+  let stopped = false;
+  let busy: Promise<void> = Promise.resolve();
+
+  function containerCommand(container: any): { command: string[]; binds: Array<{ host: string; at: string }> } {
+    if (container.image === o.fetcherImage) {
+      return { command: [sandboxBinaryPath(node), path.posix.join(APP_DIR, 'bin', 'flint.js'), ...(container.args ?? [])], binds: [{ host: PROJECT, at: APP_DIR }] };
+    }
+    const runtime = runtimeForImage(container.image);
+    const launch = runtime && runtimeLaunch(runtime);
+    if (!launch || runtime !== 'node') throw new Error(`the fake kubelet runs no image '${container.image}'`);
+    return { command: launch.command('/flint/runtime', 128, sandboxBinaryPath), binds: [{ host: launch.dir, at: '/flint/runtime' }] };
+  }
+
+  function startPod(pod: KubeObject): RunningPod {
+    const ns = pod.metadata.namespace as string;
+    const ip = `127.${IP_BLOCK}.${Math.floor(nextIp / 250) % 250}.${(nextIp % 250) + 1}`;
+    nextIp++;
+    const dir = fs.mkdtempSync(path.join(root, `${pod.metadata.name}-`));
+    const spec = pod.spec as any;
+    const volumes = new Map<string, string>();
+    for (const v of spec.volumes ?? []) {
+      const host = path.join(dir, 'volumes', v.name);
+      fs.mkdirSync(host, { recursive: true, mode: 0o777 });
+      fs.chmodSync(host, 0o777);
+      volumes.set(v.name, host);
+    }
+    const rp: RunningPod = { ns, name: pod.metadata.name, ip, dir, children: [], ready: false };
+    const envContainer = (spec.containers as any[]).find((c) => (c.ports ?? []).some((p: any) => p.containerPort === 8888));
+    for (const c of spec.containers as any[]) {
+      const { command, binds } = containerCommand(c);
+      const mounts = (c.volumeMounts ?? []).map((m: any) => ({ host: volumes.get(m.name) as string, at: m.mountPath, writable: !m.readOnly }));
+      const args = bwrapArgs({ binds: [...binds, ...mounts], binaries: [node], allowNetwork: true, tmpSizeBytes: 64 << 20, hostname: pod.metadata.name, chdir: '/tmp' }, command);
+      const env: Record<string, string> = { PATH: '/usr/bin:/bin', FLINT_HOST: ip, ...(envContainer ? { FLINT_ENV_URL: `http://${ip}:8888` } : {}) };
+      for (const e of c.env ?? []) env[e.name] = e.value;
+      const child = spawn(BWRAP, args, { env, stdio: ['ignore', 'pipe', 'pipe'] });
+      const tag = `[${pod.metadata.name}/${c.name}]`;
+      child.stdout?.on('data', (d) => o.log?.(`${tag} ${String(d).trimEnd()}`));
+      child.stderr?.on('data', (d) => o.log?.(`${tag} ${String(d).trimEnd()}`));
+      rp.children.push(child);
+    }
+    running.set(`${ns}/${pod.metadata.name}`, rp);
+    return rp;
+  }
+
+  function killPod(rp: RunningPod): void {
+    for (const c of rp.children) if (c.exitCode === null && c.signalCode === null) c.kill('SIGKILL');
+    fs.rmSync(rp.dir, { recursive: true, force: true });
+  }
+
+  async function probeReady(pod: any, rp: RunningPod): Promise<boolean> {
+    for (const c of pod.spec.containers) {
+      const probe = c.readinessProbe?.httpGet;
+      if (!probe) continue;
+      try {
+        const res = await fetch(`http://${rp.ip}:${probe.port}${probe.path}`, { signal: AbortSignal.timeout(1000) });
+        await res.body?.cancel();
+        if (res.status >= 400) return false;
+      } catch {
+        return false;
+      }
+    }
+    return true;
+  }
+
+  async function reconcile(): Promise<void> {
+    const deployments = (await o.client.list<any>(DEPLOYMENTS, undefined)).items;
+    let pods = (await o.client.list<any>(PODS, undefined)).items;
+    for (const d of deployments) {
+      const ns = d.metadata.namespace;
+      const selector = d.spec.selector?.matchLabels;
+      const mine = pods.filter((p) => p.metadata.namespace === ns && matches(selector, p.metadata.labels));
+      const want = d.spec.replicas ?? 1;
+      for (let i = mine.length; i < want; i++) {
+        const template = d.spec.template;
+        const name = `${d.metadata.name}-${randomBytes(3).toString('hex')}`;
+        await o.client.create(PODS, ns, {
+          apiVersion: 'v1',
+          kind: 'Pod',
+          metadata: { name, namespace: ns, labels: template.metadata?.labels, annotations: template.metadata?.annotations, ownerReferences: [{ kind: 'Deployment', name: d.metadata.name }] },
+          spec: template.spec,
+        });
+      }
+      for (const extra of mine.slice(want)) await o.client.delete(PODS, ns, extra.metadata.name);
+    }
+    // Pods of a deleted Deployment go with it, as the garbage collector would take them; pods relabelled out of it stay.
+    for (const p of pods) {
+      const owner = p.metadata.ownerReferences?.[0]?.name;
+      const owned = owner && deployments.some((d) => d.metadata.name === owner && d.metadata.namespace === p.metadata.namespace);
+      if (owner && !owned && matches({ managed: 'true' }, p.metadata.labels)) await o.client.delete(PODS, p.metadata.namespace, p.metadata.name);
+    }
+    pods = (await o.client.list<any>(PODS, undefined)).items;
+    const alive = new Set(pods.map((p) => `${p.metadata.namespace}/${p.metadata.name}`));
+    for (const [key, rp] of running) {
+      if (alive.has(key)) continue;
+      killPod(rp);
+      running.delete(key);
+    }
+    for (const p of pods) {
+      const key = `${p.metadata.namespace}/${p.metadata.name}`;
+      const rp = running.get(key) ?? startPod(p);
+      if (!p.status?.podIP) {
+        await o.client.replaceStatus(PODS, p.metadata.namespace, p.metadata.name, { ...p, status: { phase: 'Running', podIP: rp.ip, conditions: [{ type: 'Ready', status: 'False' }] } });
+        continue;
+      }
+      if (!rp.ready && (await probeReady(p, rp))) {
+        rp.ready = true;
+        const fresh = await o.client.get<any>(PODS, p.metadata.namespace, p.metadata.name);
+        if (fresh) await o.client.replaceStatus(PODS, p.metadata.namespace, p.metadata.name, { ...fresh, status: { ...fresh.status, conditions: [{ type: 'Ready', status: 'True' }] } });
+      }
+    }
+  }
+
+  const timer = setInterval(() => {
+    busy = busy.then(() => (stopped ? undefined : reconcile().catch((err) => o.log?.(`[kubelet] ${(err as Error).message}`))));
+  }, 50);
+
+  return {
+    pods: () => [...running.keys()],
+    crash(namespace, name) {
+      const rp = running.get(`${namespace}/${name}`);
+      for (const c of rp?.children ?? []) c.kill('SIGKILL');
+    },
+    async stop() {
+      stopped = true;
+      clearInterval(timer);
+      await busy;
+      for (const rp of running.values()) killPod(rp);
+      running.clear();
+      fs.rmSync(root, { recursive: true, force: true });
+    },
+  };
+}
