@@ -59,6 +59,7 @@ describe('persistence across restarts', () => {
   it('refuses to start on a bad install value, naming the key', async () => {
     await assert.rejects(startServer({ sets: ['router.prot=1'] }), /unknown install value 'router\.prot'/);
     await assert.rejects(startServer({ sets: ['router.port=abc'] }), /'router\.port' must be an integer/);
-    await assert.rejects(startServer({ sets: ['mode=kubernetes'] }), /install value 'mode' is kubernetes, but `flint server` runs local mode only/);
+    await assert.rejects(startServer({ sets: ['mode=kubernetes', 'kubernetes.apiServer=http://127.0.0.1:1'] }), /Kubernetes API http:\/\/127\.0\.0\.1:1 unreachable/);
+    await assert.rejects(startServer({ sets: ['mode=kubernetes', 'kubernetes.apiServer=ftp://x'] }), /install value 'kubernetes\.apiServer' has a bad value "ftp:\/\/x"/);
   });
 });

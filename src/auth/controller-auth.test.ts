@@ -4,7 +4,7 @@ import path from 'node:path';
 import { describe, it } from 'node:test';
 import { dataLayout } from '../config/layout.ts';
 import { adminTokenFile, ensureAdminToken } from './admin-token.ts';
-import { createControllerAuthCheck, isControllerExempt } from './controller-auth.ts';
+import { createControllerAuthCheck, FETCHER_SUBJECT, isControllerExempt } from './controller-auth.ts';
 import { tempDir } from './testing.ts';
 import { createTokenService } from './tokens.ts';
 
@@ -69,6 +69,24 @@ describe('controller auth check', () => {
     const other = createTokenService({ signingKey: 'x'.repeat(43), issuer: 'flint', expirySeconds: 120 });
     assert.equal(check(`Bearer ${other.issue('admin')}`), false);
     assert.equal(check(`Bearer ${tokens.mint('flint:mqtrigger', 30)}`), false, 'component tokens only call functions');
+  });
+
+  it("lets the fetcher's token read archives and nothing else", () => {
+    const fetcher = `Bearer ${tokens.mint(FETCHER_SUBJECT, 30)}`;
+    const sha = 'a'.repeat(64);
+    assert.equal(check(fetcher, { method: 'GET', url: `/v1/archives/${sha}` }), true);
+    assert.equal(check(fetcher, { method: 'HEAD', url: `/v1/archives/${sha}?x=1` }), true);
+    assert.equal(check(fetcher), false, 'no request, no scope');
+    for (const [method, url] of [
+      ['POST', '/v1/archives'],
+      ['DELETE', `/v1/archives/${sha}`],
+      ['GET', '/v1/archives/../namespaces/default/secrets'],
+      ['GET', `/v1/archives/${sha}/x`],
+      ['GET', '/v1/namespaces/flint/secrets/router'],
+    ]) {
+      assert.equal(check(fetcher, { method, url }), false, `${method} ${url}`);
+    }
+    assert.equal(check(`Bearer ${tokens.mint('flint:mqtrigger', 30)}`, { method: 'GET', url: `/v1/archives/${sha}` }), false, 'only the fetcher\'s subject');
   });
 
   it('accepts only the admin token when given no token service', () => {

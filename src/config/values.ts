@@ -63,6 +63,18 @@ export const ValuesSchema = Type.Object(
       Strict,
     ),
     enableIstio: Type.Boolean(),
+    kubernetes: Type.Object(
+      {
+        apiServer: Type.String({ pattern: '^(https?://.+)?$' }),
+        tokenFile: Type.String(),
+        caFile: Type.String(),
+        insecureSkipTLSVerify: Type.Boolean(),
+        functionNamespace: Type.String({ minLength: 1, maxLength: 63, pattern: '^[a-z0-9]([-a-z0-9]*[a-z0-9])?$' }),
+        fetcherImage: Type.String({ minLength: 1 }),
+        controllerUrl: Type.String({ pattern: '^(https?://.+)?$' }),
+      },
+      Strict,
+    ),
     kafka: Type.Object({ enabled: Type.Boolean(), brokers: Type.String() }, Strict),
     nats: Type.Object({ enabled: Type.Boolean(), servers: Type.String() }, Strict),
     rabbitmq: Type.Object({ enabled: Type.Boolean(), url: Type.String({ pattern: '^amqps?://' }) }, Strict),

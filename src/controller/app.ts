@@ -33,7 +33,7 @@ export interface ControllerOptions {
   /** Paths the router owns, refused as route URLs. */
   reservedPaths: readonly string[];
   /** With authentication on: whether an Authorization header may use the API. */
-  authCheck?: (authorization: string | undefined) => boolean;
+  authCheck?: (authorization: string | undefined, req?: { method: string; url: string }) => boolean;
   /** Broker access for the topic read-back endpoint; absent when no broker is configured. */
   topics?: TopicAccess;
   /** Largest accepted request body. */
@@ -89,7 +89,7 @@ export async function createController(opts: ControllerOptions): Promise<Fastify
   const authCheck = opts.authCheck;
   if (authCheck) {
     app.addHook('onRequest', async (req, reply) => {
-      if (isControllerExempt(req.url) || authCheck(req.headers.authorization)) return;
+      if (isControllerExempt(req.url) || authCheck(req.headers.authorization, { method: req.method, url: req.url })) return;
       return reply
         .code(401)
         .header('www-authenticate', 'Bearer')

@@ -1,4 +1,7 @@
-// `flint server`: composes the components of local mode in one process.
+// `flint server`: composes the components in one process. Local mode keeps
+// resources in SQLite and runs functions as sandboxed processes; kubernetes
+// mode keeps them as custom resources and runs functions in pods, with the
+// same controller, router, build manager, trigger manager and ingress.
 import fs from 'node:fs';
 import { pino } from 'pino';
 import { Gauge, Registry } from 'prom-client';
@@ -11,14 +14,16 @@ import { createController } from '../controller/app.ts';
 import { ArchiveGc } from '../controller/archive-gc.ts';
 import type { ServerInfo } from '../controller/info.ts';
 import { ensureAdminToken } from '../auth/admin-token.ts';
-import { createControllerAuthCheck } from '../auth/controller-auth.ts';
+import { createControllerAuthCheck, FETCHER_SUBJECT } from '../auth/controller-auth.ts';
 import { createRouterGuard } from '../auth/guard.ts';
 import { createLoginHandler } from '../auth/login.ts';
 import { createMintedTokenSource } from '../auth/minted.ts';
 import { ensureRouterSecret } from '../auth/router-secret.ts';
 import { createTokenService } from '../auth/tokens.ts';
 import { sandboxAvailable } from '../sandbox/bwrap.ts';
+import { createKubeExecutor } from '../executor/kubernetes/kube-executor.ts';
 import { createProcessExecutor } from '../executor/process-executor.ts';
+import type { Executor } from '../executor/types.ts';
 import { createIngressController, createIngressProvider, ingressUrls } from '../ingress/index.ts';
 import { KafkaConnector } from '../mqtrigger/kafka.ts';
 import { connectorFor, SharedConnectors } from '../mqtrigger/trigger-connectors.ts';
@@ -29,7 +34,10 @@ import { RabbitConnector } from '../mqtrigger/rabbitmq.ts';
 import { RedisConnector } from '../mqtrigger/redis.ts';
 import { TopicReadback } from '../mqtrigger/readback.ts';
 import { createRouter } from '../router/router.ts';
+import { openKubeStore } from '../store/kubernetes.ts';
 import { openSqliteStore } from '../store/sqlite.ts';
+import type { Store } from '../store/store.ts';
+import { kubeClientFromValues } from './kube.ts';
 import { VERSION } from './version.ts';
 
 export interface RunningServer {
@@ -47,18 +55,14 @@ function urlOf(address: string | { address: string; port: number } | null): stri
 
 export async function startServer(src: ValuesSources, out: (line: string) => void = console.log): Promise<RunningServer> {
   const values = await loadValues(src);
-  if (values.mode !== 'local') {
-    // Starting local components under the other mode's name would accept container images and the mesh option and
-    // honour neither. Kubernetes mode's store (custom resources) exists; its pod executor and chart templates do not yet.
-    throw new FlintError('FLINT_ERR_CONFIG', "install value 'mode' is kubernetes, but `flint server` runs local mode only: kubernetes mode is not complete in this version (see docs/kubernetes.md); set mode=local", {
-      field: 'mode',
-    });
-  }
   const layout = dataLayout(values.dataDir);
   for (const dir of [layout.root, layout.logs, layout.instances, layout.archives]) fs.mkdirSync(dir, { recursive: true, mode: 0o700 });
   fs.mkdirSync(layout.private, { recursive: true, mode: 0o700 });
   const logger = pino({ level: values.logLevel }, pino.destination(2));
-  const store = openSqliteStore(layout.db);
+  const kube = values.mode === 'kubernetes' ? kubeClientFromValues(values.kubernetes) : undefined;
+  const store: Store = kube
+    ? await openKubeStore({ client: kube, onError: (err, kind) => logger.warn({ err, kind }, 'following the Kubernetes API failed; retrying') })
+    : openSqliteStore(layout.db);
   const stops: Array<() => Promise<void>> = [async () => store.close()];
   const stop = async () => {
     for (const s of stops.reverse()) {
@@ -82,7 +86,12 @@ export async function startServer(src: ValuesSources, out: (line: string) => voi
     // Authentication: everything is built only when it is on.
     const authValues = values.authentication;
     let auth:
-      | { guard: ReturnType<typeof createRouterGuard>; controllerCheck: (h: string | undefined) => boolean; mint: () => string }
+      | {
+          guard: ReturnType<typeof createRouterGuard>;
+          controllerCheck: ReturnType<typeof createControllerAuthCheck>;
+          mint: () => string;
+          mintFetcher: () => string;
+        }
       | undefined;
     if (authValues.enabled) {
       const authLog = logger.child({ component: 'auth' });
@@ -92,21 +101,36 @@ export async function startServer(src: ValuesSources, out: (line: string) => voi
         guard: createRouterGuard({ tokens, authUriPath: authValues.authUriPath, login: createLoginHandler({ tokens, credentials: creds, logger: authLog }) }),
         controllerCheck: createControllerAuthCheck({ adminToken: ensureAdminToken(layout), tokens }),
         mint: createMintedTokenSource({ tokens, subject: 'flint:mqtrigger' }),
+        // Pool pods' fetchers download archives from the control plane with it (kubernetes mode).
+        mintFetcher: createMintedTokenSource({ tokens, subject: FETCHER_SUBJECT }),
       };
     }
     const archives = new LocalArchiveStore(layout.archives);
     const MIB = 1024 * 1024;
     const maxUnpackedBytes = values.archives.maxUnpackedMB * MIB;
-    const executor = createProcessExecutor({
-      store,
-      layout,
-      archives,
-      maxUnpackedBytes,
-      logger: logger.child({ component: 'executor' }),
-      sandbox: values.executor.sandbox,
-      memoryMB: values.executor.memoryMB,
-      reapIntervalMs: values.executor.reapIntervalSeconds * 1000,
-    });
+    let controllerUrl = '';
+    const executor: Executor = kube
+      ? createKubeExecutor({
+          store,
+          client: kube,
+          logger: logger.child({ component: 'executor' }),
+          functionNamespace: values.kubernetes.functionNamespace,
+          fetcherImage: values.kubernetes.fetcherImage,
+          controllerUrl: () => values.kubernetes.controllerUrl || controllerUrl,
+          archiveAuthorization: auth ? () => `Bearer ${auth.mintFetcher()}` : undefined,
+          enableIstio: values.enableIstio,
+          reapIntervalMs: values.executor.reapIntervalSeconds * 1000,
+        })
+      : createProcessExecutor({
+          store,
+          layout,
+          archives,
+          maxUnpackedBytes,
+          logger: logger.child({ component: 'executor' }),
+          sandbox: values.executor.sandbox,
+          memoryMB: values.executor.memoryMB,
+          reapIntervalMs: values.executor.reapIntervalSeconds * 1000,
+        });
     await executor.start();
     stops.push(() => executor.stop());
     const builds = new BuildManager({
@@ -134,7 +158,7 @@ export async function startServer(src: ValuesSources, out: (line: string) => voi
     stops.push(stopRouter);
     out(`router listening on ${routerUrl}`);
     let ingressUrl: string | undefined;
-    const ingressProvider = createIngressProvider({ values, routerUrl, logger: logger.child({ component: 'ingress' }) });
+    const ingressProvider = createIngressProvider({ values, routerUrl, logger: logger.child({ component: 'ingress' }), kubeClient: kube });
     if (ingressProvider) {
       // The builtin gateway swaps a table in memory: apply at once, so a route is
       // exposed by the time the CLI returns. nginx reloads and kubernetes API
@@ -219,7 +243,7 @@ export async function startServer(src: ValuesSources, out: (line: string) => voi
     });
     await controller.listen({ host: values.controller.host, port: values.controller.port });
     stops.push(() => controller.close());
-    const controllerUrl = urlOf(controller.server.address());
+    controllerUrl = urlOf(controller.server.address());
     out(`controller listening on ${controllerUrl}`);
     return { values, controllerUrl, routerUrl, stop };
   } catch (err) {

@@ -110,4 +110,23 @@ export function flint(server: { env: NodeJS.ProcessEnv }, args: string[], opts: 
   return { code: r.status ?? -1, stdout: r.stdout, stderr: r.stderr };
 }
 
+/**
+ * Runs `flint <args>` without blocking this process: for tests whose servers (a fake API server, say) run in the
+ * test process itself and must keep answering while the CLI waits on them.
+ */
+export function flintAsync(server: { env: NodeJS.ProcessEnv }, args: string[], opts: { cwd?: string; env?: NodeJS.ProcessEnv } = {}): Promise<CliResult> {
+  return new Promise((resolve) => {
+    const child = spawn(process.execPath, [FLINT_BIN, ...args], { cwd: opts.cwd ?? REPO, env: { ...server.env, ...opts.env }, stdio: ['ignore', 'pipe', 'pipe'] });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.setEncoding('utf8').on('data', (c) => (stdout += c));
+    child.stderr.setEncoding('utf8').on('data', (c) => (stderr += c));
+    const timer = setTimeout(() => child.kill('SIGKILL'), 60_000);
+    child.once('close', (code) => {
+      clearTimeout(timer);
+      resolve({ code: code ?? -1, stdout, stderr });
+    });
+  });
+}
+
 export { eventually } from '../../src/testing/eventually.ts';

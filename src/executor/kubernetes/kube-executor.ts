@@ -31,8 +31,8 @@ export interface KubeExecutorOptions {
   functionNamespace: string;
   /** The image of `flint fetcher`, beside each environment container. */
   fetcherImage: string;
-  /** The control plane as pods reach it: archives are downloaded from `<url>/v1/archives/<sha256>`. */
-  controllerUrl: string;
+  /** The control plane as pods reach it: archives are downloaded from `<url>/v1/archives/<sha256>`. Read when a pod is specialized. */
+  controllerUrl: string | (() => string);
   /** The Authorization header for archive downloads, when the control plane wants one. */
   archiveAuthorization?: () => string | undefined;
   enableIstio?: boolean;
@@ -418,7 +418,7 @@ export class KubeExecutor implements Executor {
       fn,
       pkg,
       env,
-      controllerUrl: this.#o.controllerUrl,
+      controllerUrl: typeof this.#o.controllerUrl === 'function' ? this.#o.controllerUrl() : this.#o.controllerUrl,
       authorization: this.#o.archiveAuthorization?.(),
     });
     // With the mesh, the function's Service must front only the pod about to be specialized.
