@@ -1,4 +1,5 @@
-// Regenerates the committed artifacts (OpenAPI document, CLI reference, CRDs).
+// Regenerates the committed artifacts (OpenAPI document, CLI reference, CRDs,
+// the chart's values schema).
 // Tests regenerate them too and fail on a diff, so run this after changing
 // a schema, a route or a command.
 import fs from 'node:fs';
@@ -6,6 +7,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { CRD_DIR, renderCrdFiles } from '../src/api/crds.ts';
 import { dataLayout } from '../src/config/layout.ts';
+import { renderValuesSchema, VALUES_SCHEMA_FILE } from '../src/config/values-schema.ts';
 import { createController } from '../src/controller/app.ts';
 import { OPENAPI_FILE, renderOpenApi } from '../src/controller/openapi.ts';
 import { openSqliteStore } from '../src/store/sqlite.ts';
@@ -36,3 +38,6 @@ fs.rmSync(CRD_DIR, { recursive: true, force: true });
 fs.mkdirSync(CRD_DIR, { recursive: true });
 for (const [name, text] of renderCrdFiles()) fs.writeFileSync(path.join(CRD_DIR, name), text);
 console.log(`wrote ${path.relative(process.cwd(), CRD_DIR)}`);
+
+fs.writeFileSync(VALUES_SCHEMA_FILE, renderValuesSchema());
+console.log(`wrote ${path.relative(process.cwd(), VALUES_SCHEMA_FILE)}`);

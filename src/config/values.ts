@@ -75,6 +75,22 @@ export const ValuesSchema = Type.Object(
       },
       Strict,
     ),
+    // The Helm chart's own settings: read by its templates, not by `flint server`.
+    chart: Type.Object(
+      {
+        image: Type.Object(
+          {
+            repository: Type.String({ minLength: 1 }),
+            tag: Type.String(),
+            pullPolicy: Type.Union([Type.Literal('Always'), Type.Literal('IfNotPresent'), Type.Literal('Never')]),
+          },
+          Strict,
+        ),
+        routerServiceType: Type.Union([Type.Literal('ClusterIP'), Type.Literal('NodePort'), Type.Literal('LoadBalancer')]),
+        persistence: Type.Object({ size: Type.String({ pattern: '^[0-9]+(Ki|Mi|Gi|Ti)$' }), storageClass: Type.String() }, Strict),
+      },
+      Strict,
+    ),
     kafka: Type.Object({ enabled: Type.Boolean(), brokers: Type.String() }, Strict),
     nats: Type.Object({ enabled: Type.Boolean(), servers: Type.String() }, Strict),
     rabbitmq: Type.Object({ enabled: Type.Boolean(), url: Type.String({ pattern: '^amqps?://' }) }, Strict),

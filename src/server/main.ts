@@ -75,7 +75,10 @@ export async function startServer(src: ValuesSources, out: (line: string) => voi
   };
 
   try {
-    if (values.executor.sandbox === 'bubblewrap' && !(await sandboxAvailable())) {
+    if (values.executor.sandbox === 'bubblewrap' && !(await sandboxAvailable()) && kube) {
+      // Functions run in pods here; only builds use the sandbox, and they fail one by one with bubblewrap's own message.
+      logger.warn('bubblewrap is not usable in this container: builds of source packages will fail (use deployment archives, or set executor.sandbox=none to build unsandboxed)');
+    } else if (values.executor.sandbox === 'bubblewrap' && !(await sandboxAvailable())) {
       throw new FlintError(
         'FLINT_ERR_CONFIG',
         "bubblewrap is not usable here, so functions cannot be sandboxed: install it (apt-get install bubblewrap) or start with --set executor.sandbox=none to run functions unsandboxed",
