@@ -111,6 +111,7 @@ describe('Helm chart', { timeout: 25 * 60_000 }, () => {
     ]) {
       assert.deepEqual(grants(executor.rules, g, r).sort(), [...all].sort(), r);
     }
+    assert.deepEqual(grants(executor.rules, '', 'pods/log'), ['get']);
     const ingress = find(docs, 'Role', 'flint-ingress');
     assert.ok(grants(ingress.rules, 'networking.k8s.io', 'ingresses').includes('create'));
     // Nothing else: no pods/exec, no cluster-wide pods, no wildcard.

@@ -37,8 +37,9 @@ describe('kubernetes mode (fake API server, fake kubelet)', { skip: !usable && '
     work = fs.mkdtempSync(path.join(os.tmpdir(), 'flint-kube-'));
     fake = await startFakeKube({ resources: [...storeResources(), DEPLOYMENT_RESOURCE, POD_RESOURCE, SERVICE_RESOURCE, INGRESS_RESOURCE] });
     kubelet = startFakeKubelet({ client: createKubeClient({ baseUrl: fake.url }), fetcherImage: FETCHER, log: (l) => kubeletLog.push(l) });
+    fake.setPodLogs(kubelet.logs);
     server = await startServer({ sets: sets(), keepData: true });
-    fs.writeFileSync(path.join(work, 'hello.js'), "module.exports = async () => ({ status: 200, body: 'hello from a pod\\n' });\n");
+    fs.writeFileSync(path.join(work, 'hello.js'), "module.exports = async () => { console.log('hello was called'); return { status: 200, body: 'hello from a pod\\n' }; };\n");
     // Larger than a package may hold inline: uploaded to the control plane, and downloaded by the pod's fetcher.
     fs.writeFileSync(path.join(work, 'big.js'), `// ${'x'.repeat(300 * 1024)}\nmodule.exports = async () => ({ status: 200, body: 'big and fetched\\n' });\n`);
   });
@@ -76,6 +77,9 @@ describe('kubernetes mode (fake API server, fake kubelet)', { skip: !usable && '
     const res = await fetch(`${server.routerUrl}/hello`, { headers: { authorization: `Bearer ${token}` } });
     assert.equal(res.status, 200);
     assert.equal(await res.text(), 'hello from a pod\n');
+    // fn log reads the pod's output, as it reads a worker's in local mode.
+    await eventually(async () => (await ok(['fn', 'log', '--name', 'hello'])).includes('[stdout] hello was called'), "the pod's output in fn log");
+    assert.match(await ok(['fn', 'log', '--name', 'hello']), new RegExp(`\\[flint\\] pod ${pod.metadata.name} specialized`));
   });
 
   it('has the fetcher download an uploaded archive from the control plane, with a token of its own', async () => {

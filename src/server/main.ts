@@ -123,6 +123,7 @@ export async function startServer(src: ValuesSources, out: (line: string) => voi
           archiveAuthorization: auth ? () => `Bearer ${auth.mintFetcher()}` : undefined,
           enableIstio: values.enableIstio,
           reapIntervalMs: values.executor.reapIntervalSeconds * 1000,
+          layout,
         })
       : createProcessExecutor({
           store,

@@ -84,6 +84,11 @@ export interface KubeClient {
     opts: KubeWatchOptions,
     onEvent: (ev: KubeWatchEvent<T>) => void,
   ): KubeWatch;
+  /**
+   * A pod's log: one container's output since it started, line by line; with follow, the stream
+   * stays open until the container stops or close() is called. Settles like a watch.
+   */
+  podLog(namespace: string, pod: string, opts: { container: string; follow?: boolean }, onLine: (line: string) => void): KubeWatch;
 }
 
 /** An error answer from the API server, keeping its status and Kubernetes `reason`. */
@@ -209,13 +214,36 @@ export function createKubeClient(opts: KubeClientOptions): KubeClient {
       pending += decoder.decode(chunk, { stream: true });
       let nl = pending.indexOf('\n');
       while (nl >= 0) {
-        const line = pending.slice(0, nl).trim();
+        // Leading whitespace is kept: a log's indented stack trace means something (JSON ignores it).
+        const line = pending.slice(0, nl).replace(/\s+$/, '');
         pending = pending.slice(nl + 1);
         if (line) onLine(line);
         nl = pending.indexOf('\n');
       }
     }
-    if (pending.trim()) onLine(pending.trim());
+    if (pending.trim()) onLine(pending.replace(/\s+$/, ''));
+  }
+
+  /** A long-lived GET whose answer is read line by line until it ends or is closed. */
+  function stream(path: string, onLine: (line: string) => void): KubeWatch {
+    const abort = new AbortController();
+    const done = (async () => {
+      const res = await send('GET', path, undefined, abort.signal);
+      if (res.status !== 200) {
+        const text = await res.text();
+        let json: any = text;
+        try {
+          json = JSON.parse(text);
+        } catch {}
+        fail('GET', path, { status: res.status, json });
+      }
+      await streamLines(res, onLine);
+    })().catch((err) => {
+      if (abort.signal.aborted) return;
+      if (err instanceof FlintError) throw err;
+      throw new FlintError('FLINT_ERR_UNREACHABLE', `Kubernetes API ${base} stream ended: ${(err as Error).message}`, { cause: err });
+    });
+    return { done, close: () => abort.abort() };
   }
 
   return {
@@ -257,29 +285,17 @@ export function createKubeClient(opts: KubeClientOptions): KubeClient {
       const q = new URLSearchParams({ watch: '1', resourceVersion: o.resourceVersion, allowWatchBookmarks: 'true' });
       if (o.timeoutSeconds !== undefined) q.set('timeoutSeconds', String(o.timeoutSeconds));
       const path = `${collectionPath(gvr, namespace)}?${q}`;
-      const abort = new AbortController();
-      const done = (async () => {
-        const res = await send('GET', path, undefined, abort.signal);
-        if (res.status !== 200) {
-          const text = await res.text();
-          let json: any = text;
-          try {
-            json = JSON.parse(text);
-          } catch {}
-          fail('GET', path, { status: res.status, json });
-        }
-        await streamLines(res, (line) => {
-          const ev = JSON.parse(line);
-          // The server reports a failure inside the stream as an ERROR event carrying a Status (410 when the version is too old).
-          if (ev.type === 'ERROR') throw apiError('GET', path, { status: ev.object?.code ?? 500, json: ev.object });
-          onEvent(ev);
-        });
-      })().catch((err) => {
-        if (abort.signal.aborted) return;
-        if (err instanceof FlintError) throw err;
-        throw new FlintError('FLINT_ERR_UNREACHABLE', `Kubernetes API ${base} watch ended: ${(err as Error).message}`, { cause: err });
+      return stream(path, (line) => {
+        const ev = JSON.parse(line);
+        // The server reports a failure inside the stream as an ERROR event carrying a Status (410 when the version is too old).
+        if (ev.type === 'ERROR') throw apiError('GET', path, { status: ev.object?.code ?? 500, json: ev.object });
+        onEvent(ev);
       });
-      return { done, close: () => abort.abort() };
+    },
+    podLog(namespace, pod, o, onLine) {
+      const q = new URLSearchParams({ container: o.container });
+      if (o.follow) q.set('follow', 'true');
+      return stream(`/api/v1/namespaces/${encodeURIComponent(namespace)}/pods/${encodeURIComponent(pod)}/log?${q}`, onLine);
     },
   };
 }

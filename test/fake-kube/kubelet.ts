@@ -10,6 +10,7 @@
 // executor sends means the same thing it would in a cluster. Images map to
 // this checkout: an environment image to its runtime, the fetcher image to
 // bin/flint.js. Pods become Ready when their readiness probe answers.
+// Containers' output is kept per container and served as the pods' logs.
 import { type ChildProcess, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
@@ -19,7 +20,7 @@ import { runtimeForImage } from '../../src/api/images.ts';
 import { runtimeLaunch } from '../../src/runtimes/index.ts';
 import { BWRAP, bwrapArgs, sandboxBinaryPath } from '../../src/sandbox/bwrap.ts';
 import type { GroupVersionResource, KubeClient, KubeObject } from '../../src/store/kube-client.ts';
-import type { FakeResource } from './server.ts';
+import type { FakeResource, PodLogSource } from './server.ts';
 
 export const DEPLOYMENT_RESOURCE: FakeResource = { group: 'apps', version: 'v1', resource: 'deployments', kind: 'Deployment', statusSubresource: true };
 export const POD_RESOURCE: FakeResource = { group: '', version: 'v1', resource: 'pods', kind: 'Pod', statusSubresource: true };
@@ -40,6 +41,12 @@ export interface FakeKubeletOptions {
   log?: (line: string) => void;
 }
 
+interface ContainerOutput {
+  chunks: string[];
+  followers: Set<{ write(text: string): void; end(): void }>;
+  ended: boolean;
+}
+
 interface RunningPod {
   ns: string;
   name: string;
@@ -47,11 +54,14 @@ interface RunningPod {
   dir: string;
   children: ChildProcess[];
   ready: boolean;
+  output: Map<string, ContainerOutput>;
 }
 
 export interface FakeKubelet {
   /** Pods being run, by `<namespace>/<name>`. */
   pods(): string[];
+  /** The running pods' logs, for the fake API server (`setPodLogs`). */
+  logs: PodLogSource;
   /** Kills a pod's containers without telling the API server: a crash. */
   crash(namespace: string, name: string): void;
   stop(): Promise<void>;
@@ -96,7 +106,7 @@ export function startFakeKubelet(o: FakeKubeletOptions): FakeKubelet {
       fs.chmodSync(host, 0o777);
       volumes.set(v.name, host);
     }
-    const rp: RunningPod = { ns, name: pod.metadata.name, ip, dir, children: [], ready: false };
+    const rp: RunningPod = { ns, name: pod.metadata.name, ip, dir, children: [], ready: false, output: new Map() };
     const envContainer = (spec.containers as any[]).find((c) => (c.ports ?? []).some((p: any) => p.containerPort === 8888));
     for (const c of spec.containers as any[]) {
       const { command, binds } = containerCommand(c);
@@ -106,8 +116,22 @@ export function startFakeKubelet(o: FakeKubeletOptions): FakeKubelet {
       for (const e of c.env ?? []) env[e.name] = e.value;
       const child = spawn(BWRAP, args, { env, stdio: ['ignore', 'pipe', 'pipe'] });
       const tag = `[${pod.metadata.name}/${c.name}]`;
-      child.stdout?.on('data', (d) => o.log?.(`${tag} ${String(d).trimEnd()}`));
-      child.stderr?.on('data', (d) => o.log?.(`${tag} ${String(d).trimEnd()}`));
+      const output: ContainerOutput = { chunks: [], followers: new Set(), ended: false };
+      rp.output.set(c.name, output);
+      const capture = (d: Buffer) => {
+        const text = String(d);
+        o.log?.(`${tag} ${text.trimEnd()}`);
+        output.chunks.push(text);
+        for (const f of output.followers) f.write(text);
+      };
+      child.stdout?.on('data', capture);
+      child.stderr?.on('data', capture);
+      // 'close', not 'exit': output still buffered in the pipes arrives before it.
+      child.on('close', () => {
+        output.ended = true;
+        for (const f of output.followers) f.end();
+        output.followers.clear();
+      });
       rp.children.push(child);
     }
     running.set(`${ns}/${pod.metadata.name}`, rp);
@@ -188,6 +212,14 @@ export function startFakeKubelet(o: FakeKubeletOptions): FakeKubelet {
 
   return {
     pods: () => [...running.keys()],
+    logs(namespace, pod, container, follow, out) {
+      const output = running.get(`${namespace}/${pod}`)?.output.get(container);
+      if (!output) return undefined;
+      for (const c of output.chunks) out.write(c);
+      if (!follow || output.ended) return () => {};
+      output.followers.add(out);
+      return () => output.followers.delete(out);
+    },
     crash(namespace, name) {
       const rp = running.get(`${namespace}/${name}`);
       for (const c of rp?.children ?? []) c.kill('SIGKILL');

@@ -5,7 +5,8 @@
 // (with preconditions) and watch (replay from a resourceVersion, bookmarks,
 // an ERROR event with 410 Expired for a version older than its history),
 // with one global resourceVersion, Status bodies and the real status codes
-// (404 NotFound, 409 AlreadyExists/Conflict, 422 Invalid, 401).
+// (404 NotFound, 409 AlreadyExists/Conflict, 422 Invalid, 401). Pod logs
+// (`pods/<name>/log`) come from whatever runs the pods (the fake kubelet).
 // New kinds are one entry in `resources`.
 import { randomUUID } from 'node:crypto';
 import http from 'node:http';
@@ -26,6 +27,19 @@ export interface FakeResource {
 }
 
 export const INGRESS_RESOURCE: FakeResource = { group: 'networking.k8s.io', version: 'v1', resource: 'ingresses', kind: 'Ingress' };
+
+/**
+ * One container's output for `GET .../pods/<name>/log`: everything so far goes to `write`; with follow,
+ * later output too until the container stops (`end`). Returns a function that stops following, or
+ * undefined when the pod runs no such container.
+ */
+export type PodLogSource = (
+  namespace: string,
+  pod: string,
+  container: string,
+  follow: boolean,
+  out: { write(text: string): void; end(): void },
+) => (() => void) | undefined;
 
 export interface FakeKubeOptions {
   /** Required bearer token; omit to accept anonymous calls. */
@@ -57,6 +71,8 @@ export interface FakeKube {
   compact(): void;
   /** Open watch streams. */
   watchCount(): number;
+  /** Where pod logs are read from. */
+  setPodLogs(source: PodLogSource): void;
   close(): Promise<void>;
 }
 
@@ -71,7 +87,7 @@ function send(res: http.ServerResponse, code: number, body: unknown): void {
 }
 
 const ROUTE =
-  /^\/(?:api\/(?<coreVersion>[^/]+)|apis\/(?<group>[^/]+)\/(?<version>[^/]+))(?:\/namespaces\/(?<ns>[^/]+))?\/(?<resource>[^/]+)(?:\/(?<name>[^/]+)(?<sub>\/status)?)?$/;
+  /^\/(?:api\/(?<coreVersion>[^/]+)|apis\/(?<group>[^/]+)\/(?<version>[^/]+))(?:\/namespaces\/(?<ns>[^/]+))?\/(?<resource>[^/]+)(?:\/(?<name>[^/]+)(?<sub>\/status|\/log)?)?$/;
 
 interface Change {
   rv: number;
@@ -99,6 +115,7 @@ export async function startFakeKube(opts: FakeKubeOptions = {}): Promise<FakeKub
   /** Versions at or below this one are no longer in the history. */
   let compactedTo = rv;
   const watchers = new Set<Watcher>();
+  let podLogs: PodLogSource | undefined;
 
   const resourceKeyOf = (r: FakeResource) => `${r.resource}.${r.group}`;
   function record(r: FakeResource, type: Change['type'], object: any): void {
@@ -166,6 +183,38 @@ export async function startFakeKube(opts: FakeKubeOptions = {}): Promise<FakeKub
     const name = g.name === undefined ? undefined : decodeURIComponent(g.name);
     const notFound = (n: string) => send(res, 404, status(404, 'NotFound', `${qualified(r)} "${n}" not found`, { name: n, group: r.group, kind: r.resource }));
 
+    if (g.sub === '/log') {
+      if (r.resource !== 'pods' || method !== 'GET') return send(res, 404, status(404, 'NotFound', 'the server could not find the requested resource'));
+      const pod = store.get(keyOf(r, ns, name!));
+      if (!pod) return notFound(name!);
+      const names: string[] = (pod.spec?.containers ?? []).map((c: any) => c.name);
+      const container = url.searchParams.get('container') ?? (names.length === 1 ? names[0] : undefined);
+      if (!container) return send(res, 400, status(400, 'BadRequest', `a container name must be specified for pod ${name}, choose one of: [${names.join(' ')}]`));
+      if (!names.includes(container)) return send(res, 400, status(400, 'BadRequest', `container ${container} is not valid for pod ${name}`));
+      let ended = false;
+      const out = {
+        write: (t: string) => {
+          if (!ended) res.write(t);
+        },
+        end: () => {
+          if (!ended) res.end();
+          ended = true;
+        },
+      };
+      res.writeHead(200, { 'content-type': 'text/plain', 'transfer-encoding': 'chunked' });
+      const follow = url.searchParams.get('follow') === 'true';
+      const stop = podLogs?.(ns, name!, container, follow, out);
+      if (!stop) return out.end();
+      if (!follow) {
+        stop();
+        return out.end();
+      }
+      res.on('close', () => {
+        ended = true;
+        stop();
+      });
+      return;
+    }
     if (method === 'GET' && name === undefined && url.searchParams.get('watch') === '1') {
       const since = Number(url.searchParams.get('resourceVersion') ?? rv);
       res.writeHead(200, { 'content-type': 'application/json', 'transfer-encoding': 'chunked' });
@@ -345,6 +394,9 @@ export async function startFakeKube(opts: FakeKubeOptions = {}): Promise<FakeKub
       history = [];
     },
     watchCount: () => watchers.size,
+    setPodLogs(source) {
+      podLogs = source;
+    },
     async close() {
       for (const w of watchers) w.res.destroy();
       server.closeAllConnections();

@@ -3,9 +3,13 @@
 // Deployments, claims, the fetcher's specialization, requests to the pod,
 // scale-out, updates, failures and the mesh option.
 import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { pino } from 'pino';
 import type { Environment, FunctionResource, Package } from '../../api/kinds.ts';
+import { dataLayout, functionLogFile } from '../../config/layout.ts';
 import { storeResources } from '../../../test/fake-kube/crd-resources.ts';
 import { DEPLOYMENT_RESOURCE, type FakeKubelet, POD_RESOURCE, SERVICE_RESOURCE, startFakeKubelet } from '../../../test/fake-kube/kubelet.ts';
 import { type FakeKube, startFakeKube } from '../../../test/fake-kube/server.ts';
@@ -54,6 +58,14 @@ async function call(lease: Lease): Promise<string> {
   return `${res.status} ${await res.text()}`;
 }
 
+function readLog(layout: ReturnType<typeof dataLayout>, name: string): string {
+  try {
+    return fs.readFileSync(functionLogFile(layout, 'default', name), 'utf8');
+  } catch {
+    return '';
+  }
+}
+
 async function managedPods(client: KubeClient): Promise<string[]> {
   const list = await client.list<any>(PODS, FN_NS, { labelSelector: 'managed=true' });
   return list.items.map((p) => p.metadata.name);
@@ -69,6 +81,7 @@ describe('kubernetes executor (fake API server, fake kubelet)', () => {
   let kubelet: FakeKubelet;
   let executor: KubeExecutor;
   const logs: string[] = [];
+  const layout = dataLayout(fs.mkdtempSync(path.join(os.tmpdir(), 'flint-kube-exec-')));
 
   before(async () => {
     if (!usable) return;
@@ -76,6 +89,7 @@ describe('kubernetes executor (fake API server, fake kubelet)', () => {
     client = createKubeClient({ baseUrl: fake.url });
     store = await openKubeStore({ client });
     kubelet = startFakeKubelet({ client, fetcherImage: FETCHER, log: (l) => logs.push(l) });
+    fake.setPodLogs(kubelet.logs);
     executor = createKubeExecutor({
       store,
       client,
@@ -85,6 +99,7 @@ describe('kubernetes executor (fake API server, fake kubelet)', () => {
       controllerUrl: 'http://127.0.0.1:1',
       reapIntervalMs: 100,
       claimPollMs: 50,
+      layout,
     });
     await store.create(env('node'));
     await executor.start();
@@ -96,6 +111,7 @@ describe('kubernetes executor (fake API server, fake kubelet)', () => {
     await kubelet.stop();
     await store.close();
     await fake.close();
+    fs.rmSync(layout.root, { recursive: true, force: true });
   });
 
   it('keeps a pool Deployment per environment, and specializes a claimed pod through its fetcher', { skip: !usable && 'bubblewrap is not usable here' }, async () => {
@@ -156,6 +172,23 @@ describe('kubernetes executor (fake API server, fake kubelet)', () => {
     await eventually(() => !fake.objects('pods', FN_NS).some((p) => p.metadata.name === old.instanceId), 'the old pod deleted');
   });
 
+  it("copies a claimed pod's log into the function's log, with the executor's own lines", { skip: !usable && 'bubblewrap is not usable here' }, async () => {
+    await store.create(pkg('chatty', "module.exports = async (ctx) => { console.log('handling', ctx.request.method); console.error('  indented on stderr'); return { status: 200, body: 'ok' }; };\n"));
+    const f = await store.create(fn('chatty', 'chatty'));
+    const lease = await executor.acquire(f);
+    try {
+      assert.equal(await call(lease), '200 ok');
+    } finally {
+      lease.release();
+    }
+    await eventually(() => readLog(layout, 'chatty').includes('indented on stderr'), "the handler's output in the function log");
+    const text = readLog(layout, 'chatty');
+    assert.match(text, new RegExp(`\\[flint\\] pod ${lease.instanceId} specialized\n`));
+    assert.match(text, /\[stdout\] handling GET\n/);
+    // The pod log's lines keep their leading whitespace.
+    assert.match(text, /\[stdout\] {3}indented on stderr\n/);
+  });
+
   it('reports code the environment refuses, naming the function and the reason, and deletes the pod', { skip: !usable && 'bubblewrap is not usable here' }, async () => {
     await store.create(pkg('broken', 'module.exports = async (ctx => {\n'));
     const f = await store.create(fn('broken', 'broken'));
@@ -165,6 +198,7 @@ describe('kubernetes executor (fake API server, fake kubelet)', () => {
       return true;
     });
     await eventually(() => !fake.objects('pods', FN_NS).some((p) => p.metadata.labels.functionName === 'broken'), 'the failed pod deleted');
+    assert.match(readLog(layout, 'broken'), /\[flint\] function 'broken' failed to specialize on pod \S+: the environment refused to load the function/);
   });
 
   it('replaces a pod that stopped answering', { skip: !usable && 'bubblewrap is not usable here' }, async () => {

@@ -8,13 +8,18 @@
 // function or package gets new pods while the old ones drain; a pod that
 // stops answering is deleted. With enableIstio, a function is served by one
 // pod behind a Service `istio-<fn>-<ns>`, reached by its cluster DNS name,
-// as Fission does, so the mesh sees Service traffic.
+// as Fission does, so the mesh sees Service traffic. A claimed pod's
+// environment container log is followed into the function's log file, with
+// the executor's own lines about the pod, so `flint fn log` reads the same
+// in both modes.
 import type { Logger } from 'pino';
 import { FlintError } from '../../api/errors.ts';
 import type { Environment, FunctionResource, Package } from '../../api/kinds.ts';
 import { archiveShas } from '../../archive/refs.ts';
-import type { GroupVersionResource, KubeClient, KubeObject } from '../../store/kube-client.ts';
+import type { DataLayout } from '../../config/layout.ts';
+import type { GroupVersionResource, KubeClient, KubeObject, KubeWatch } from '../../store/kube-client.ts';
 import type { Store, Watch } from '../../store/store.ts';
+import { FunctionLogs } from '../function-log.ts';
 import type { Executor, Lease } from '../types.ts';
 import { dnsName, ENV_PORT, FETCHER_PORT, poolDeployment, poolDeploymentName, poolLabels } from './pool-deployment.ts';
 import { specializeRequest } from './specialize-request.ts';
@@ -39,6 +44,8 @@ export interface KubeExecutorOptions {
   /** How a Service is reached: its cluster DNS name (`<name>.<namespace>`) by default. */
   serviceHost?: (name: string, namespace: string) => string | Promise<string>;
   reapIntervalMs?: number;
+  /** Where function logs are written (`flint fn log` reads them); none: pod logs are not followed. */
+  layout?: DataLayout;
   /** How often a claim looks again for a ready pool pod. */
   claimPollMs?: number;
 }
@@ -88,12 +95,16 @@ export class KubeExecutor implements Executor {
   #reaper: NodeJS.Timeout | undefined;
   #stopped = false;
   #stopping: Promise<void> | undefined;
+  readonly #logs: FunctionLogs | undefined;
+  /** Pod log streams being copied into function logs, by pod name. */
+  readonly #following = new Map<string, KubeWatch>();
   /** Pool reconciliations, one after another, so a quick env change cannot race its own cleanup. */
   #pools: Promise<void> = Promise.resolve();
 
   constructor(o: KubeExecutorOptions) {
     this.#o = o;
     this.#log = o.logger;
+    this.#logs = o.layout ? new FunctionLogs(o.layout) : undefined;
   }
 
   // ---- lifecycle -------------------------------------------------------------------
@@ -159,6 +170,9 @@ export class KubeExecutor implements Executor {
       await this.#pools;
       await Promise.all([...this.#fns.values()].flatMap((st) => [...st.instances].map((i) => this.#deletePod(i.pod))));
       this.#fns.clear();
+      for (const f of this.#following.values()) f.close();
+      this.#following.clear();
+      await this.#logs?.closeAll();
     })();
     return this.#stopping;
   }
@@ -208,6 +222,8 @@ export class KubeExecutor implements Executor {
   }
 
   async #deletePod(name: string): Promise<void> {
+    this.#following.get(name)?.close();
+    this.#following.delete(name);
     try {
       await this.#o.client.delete(PODS, this.#o.functionNamespace, name);
     } catch (err) {
@@ -256,6 +272,7 @@ export class KubeExecutor implements Executor {
     }
     for (const inst of st.instances) this.#drain(st, inst);
     if (this.#o.enableIstio) void this.#deleteService(st.fn);
+    this.#logs?.close(st.fn.metadata.namespace, name);
   }
 
   #drain(st: FnState, inst: Instance): void {
@@ -265,7 +282,21 @@ export class KubeExecutor implements Executor {
 
   #retire(st: FnState, inst: Instance): void {
     if (!st.instances.delete(inst)) return;
+    this.#logs?.write(st.fn.metadata.namespace, st.fn.metadata.name, 'flint', `pod ${inst.pod} stopped (${inst.draining ? 'drained' : 'idle'})`);
     void this.#deletePod(inst.pod);
+  }
+
+  #followLog(fn: FunctionResource, pod: string, container: string): void {
+    const logs = this.#logs;
+    if (!logs) return;
+    const { namespace, name } = fn.metadata;
+    const follow = this.#o.client.podLog(this.#o.functionNamespace, pod, { container, follow: true }, (line) => logs.write(namespace, name, 'stdout', line));
+    this.#following.set(pod, follow);
+    follow.done
+      .catch((err) => this.#log.debug({ err, pod }, 'following a pod log ended'))
+      .finally(() => {
+        if (this.#following.get(pod) === follow) this.#following.delete(pod);
+      });
   }
 
   #reap(): void {
@@ -424,6 +455,8 @@ export class KubeExecutor implements Executor {
     // With the mesh, the function's Service must front only the pod about to be specialized.
     if (this.#o.enableIstio) await this.#deletePods(`functionName=${fn.metadata.name},functionNamespace=${ns}`);
     const pod = await this.#claimPod(env, fn, deadline);
+    // From the claim on, so what the environment prints while loading the code (a syntax error) is kept too.
+    this.#followLog(fn, pod.name, env.metadata.name);
     const serviceHost = this.#o.enableIstio ? await this.#ensureService(fn) : undefined;
     const host = serviceHost ?? (pod.ip.includes(':') ? `[${pod.ip}]` : pod.ip);
     try {
@@ -441,13 +474,15 @@ export class KubeExecutor implements Executor {
         } catch {}
         throw new FlintError('FLINT_ERR_SPECIALIZE_FAILED', `function '${fn.metadata.name}' failed to specialize on pod ${pod.name}: ${message}`);
       }
-    } catch (err) {
+    } catch (caught) {
+      const why = (caught as Error).name === 'TimeoutError' ? `no answer within specializationTimeout (${es?.specializationTimeout ?? 120} s)` : (caught as Error).message;
+      const err = caught instanceof FlintError ? caught : new FlintError('FLINT_ERR_SPECIALIZE_FAILED', `function '${fn.metadata.name}' failed to specialize on pod ${pod.name}: ${why}`, { cause: caught });
+      this.#logs?.write(ns, fn.metadata.name, 'flint', err.message);
       void this.#deletePod(pod.name);
-      if (err instanceof FlintError) throw err;
-      const why = (err as Error).name === 'TimeoutError' ? `no answer within specializationTimeout (${es?.specializationTimeout ?? 120} s)` : (err as Error).message;
-      throw new FlintError('FLINT_ERR_SPECIALIZE_FAILED', `function '${fn.metadata.name}' failed to specialize on pod ${pod.name}: ${why}`, { cause: err });
+      throw err;
     }
     this.#log.info({ function: fn.metadata.name, pod: pod.name }, 'pod specialized');
+    this.#logs?.write(ns, fn.metadata.name, 'flint', `pod ${pod.name} specialized`);
     return { pod: pod.name, address: `${host}:${ENV_PORT}`, version, active: 0, lastUsed: Date.now(), draining: false };
   }
 
