@@ -89,10 +89,22 @@ describe('kubernetes mode (fake API server, fake kubelet)', { skip: !usable && '
     assert.equal(await ok(['fn', 'test', '--name', 'big']), 'big and fetched\n');
   });
 
+  it('runs a newdeploy function on a Deployment of its own, kept at minscale', async () => {
+    await ok(['fn', 'create', '--name', 'dedicated', '--env', 'nodejs', '--code', 'hello.js', '--executortype', 'newdeploy', '--minscale', '1', '--maxscale', '3']);
+    const isMine = (d: any) => d.metadata.labels?.executorType === 'newdeploy' && d.metadata.labels?.functionName === 'dedicated';
+    await eventually(() => fake.objects('deployments.apps', 'flint-function').some((d) => isMine(d) && d.spec.replicas === 1), "the function's Deployment");
+    assert.equal(await ok(['fn', 'test', '--name', 'dedicated']), 'hello from a pod\n');
+    assert.ok(
+      fake.objects('pods', 'flint-function').every((p) => p.metadata.labels.functionName !== 'dedicated' || p.metadata.labels.executorType === 'newdeploy'),
+      'no pool pod claimed for it',
+    );
+  });
+
   it('keeps everything in the cluster across a server restart', async () => {
     await server.stop();
     server = await startServer({ sets: sets(), dataDir: server.dataDir });
     assert.match(await ok(['fn', 'list']), /hello/);
     assert.equal(await ok(['fn', 'test', '--name', 'hello']), 'hello from a pod\n');
+    assert.equal(await ok(['fn', 'test', '--name', 'dedicated']), 'hello from a pod\n');
   });
 });

@@ -176,13 +176,17 @@ export function startFakeKubelet(o: FakeKubeletOptions): FakeKubelet {
           spec: template.spec,
         });
       }
-      for (const extra of mine.slice(want)) await o.client.delete(PODS, ns, extra.metadata.name);
+      // A ReplicaSet removes pods that are not ready first.
+      const ready = (p: any) => (p.status?.conditions ?? []).some((c: any) => c.type === 'Ready' && c.status === 'True');
+      const byPreference = [...mine].sort((a, b) => Number(ready(a)) - Number(ready(b)));
+      for (const extra of byPreference.slice(0, Math.max(0, mine.length - want))) await o.client.delete(PODS, ns, extra.metadata.name);
     }
-    // Pods of a deleted Deployment go with it, as the garbage collector would take them; pods relabelled out of it stay.
+    // Pods of a deleted Deployment go with it, as the garbage collector would take them; pool pods relabelled out of it
+    // (managed=false) were released by it and stay.
     for (const p of pods) {
       const owner = p.metadata.ownerReferences?.[0]?.name;
       const owned = owner && deployments.some((d) => d.metadata.name === owner && d.metadata.namespace === p.metadata.namespace);
-      if (owner && !owned && matches({ managed: 'true' }, p.metadata.labels)) await o.client.delete(PODS, p.metadata.namespace, p.metadata.name);
+      if (owner && !owned && p.metadata.labels?.managed !== 'false') await o.client.delete(PODS, p.metadata.namespace, p.metadata.name);
     }
     pods = (await o.client.list<any>(PODS, undefined)).items;
     const alive = new Set(pods.map((p) => `${p.metadata.namespace}/${p.metadata.name}`));

@@ -225,6 +225,66 @@ describe('kubernetes executor (fake API server, fake kubelet)', () => {
     await eventually(() => !fake.objects('pods', FN_NS).some((p) => p.metadata.name === lease.instanceId), 'the idle pod deleted', 10_000);
   });
 
+  it('keeps minScale pods of a newdeploy function specialized in a Deployment of its own, grows it to maxScale under load, and shrinks it when idle', { skip: !usable && 'bubblewrap is not usable here' }, async () => {
+    await store.create(pkg('nd', "module.exports = async () => { await new Promise((r) => setTimeout(r, 200)); return { status: 200, body: 'dedicated' }; };\n"));
+    const f = await store.create(
+      fn('nd', 'nd', { idletimeout: 1, invokeStrategy: { strategyType: 'execution', executionStrategy: { executorType: 'newdeploy', minScale: 1, maxScale: 2 } } }),
+    );
+    const name = `newdeploy-nd-default-${f.metadata.uid.slice(-17)}`;
+    const deployment = () => fake.objects('deployments.apps', FN_NS).find((d) => d.metadata.name === name);
+    const fnPods = () => fake.objects('pods', FN_NS).filter((p) => p.metadata.labels.functionUid === f.metadata.uid);
+    await eventually(() => deployment()?.spec.replicas === 1, 'the Deployment at minScale');
+    assert.equal(deployment().spec.template.metadata.labels.executorType, 'newdeploy');
+    // Specialized before any call: the first one is warm.
+    let warm: Lease | undefined;
+    await eventually(() => (warm = executor.tryAcquire(f)) !== undefined, 'a specialized pod before the first call');
+    const first = warm as Lease;
+    assert.equal(first.coldStart, false);
+    // A second call while the first pod is busy grows the Deployment to maxScale.
+    const second = await executor.acquire(f);
+    assert.notEqual(second.instanceId, first.instanceId);
+    assert.equal(deployment().spec.replicas, 2);
+    assert.deepEqual(await Promise.all([call(first), call(second)]), ['200 dedicated', '200 dedicated']);
+    first.release();
+    second.release();
+    // Idle, it shrinks back to minScale, and the pod it keeps is still specialized.
+    await eventually(() => deployment()?.spec.replicas === 1 && fnPods().length === 1, 'back to minScale', 15_000);
+    const again = executor.tryAcquire(f);
+    assert.ok(again, 'the minScale pod still serves');
+    assert.equal(await call(again), '200 dedicated');
+    again.release();
+    await store.delete('Function', 'default', 'nd');
+    await eventually(() => !deployment() && fnPods().length === 0, 'the Deployment and its pods deleted with the function');
+  });
+
+  it("moves a newdeploy function to new pods when its environment changes", { skip: !usable && 'bubblewrap is not usable here' }, async () => {
+    const e = await store.create({ ...env('ndenv'), spec: { ...env('ndenv').spec, poolsize: 0 } });
+    const p = pkg('nd2', "module.exports = async () => ({ status: 200, body: 'moved' });\n");
+    await store.create({ ...p, spec: { ...p.spec, environment: { name: 'ndenv' } } });
+    const f = await store.create(
+      fn('nd2', 'nd2', { environment: { name: 'ndenv' }, invokeStrategy: { strategyType: 'execution', executionStrategy: { executorType: 'newdeploy', minScale: 1 } } }),
+    );
+    let lease: Lease | undefined;
+    await eventually(() => (lease = executor.tryAcquire(f)) !== undefined, 'a warm pod');
+    const before = (lease as Lease).instanceId;
+    (lease as Lease).release();
+    await store.update({ ...e, spec: { ...e.spec, runtime: { image: 'ghcr.io/fission/node-env:1.32' } } });
+    const name = `newdeploy-nd2-default-${f.metadata.uid.slice(-17)}`;
+    await eventually(() => fake.objects('deployments.apps', FN_NS).find((d) => d.metadata.name === name)?.spec.template.spec.containers[0].image === 'ghcr.io/fission/node-env:1.32', 'the template on the new image');
+    await eventually(() => {
+      lease = executor.tryAcquire(f);
+      if (lease && lease.instanceId === before) lease.release();
+      return lease !== undefined && lease.instanceId !== before;
+    }, 'a new warm pod');
+    const pod = fake.objects('pods', FN_NS).find((x) => x.metadata.name === (lease as Lease).instanceId);
+    assert.equal(pod.spec.containers[0].image, 'ghcr.io/fission/node-env:1.32');
+    assert.equal(await call(lease as Lease), '200 moved');
+    (lease as Lease).release();
+    assert.ok(!fake.objects('pods', FN_NS).some((x) => x.metadata.name === before), 'the old pod deleted');
+    await store.delete('Function', 'default', 'nd2');
+    await store.delete('Environment', 'default', 'ndenv');
+  });
+
   it('deletes an environment\'s pool with the environment, and replaces it when the environment changes', { skip: !usable && 'bubblewrap is not usable here' }, async () => {
     const e = await store.create({ ...env('other'), spec: { ...env('other').spec, poolsize: 1 } });
     await eventually(() => fake.objects('deployments.apps', FN_NS).some((d) => d.metadata.name === `poolmgr-other-default-${e.metadata.resourceVersion}`), 'the pool created');

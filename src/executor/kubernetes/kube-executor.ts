@@ -8,7 +8,9 @@
 // function or package gets new pods while the old ones drain; a pod that
 // stops answering is deleted. With enableIstio, a function is served by one
 // pod behind a Service `istio-<fn>-<ns>`, reached by its cluster DNS name,
-// as Fission does, so the mesh sees Service traffic. A claimed pod's
+// as Fission does, so the mesh sees Service traffic. newdeploy functions
+// take their pods from a Deployment of their own (function-deployment.ts),
+// kept at minScale specialized pods and grown up to maxScale. A claimed pod's
 // environment container log is followed into the function's log file, with
 // the executor's own lines about the pod, so `flint fn log` reads the same
 // in both modes.
@@ -21,6 +23,7 @@ import type { GroupVersionResource, KubeClient, KubeObject, KubeWatch } from '..
 import type { Store, Watch } from '../../store/store.ts';
 import { FunctionLogs } from '../function-log.ts';
 import type { Executor, Lease } from '../types.ts';
+import { FunctionDeployments, functionDeploymentName, isNewdeploy, scaleBounds } from './function-deployment.ts';
 import { dnsName, ENV_PORT, FETCHER_PORT, poolDeployment, poolDeploymentName, poolLabels } from './pool-deployment.ts';
 import { specializeRequest } from './specialize-request.ts';
 
@@ -72,6 +75,8 @@ interface FnState {
   instances: Set<Instance>;
   starting: number;
   waiters: Waiter[];
+  /** After a failed specialization, warming waits until then rather than churn pods. */
+  warmAfter?: number;
 }
 
 const keyOf = (ns: string, name: string) => `${ns}/${name}`;
@@ -96,6 +101,7 @@ export class KubeExecutor implements Executor {
   #stopped = false;
   #stopping: Promise<void> | undefined;
   readonly #logs: FunctionLogs | undefined;
+  readonly #functionDeployments: FunctionDeployments;
   /** Pod log streams being copied into function logs, by pod name. */
   readonly #following = new Map<string, KubeWatch>();
   /** Pool reconciliations, one after another, so a quick env change cannot race its own cleanup. */
@@ -105,6 +111,13 @@ export class KubeExecutor implements Executor {
     this.#o = o;
     this.#log = o.logger;
     this.#logs = o.layout ? new FunctionLogs(o.layout) : undefined;
+    this.#functionDeployments = new FunctionDeployments({
+      client: o.client,
+      namespace: o.functionNamespace,
+      fetcherImage: o.fetcherImage,
+      enableIstio: o.enableIstio === true,
+      pollMs: o.claimPollMs ?? 100,
+    });
   }
 
   // ---- lifecycle -------------------------------------------------------------------
@@ -113,12 +126,16 @@ export class KubeExecutor implements Executor {
     const { store } = this.#o;
     // Pods an earlier executor specialized hold code no router will be told about: they go.
     await this.#deletePods('executorType=poolmgr,managed=false');
+    await this.#deletePods('executorType=newdeploy');
     const envs = await store.list('Environment');
     const pkgs = await store.list('Package');
     const fns = await store.list('Function');
     for (const p of pkgs.items) this.#packages.set(keyOf(p.metadata.namespace, p.metadata.name), p);
     for (const f of fns.items) this.#functions.set(keyOf(f.metadata.namespace, f.metadata.name), f);
     for (const e of envs.items) this.#upsertEnv(e);
+    const newdeploys = fns.items.filter(isNewdeploy);
+    await this.#functionDeployments.removeAllBut(new Set(newdeploys.map(functionDeploymentName)));
+    for (const f of newdeploys) this.#warm(this.#state(f));
     this.#watches.push(
       store.watch({ kind: 'Environment', sinceResourceVersion: envs.resourceVersion }, (ev) => {
         const env = ev.object as Environment;
@@ -135,12 +152,19 @@ export class KubeExecutor implements Executor {
       store.watch({ kind: 'Function', sinceResourceVersion: fns.resourceVersion }, (ev) => {
         const fn = ev.object as FunctionResource;
         const key = keyOf(fn.metadata.namespace, fn.metadata.name);
+        const previous = this.#functions.get(key);
         if (ev.type === 'DELETED') {
           this.#functions.delete(key);
           this.#deleteFunction(key, fn.metadata.name);
+          if (isNewdeploy(fn)) this.#removeFunctionDeployment(fn);
           return;
         }
         this.#functions.set(key, fn);
+        if (isNewdeploy(fn)) {
+          this.#warm(this.#state(fn));
+          return;
+        }
+        if (previous && isNewdeploy(previous)) this.#removeFunctionDeployment(previous);
         const st = this.#fns.get(key);
         if (st && st.fn.metadata.uid === fn.metadata.uid && Number(fn.metadata.resourceVersion) > Number(st.fn.metadata.resourceVersion)) {
           st.fn = fn;
@@ -180,8 +204,18 @@ export class KubeExecutor implements Executor {
   // ---- pools -------------------------------------------------------------------------
 
   #upsertEnv(env: Environment): void {
-    this.#envs.set(keyOf(env.metadata.namespace, env.metadata.name), env);
+    const key = keyOf(env.metadata.namespace, env.metadata.name);
+    const previous = this.#envs.get(key);
+    this.#envs.set(key, env);
     this.#queuePools(() => this.#reconcilePool(env));
+    if (!previous || JSON.stringify(previous.spec) === JSON.stringify(env.spec)) return;
+    // newdeploy pods run the old image: new ones (from the updated template) take over while these drain.
+    for (const st of this.#fns.values()) {
+      if (!isNewdeploy(st.fn) || this.#envOf(st.fn) !== env) continue;
+      for (const inst of st.instances) this.#drain(st, inst);
+      this.#resizeFunctionDeployment(st);
+      this.#warm(st);
+    }
   }
 
   #deleteEnv(env: Environment): void {
@@ -229,6 +263,43 @@ export class KubeExecutor implements Executor {
     } catch (err) {
       this.#log.warn({ err, pod: name }, 'deleting a function pod failed');
     }
+    this.#functionDeployments.forget(name);
+  }
+
+  // ---- newdeploy -----------------------------------------------------------------------
+
+  /** The replicas a newdeploy function's Deployment should have: every pod it serves or drains, and those being started, at least minScale. */
+  #wantedReplicas(st: FnState): number {
+    return Math.max(scaleBounds(st.fn).min, st.instances.size + st.starting);
+  }
+
+  /** Keeps minScale pods of a newdeploy function specialized before any request needs them. */
+  #warm(st: FnState): void {
+    if (this.#stopped || this.#fns.get(st.key) !== st || (st.warmAfter ?? 0) > Date.now()) return;
+    const live = [...st.instances].filter((i) => !i.draining).length;
+    for (let n = live + st.starting; n < scaleBounds(st.fn).min; n++) {
+      st.starting++;
+      void this.#specialize(st).finally(() => st.starting--);
+    }
+  }
+
+  /** After a pod of a newdeploy function went: the Deployment shrinks with it instead of starting a generic replacement. */
+  #resizeFunctionDeployment(st: FnState): void {
+    if (this.#stopped || this.#fns.get(st.key) !== st) return;
+    const env = this.#envOf(st.fn);
+    if (!env) return;
+    this.#queuePools(() => this.#functionDeployments.ensure(st.fn, env, this.#wantedReplicas(st)));
+  }
+
+  #removeFunctionDeployment(fn: FunctionResource): void {
+    this.#queuePools(async () => {
+      await this.#functionDeployments.remove(fn);
+    });
+  }
+
+  #envOf(fn: FunctionResource): Environment | undefined {
+    const ref = fn.spec.environment;
+    return this.#envs.get(keyOf(ref.namespace ?? fn.metadata.namespace, ref.name));
   }
 
   // ---- functions -----------------------------------------------------------------------
@@ -283,7 +354,12 @@ export class KubeExecutor implements Executor {
   #retire(st: FnState, inst: Instance): void {
     if (!st.instances.delete(inst)) return;
     this.#logs?.write(st.fn.metadata.namespace, st.fn.metadata.name, 'flint', `pod ${inst.pod} stopped (${inst.draining ? 'drained' : 'idle'})`);
-    void this.#deletePod(inst.pod);
+    void this.#deletePod(inst.pod).then(() => {
+      if (!isNewdeploy(st.fn)) return;
+      this.#resizeFunctionDeployment(st);
+      // A drained pod of an older version is replaced by one of the new.
+      this.#warm(st);
+    });
   }
 
   #followLog(fn: FunctionResource, pod: string, container: string): void {
@@ -303,7 +379,17 @@ export class KubeExecutor implements Executor {
     const now = Date.now();
     for (const st of this.#fns.values()) {
       const idleMs = (st.fn.spec.idletimeout ?? 120) * 1000;
-      for (const inst of st.instances) if (inst.active === 0 && (inst.draining || now - inst.lastUsed > idleMs)) this.#retire(st, inst);
+      // newdeploy keeps minScale pods however idle.
+      let spare = isNewdeploy(st.fn) ? [...st.instances].filter((i) => !i.draining).length - scaleBounds(st.fn).min : Number.POSITIVE_INFINITY;
+      for (const inst of st.instances) {
+        if (inst.active > 0) continue;
+        if (inst.draining) this.#retire(st, inst);
+        else if (now - inst.lastUsed > idleMs && spare > 0) {
+          spare--;
+          this.#retire(st, inst);
+        }
+      }
+      if (isNewdeploy(st.fn)) this.#warm(st);
     }
   }
 
@@ -320,6 +406,7 @@ export class KubeExecutor implements Executor {
   }
 
   #maxInstances(fn: FunctionResource): number {
+    if (isNewdeploy(fn)) return scaleBounds(fn).max;
     // Behind one Service the mesh fronts one pod: Fission's rule with Istio on.
     return this.#o.enableIstio ? 1 : (fn.spec.concurrency ?? 500);
   }
@@ -411,7 +498,7 @@ export class KubeExecutor implements Executor {
     const fn = st.fn;
     const version = st.version;
     try {
-      const inst = await this.#newInstance(fn, version);
+      const inst = await this.#newInstance(st, fn, version);
       if (this.#fns.get(st.key) !== st || this.#stopped) {
         void this.#deletePod(inst.pod);
         return;
@@ -426,6 +513,7 @@ export class KubeExecutor implements Executor {
       if (inst.version !== st.version) this.#drain(st, inst);
     } catch (err) {
       this.#log.warn({ err, function: fn.metadata.name }, 'specializing a pod failed');
+      st.warmAfter = Date.now() + 30_000;
       // Every request waiting now gets the reason, not a timeout later.
       for (const w of st.waiters.splice(0)) {
         clearTimeout(w.timer);
@@ -434,12 +522,12 @@ export class KubeExecutor implements Executor {
     }
   }
 
-  async #newInstance(fn: FunctionResource, version: string): Promise<Instance> {
+  async #newInstance(st: FnState, fn: FunctionResource, version: string): Promise<Instance> {
     const ns = fn.metadata.namespace;
     const es = fn.spec.invokeStrategy?.executionStrategy;
     const deadline = Date.now() + (es?.specializationTimeout ?? 120) * 1000;
     const envRef = fn.spec.environment;
-    const env = this.#envs.get(keyOf(envRef.namespace ?? ns, envRef.name));
+    const env = this.#envOf(fn);
     if (!env) throw new FlintError('FLINT_ERR_NOT_FOUND', `environment '${envRef.name}' not found in namespace '${envRef.namespace ?? ns}'`);
     const ref = fn.spec.package.packageref;
     const pkg = this.#packages.get(keyOf(ref.namespace ?? ns, ref.name));
@@ -452,12 +540,20 @@ export class KubeExecutor implements Executor {
       controllerUrl: typeof this.#o.controllerUrl === 'function' ? this.#o.controllerUrl() : this.#o.controllerUrl,
       authorization: this.#o.archiveAuthorization?.(),
     });
-    // With the mesh, the function's Service must front only the pod about to be specialized.
-    if (this.#o.enableIstio) await this.#deletePods(`functionName=${fn.metadata.name},functionNamespace=${ns}`);
-    const pod = await this.#claimPod(env, fn, deadline);
+    let pod: { name: string; ip: string };
+    let serviceHost: string | undefined;
+    if (isNewdeploy(fn)) {
+      // Its own pods, reached directly (the mesh still sees pod-to-pod traffic): the executor picks which pod serves.
+      await this.#functionDeployments.ensure(fn, env, this.#wantedReplicas(st));
+      pod = await this.#functionDeployments.takePod(fn, deadline, () => this.#stopped);
+    } else {
+      // With the mesh, the function's Service must front only the pod about to be specialized.
+      if (this.#o.enableIstio) await this.#deletePods(`functionName=${fn.metadata.name},functionNamespace=${ns},executorType=poolmgr`);
+      pod = await this.#claimPod(env, fn, deadline);
+    }
     // From the claim on, so what the environment prints while loading the code (a syntax error) is kept too.
     this.#followLog(fn, pod.name, env.metadata.name);
-    const serviceHost = this.#o.enableIstio ? await this.#ensureService(fn) : undefined;
+    if (this.#o.enableIstio && !isNewdeploy(fn)) serviceHost = await this.#ensureService(fn);
     const host = serviceHost ?? (pod.ip.includes(':') ? `[${pod.ip}]` : pod.ip);
     try {
       const res = await fetch(`http://${host}:${FETCHER_PORT}/specialize`, {

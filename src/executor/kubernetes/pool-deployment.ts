@@ -50,9 +50,8 @@ function resources(env: Environment): Record<string, unknown> | undefined {
   return { ...(r.requests ? { requests: list(r.requests) } : {}), ...(r.limits ? { limits: list(r.limits) } : {}) };
 }
 
-export function poolDeployment(env: Environment, o: PoolDeploymentOptions): KubeObject {
-  const labels = poolLabels(env);
-  const selector = { ...labels, managed: 'true' };
+/** The generic pod of an environment, pool or function Deployment alike: the environment and the fetcher, unspecialized. */
+export function genericPodTemplate(env: Environment, labels: Record<string, string>, o: PoolDeploymentOptions): Record<string, unknown> {
   const annotations: Record<string, string> = {};
   // Fission's rule: an environment allowed out of the cluster skips the sidecar, whose egress rules would hold it in.
   if (o.enableIstio && env.spec.allowAccessToExternalNetwork) annotations[ISTIO_INJECT] = 'false';
@@ -63,39 +62,45 @@ export function poolDeployment(env: Environment, o: PoolDeploymentOptions): Kube
   ];
   const runtimeEnv = Object.entries(env.spec.runtime.env ?? {}).map(([name, value]) => ({ name, value }));
   return {
+    metadata: { labels, ...(Object.keys(annotations).length > 0 ? { annotations } : {}) },
+    spec: {
+      containers: [
+        {
+          name: env.metadata.name,
+          image: env.spec.runtime.image,
+          ports: [{ name: 'http-env', containerPort: ENV_PORT }],
+          ...(runtimeEnv.length > 0 ? { env: runtimeEnv } : {}),
+          ...(resources(env) ? { resources: resources(env) } : {}),
+          volumeMounts: mounts.map((m) => ({ ...m, readOnly: true })),
+        },
+        {
+          name: 'fetcher',
+          image: o.fetcherImage,
+          args: ['fetcher', '--port', String(FETCHER_PORT)],
+          ports: [{ name: 'http-fetcher', containerPort: FETCHER_PORT }],
+          readinessProbe: { httpGet: { path: '/readiness-healthz', port: FETCHER_PORT }, periodSeconds: 1, failureThreshold: 30 },
+          livenessProbe: { httpGet: { path: '/healthz', port: FETCHER_PORT }, periodSeconds: 5 },
+          volumeMounts: mounts,
+        },
+      ],
+      volumes: mounts.map((m) => ({ name: m.name, emptyDir: {} })),
+      terminationGracePeriodSeconds: env.spec.terminationGracePeriod ?? 90,
+      ...(env.spec.imagepullsecret ? { imagePullSecrets: [{ name: env.spec.imagepullsecret }] } : {}),
+    },
+  };
+}
+
+export function poolDeployment(env: Environment, o: PoolDeploymentOptions): KubeObject {
+  const labels = poolLabels(env);
+  const selector = { ...labels, managed: 'true' };
+  return {
     apiVersion: 'apps/v1',
     kind: 'Deployment',
     metadata: { name: poolDeploymentName(env), namespace: o.namespace, labels },
     spec: {
       replicas: env.spec.poolsize ?? 3,
       selector: { matchLabels: selector },
-      template: {
-        metadata: { labels: selector, ...(Object.keys(annotations).length > 0 ? { annotations } : {}) },
-        spec: {
-          containers: [
-            {
-              name: env.metadata.name,
-              image: env.spec.runtime.image,
-              ports: [{ name: 'http-env', containerPort: ENV_PORT }],
-              ...(runtimeEnv.length > 0 ? { env: runtimeEnv } : {}),
-              ...(resources(env) ? { resources: resources(env) } : {}),
-              volumeMounts: mounts.map((m) => ({ ...m, readOnly: true })),
-            },
-            {
-              name: 'fetcher',
-              image: o.fetcherImage,
-              args: ['fetcher', '--port', String(FETCHER_PORT)],
-              ports: [{ name: 'http-fetcher', containerPort: FETCHER_PORT }],
-              readinessProbe: { httpGet: { path: '/readiness-healthz', port: FETCHER_PORT }, periodSeconds: 1, failureThreshold: 30 },
-              livenessProbe: { httpGet: { path: '/healthz', port: FETCHER_PORT }, periodSeconds: 5 },
-              volumeMounts: mounts,
-            },
-          ],
-          volumes: mounts.map((m) => ({ name: m.name, emptyDir: {} })),
-          terminationGracePeriodSeconds: env.spec.terminationGracePeriod ?? 90,
-          ...(env.spec.imagepullsecret ? { imagePullSecrets: [{ name: env.spec.imagepullsecret }] } : {}),
-        },
-      },
+      template: genericPodTemplate(env, selector, o),
     },
   };
 }

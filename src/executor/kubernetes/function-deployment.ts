@@ -1,0 +1,138 @@
+// The pods of one newdeploy function in kubernetes mode: a Deployment of its
+// own (Fission's name, `newdeploy-<fn>-<ns>-<uid tail>`) whose generic pods
+// the executor specializes one by one, as it does pool pods. The executor,
+// not an HPA, sets its replicas: at least minScale, one more while requests
+// outnumber requestsPerPod on every pod, at most maxScale; an idle pod is
+// deleted and the replicas lowered with it. Scaling on concurrency, as
+// local mode does, is what keeps a newdeploy function's pods specialized:
+// an HPA would add and remove pods the executor did not choose.
+import { FlintError } from '../../api/errors.ts';
+import type { Environment, FunctionResource } from '../../api/kinds.ts';
+import type { GroupVersionResource, KubeClient, KubeObject } from '../../store/kube-client.ts';
+import { dnsName, genericPodTemplate } from './pool-deployment.ts';
+
+const DEPLOYMENTS: GroupVersionResource = { group: 'apps', version: 'v1', resource: 'deployments' };
+const PODS: GroupVersionResource = { group: '', version: 'v1', resource: 'pods' };
+
+export interface FunctionDeploymentOptions {
+  client: KubeClient;
+  namespace: string;
+  fetcherImage: string;
+  enableIstio: boolean;
+  pollMs: number;
+}
+
+export function isNewdeploy(fn: FunctionResource): boolean {
+  return fn.spec.invokeStrategy?.executionStrategy?.executorType === 'newdeploy';
+}
+
+/** minScale..maxScale as Fission reads them: maxScale 0 (unset) means minScale; at least one pod may run. */
+export function scaleBounds(fn: FunctionResource): { min: number; max: number } {
+  const es = fn.spec.invokeStrategy?.executionStrategy;
+  const min = Math.max(0, es?.minScale ?? 0);
+  return { min, max: Math.max(1, min, es?.maxScale ?? 0) };
+}
+
+export function functionDeploymentName(fn: FunctionResource): string {
+  return dnsName(`newdeploy-${fn.metadata.name}-${fn.metadata.namespace}-${fn.metadata.uid.slice(-17)}`);
+}
+
+export function functionLabels(fn: FunctionResource, env: Environment): Record<string, string> {
+  return {
+    executorType: 'newdeploy',
+    functionName: fn.metadata.name,
+    functionNamespace: fn.metadata.namespace,
+    functionUid: fn.metadata.uid,
+    environmentName: env.metadata.name,
+    environmentNamespace: env.metadata.namespace,
+  };
+}
+
+export function functionDeployment(fn: FunctionResource, env: Environment, replicas: number, o: Pick<FunctionDeploymentOptions, 'namespace' | 'fetcherImage' | 'enableIstio'>): KubeObject {
+  const labels = functionLabels(fn, env);
+  const selector = { executorType: 'newdeploy', functionUid: fn.metadata.uid };
+  return {
+    apiVersion: 'apps/v1',
+    kind: 'Deployment',
+    metadata: { name: functionDeploymentName(fn), namespace: o.namespace, labels },
+    spec: {
+      replicas,
+      selector: { matchLabels: selector },
+      // Fission's rolling update: an environment change replaces a fifth of the pods at a time.
+      strategy: { type: 'RollingUpdate', rollingUpdate: { maxSurge: '20%', maxUnavailable: '20%' } },
+      template: genericPodTemplate(env, labels, o),
+    },
+  };
+}
+
+function isReady(pod: any): boolean {
+  return Boolean(pod.status?.podIP) && !pod.metadata.deletionTimestamp && (pod.status?.conditions ?? []).some((c: any) => c.type === 'Ready' && c.status === 'True');
+}
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+export class FunctionDeployments {
+  readonly #o: FunctionDeploymentOptions;
+  /** Pods handed to the executor, by name: never handed out twice. */
+  readonly #taken = new Set<string>();
+
+  constructor(o: FunctionDeploymentOptions) {
+    this.#o = o;
+  }
+
+  /** Creates the function's Deployment, or brings its template and replicas to what is wanted. */
+  async ensure(fn: FunctionResource, env: Environment, replicas: number): Promise<void> {
+    const { client, namespace } = this.#o;
+    const desired = functionDeployment(fn, env, replicas, this.#o);
+    for (let attempt = 0; ; attempt++) {
+      const current = await client.get<KubeObject>(DEPLOYMENTS, namespace, desired.metadata.name);
+      try {
+        if (!current) {
+          await client.create(DEPLOYMENTS, namespace, desired);
+          return;
+        }
+        const spec = current.spec as any;
+        const same = spec.replicas === replicas && JSON.stringify(spec.template) === JSON.stringify((desired.spec as any).template);
+        if (same) return;
+        await client.replace(DEPLOYMENTS, namespace, desired.metadata.name, { ...current, spec: { ...spec, replicas, template: (desired.spec as any).template } });
+        return;
+      } catch (err) {
+        const code = (err as { code?: string }).code;
+        if (attempt < 5 && (code === 'FLINT_ERR_CONFLICT' || code === 'FLINT_ERR_ALREADY_EXISTS')) continue;
+        throw err;
+      }
+    }
+  }
+
+  /** A ready pod of the function not yet handed out; waits for one until the deadline. */
+  async takePod(fn: FunctionResource, deadline: number, stopped: () => boolean): Promise<{ name: string; ip: string }> {
+    const selector = `executorType=newdeploy,functionUid=${fn.metadata.uid}`;
+    for (;;) {
+      const pods = (await this.#o.client.list<any>(PODS, this.#o.namespace, { labelSelector: selector })).items;
+      const free = pods.find((p) => isReady(p) && !this.#taken.has(p.metadata.name));
+      if (free) {
+        this.#taken.add(free.metadata.name);
+        return { name: free.metadata.name, ip: free.status.podIP };
+      }
+      if (Date.now() >= deadline || stopped()) {
+        throw new FlintError('FLINT_ERR_SPECIALIZE_FAILED', `function '${fn.metadata.name}': no ready pod in its Deployment ${functionDeploymentName(fn)} within specializationTimeout`);
+      }
+      await sleep(this.#o.pollMs);
+    }
+  }
+
+  /** The pod is gone (deleted by the executor): it may not be handed out again, and needs no memory. */
+  forget(pod: string): void {
+    this.#taken.delete(pod);
+  }
+
+  async remove(fn: FunctionResource): Promise<void> {
+    await this.#o.client.delete(DEPLOYMENTS, this.#o.namespace, functionDeploymentName(fn));
+  }
+
+  /** Deployments of functions that no longer exist (deleted while the control plane was down). */
+  async removeAllBut(keep: Set<string>): Promise<void> {
+    const list = await this.#o.client.list<KubeObject>(DEPLOYMENTS, this.#o.namespace, { labelSelector: 'executorType=newdeploy' });
+    for (const d of list.items) if (!keep.has(d.metadata.name)) await this.#o.client.delete(DEPLOYMENTS, this.#o.namespace, d.metadata.name);
+  }
+}
