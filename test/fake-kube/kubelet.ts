@@ -1,6 +1,7 @@
 // A stand-in for the parts of a cluster that run things, beside the fake API
 // server: a Deployment controller (each Deployment keeps `replicas` pods
-// matching its selector, so a pod relabelled out of it is replaced) and a
+// matching its selector, so a pod relabelled out of it is replaced, and
+// replaces pods of an older template at once) and a
 // kubelet that runs each pod's containers as real processes. Each pod gets
 // its own loopback address (127.a.b.c) for its IP, since pods here share the
 // host's network: every container of the pod gets FLINT_HOST (and
@@ -12,7 +13,7 @@
 // bin/flint.js. Pods become Ready when their readiness probe answers.
 // Containers' output is kept per container and served as the pods' logs.
 import { type ChildProcess, spawn } from 'node:child_process';
-import { randomBytes } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -30,6 +31,8 @@ export const NAMESPACE_RESOURCE: FakeResource = { group: '', version: 'v1', reso
 const DEPLOYMENTS: GroupVersionResource = { group: 'apps', version: 'v1', resource: 'deployments' };
 const PODS: GroupVersionResource = { group: '', version: 'v1', resource: 'pods' };
 
+/** The template a pod was made from, as a ReplicaSet's pod-template-hash tells. */
+const TEMPLATE_HASH = 'fake.kube/template-hash';
 const PROJECT = path.resolve(import.meta.dirname, '..', '..');
 const APP_DIR = '/flint/app';
 
@@ -62,8 +65,8 @@ export interface FakeKubelet {
   pods(): string[];
   /** The running pods' logs, for the fake API server (`setPodLogs`). */
   logs: PodLogSource;
-  /** Kills a pod's containers without telling the API server: a crash. */
-  crash(namespace: string, name: string): void;
+  /** Kills a pod's containers without telling the API server: a crash. Settles once they are gone. */
+  crash(namespace: string, name: string): Promise<void>;
   stop(): Promise<void>;
 }
 
@@ -164,7 +167,10 @@ export function startFakeKubelet(o: FakeKubeletOptions): FakeKubelet {
     for (const d of deployments) {
       const ns = d.metadata.namespace;
       const selector = d.spec.selector?.matchLabels;
-      const mine = pods.filter((p) => p.metadata.namespace === ns && matches(selector, p.metadata.labels));
+      const templateHash = createHash('sha256').update(JSON.stringify(d.spec.template)).digest('hex').slice(0, 10);
+      let mine = pods.filter((p) => p.metadata.namespace === ns && matches(selector, p.metadata.labels));
+      for (const stale of mine.filter((p) => p.metadata.annotations?.[TEMPLATE_HASH] !== templateHash)) await o.client.delete(PODS, ns, stale.metadata.name);
+      mine = mine.filter((p) => p.metadata.annotations?.[TEMPLATE_HASH] === templateHash);
       const want = d.spec.replicas ?? 1;
       for (let i = mine.length; i < want; i++) {
         const template = d.spec.template;
@@ -172,7 +178,13 @@ export function startFakeKubelet(o: FakeKubeletOptions): FakeKubelet {
         await o.client.create(PODS, ns, {
           apiVersion: 'v1',
           kind: 'Pod',
-          metadata: { name, namespace: ns, labels: template.metadata?.labels, annotations: template.metadata?.annotations, ownerReferences: [{ kind: 'Deployment', name: d.metadata.name }] },
+          metadata: {
+            name,
+            namespace: ns,
+            labels: template.metadata?.labels,
+            annotations: { ...template.metadata?.annotations, [TEMPLATE_HASH]: templateHash },
+            ownerReferences: [{ kind: 'Deployment', name: d.metadata.name }],
+          },
           spec: template.spec,
         });
       }
@@ -224,9 +236,11 @@ export function startFakeKubelet(o: FakeKubeletOptions): FakeKubelet {
       output.followers.add(out);
       return () => output.followers.delete(out);
     },
-    crash(namespace, name) {
+    async crash(namespace, name) {
       const rp = running.get(`${namespace}/${name}`);
+      const gone = (rp?.children ?? []).map((c) => (c.exitCode !== null || c.signalCode !== null ? undefined : new Promise((r) => c.once('close', r))));
       for (const c of rp?.children ?? []) c.kill('SIGKILL');
+      await Promise.all(gone);
     },
     async stop() {
       stopped = true;

@@ -6,6 +6,7 @@
 // deleted and the replicas lowered with it. Scaling on concurrency, as
 // local mode does, is what keeps a newdeploy function's pods specialized:
 // an HPA would add and remove pods the executor did not choose.
+import { createHash } from 'node:crypto';
 import { FlintError } from '../../api/errors.ts';
 import type { Environment, FunctionResource } from '../../api/kinds.ts';
 import type { GroupVersionResource, KubeClient, KubeObject } from '../../store/kube-client.ts';
@@ -37,8 +38,14 @@ export function functionDeploymentName(fn: FunctionResource): string {
   return dnsName(`newdeploy-${fn.metadata.name}-${fn.metadata.namespace}-${fn.metadata.uid.slice(-17)}`);
 }
 
+/** Changes with the environment's spec, so pods of an older template are told apart (a rolling update replaces them). */
+export function environmentHash(env: Environment): string {
+  return createHash('sha256').update(JSON.stringify(env.spec)).digest('hex').slice(0, 16);
+}
+
 export function functionLabels(fn: FunctionResource, env: Environment): Record<string, string> {
   return {
+    environmentHash: environmentHash(env),
     executorType: 'newdeploy',
     functionName: fn.metadata.name,
     functionNamespace: fn.metadata.namespace,
@@ -105,8 +112,8 @@ export class FunctionDeployments {
   }
 
   /** A ready pod of the function not yet handed out; waits for one until the deadline. */
-  async takePod(fn: FunctionResource, deadline: number, stopped: () => boolean): Promise<{ name: string; ip: string }> {
-    const selector = `executorType=newdeploy,functionUid=${fn.metadata.uid}`;
+  async takePod(fn: FunctionResource, env: Environment, deadline: number, stopped: () => boolean): Promise<{ name: string; ip: string }> {
+    const selector = `executorType=newdeploy,functionUid=${fn.metadata.uid},environmentHash=${environmentHash(env)}`;
     for (;;) {
       const pods = (await this.#o.client.list<any>(PODS, this.#o.namespace, { labelSelector: selector })).items;
       const free = pods.find((p) => isReady(p) && !this.#taken.has(p.metadata.name));

@@ -66,6 +66,16 @@ function readLog(layout: ReturnType<typeof dataLayout>, name: string): string {
   }
 }
 
+/** A lease on an already specialized pod, once there is one (no cold start). */
+async function warmLease(executor: KubeExecutor, f: FunctionResource, what: string): Promise<Lease> {
+  let lease: Lease | undefined;
+  await eventually(() => {
+    lease = executor.tryAcquire(f);
+    return lease !== undefined;
+  }, what);
+  return lease as Lease;
+}
+
 async function managedPods(client: KubeClient): Promise<string[]> {
   const list = await client.list<any>(PODS, FN_NS, { labelSelector: 'managed=true' });
   return list.items.map((p) => p.metadata.name);
@@ -205,7 +215,7 @@ describe('kubernetes executor (fake API server, fake kubelet)', () => {
     await store.create(pkg('crashy', "module.exports = async () => ({ status: 200, body: 'alive' });\n"));
     const f = await store.create(fn('crashy', 'crashy'));
     const first = await executor.acquire(f);
-    kubelet.crash(FN_NS, first.instanceId);
+    await kubelet.crash(FN_NS, first.instanceId);
     await assert.rejects(call(first));
     first.release('unreachable');
     const second = await executor.acquire(f);
@@ -236,9 +246,7 @@ describe('kubernetes executor (fake API server, fake kubelet)', () => {
     await eventually(() => deployment()?.spec.replicas === 1, 'the Deployment at minScale');
     assert.equal(deployment().spec.template.metadata.labels.executorType, 'newdeploy');
     // Specialized before any call: the first one is warm.
-    let warm: Lease | undefined;
-    await eventually(() => (warm = executor.tryAcquire(f)) !== undefined, 'a specialized pod before the first call');
-    const first = warm as Lease;
+    const first = await warmLease(executor, f, 'a specialized pod before the first call');
     assert.equal(first.coldStart, false);
     // A second call while the first pod is busy grows the Deployment to maxScale.
     const second = await executor.acquire(f);
@@ -264,10 +272,10 @@ describe('kubernetes executor (fake API server, fake kubelet)', () => {
     const f = await store.create(
       fn('nd2', 'nd2', { environment: { name: 'ndenv' }, invokeStrategy: { strategyType: 'execution', executionStrategy: { executorType: 'newdeploy', minScale: 1 } } }),
     );
+    const warm = await warmLease(executor, f, 'a warm pod');
+    const before = warm.instanceId;
+    warm.release();
     let lease: Lease | undefined;
-    await eventually(() => (lease = executor.tryAcquire(f)) !== undefined, 'a warm pod');
-    const before = (lease as Lease).instanceId;
-    (lease as Lease).release();
     await store.update({ ...e, spec: { ...e.spec, runtime: { image: 'ghcr.io/fission/node-env:1.32' } } });
     const name = `newdeploy-nd2-default-${f.metadata.uid.slice(-17)}`;
     await eventually(() => fake.objects('deployments.apps', FN_NS).find((d) => d.metadata.name === name)?.spec.template.spec.containers[0].image === 'ghcr.io/fission/node-env:1.32', 'the template on the new image');

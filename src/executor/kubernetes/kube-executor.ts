@@ -545,7 +545,7 @@ export class KubeExecutor implements Executor {
     if (isNewdeploy(fn)) {
       // Its own pods, reached directly (the mesh still sees pod-to-pod traffic): the executor picks which pod serves.
       await this.#functionDeployments.ensure(fn, env, this.#wantedReplicas(st));
-      pod = await this.#functionDeployments.takePod(fn, deadline, () => this.#stopped);
+      pod = await this.#functionDeployments.takePod(fn, env, deadline, () => this.#stopped);
     } else {
       // With the mesh, the function's Service must front only the pod about to be specialized.
       if (this.#o.enableIstio) await this.#deletePods(`functionName=${fn.metadata.name},functionNamespace=${ns},executorType=poolmgr`);
