@@ -222,6 +222,12 @@ export function startFakeKubelet(o: FakeKubeletOptions): FakeKubelet {
     }
   }
 
+  // A test process that ends without stop() (a failed hook, a timeout) must not leave pods running behind it.
+  const killAll = () => {
+    for (const rp of running.values()) for (const c of rp.children) if (c.exitCode === null && c.signalCode === null) c.kill('SIGKILL');
+  };
+  process.on('exit', killAll);
+
   const timer = setInterval(() => {
     busy = busy.then(() => (stopped ? undefined : reconcile().catch((err) => o.log?.(`[kubelet] ${(err as Error).message}`))));
   }, 50);
@@ -245,6 +251,7 @@ export function startFakeKubelet(o: FakeKubeletOptions): FakeKubelet {
     async stop() {
       stopped = true;
       clearInterval(timer);
+      process.off('exit', killAll);
       await busy;
       for (const rp of running.values()) killPod(rp);
       running.clear();

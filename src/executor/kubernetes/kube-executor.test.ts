@@ -117,11 +117,14 @@ describe('kubernetes executor (fake API server, fake kubelet)', () => {
 
   after(async () => {
     if (!usable) return;
-    await executor.stop();
-    await kubelet.stop();
-    await store.close();
-    await fake.close();
-    fs.rmSync(layout.root, { recursive: true, force: true });
+    try {
+      await executor.stop();
+    } finally {
+      await kubelet.stop();
+      await store.close();
+      await fake.close();
+      fs.rmSync(layout.root, { recursive: true, force: true });
+    }
   });
 
   it('keeps a pool Deployment per environment, and specializes a claimed pod through its fetcher', { skip: !usable && 'bubblewrap is not usable here' }, async () => {
