@@ -31,6 +31,13 @@ export interface ProxyDeps {
 /** nginx's code for "the client went away first"; only ever seen in metrics. */
 const CLIENT_CLOSED = 499;
 
+/**
+ * A request that never reached its instance (the connection to it could not be made) is sent to another one, up to
+ * this many times, as Fission's router retries dial errors. Only requests without a body: a body is streamed as the
+ * connection opens, so it is spent by then.
+ */
+const MAX_DIAL_RETRIES = 3;
+
 /** Connection errors that mean the instance is gone, not merely misbehaving: no warning logged. */
 const EXPECTED_CODES = new Set(['ECONNREFUSED', 'ENOENT', 'ECONNRESET', 'EPIPE', 'ENOTCONN', 'ETIMEDOUT', 'EHOSTUNREACH', 'UPSTREAM_CLOSED', 'UPSTREAM_DESTROYED']);
 
@@ -55,6 +62,7 @@ export class ProxyCall implements ResponseHandler, ResponseWatcher {
   #streaming = false;
   /** Ends a stream at the function's streaming.maxDurationSeconds. */
   #maxTimer: NodeJS.Timeout | undefined = undefined;
+  #dialRetries = 0;
 
   constructor(
     deps: ProxyDeps,
@@ -89,6 +97,10 @@ export class ProxyCall implements ResponseHandler, ResponseWatcher {
   start(): void {
     this.#deps.metrics.begin();
     this.#res.watcher = this;
+    this.#acquire();
+  }
+
+  #acquire(): void {
     const executor = this.#deps.executor;
     const ready = executor.tryAcquire(this.#target.fn);
     if (ready !== undefined) {
@@ -266,6 +278,15 @@ export class ProxyCall implements ResponseHandler, ResponseWatcher {
     }
     lease?.release('unreachable');
     if (lease !== undefined) this.#deps.upstreams.forgetIfGone(lease);
+    // Node marks a failed connect with syscall 'connect'; nothing of the request left the router.
+    if ((err as { syscall?: string }).syscall === 'connect' && this.#opts.body === null && this.#dialRetries < MAX_DIAL_RETRIES) {
+      this.#dialRetries++;
+      this.#deps.logger.debug({ fn: this.#target.key, requestId: this.#requestId, code }, 'instance unreachable before the request was sent; trying another');
+      this.#lease = undefined;
+      this.#abortUpstream = undefined;
+      this.#acquire();
+      return;
+    }
     const why = code === 'UPSTREAM_BAD_RESPONSE' ? err.message : `its instance failed the connection (${code || err.message})`;
     this.#fail('FLINT_ERR_FUNCTION_UNREACHABLE', `function '${name}' is unreachable: ${why}`);
   }

@@ -17,7 +17,7 @@ import { eventually } from '../testing/eventually.ts';
 import { call, upgradeCall } from './testing/client.ts';
 import type { Echo, EchoWorker } from './testing/echo-worker.ts';
 import { startEchoWorker } from './testing/echo-worker.ts';
-import { FakeExecutor } from './testing/fake-executor.ts';
+import { FakeExecutor, type Placement } from './testing/fake-executor.ts';
 import { fnObj, type RouteSpec, routeObj } from './testing/fixtures.ts';
 
 const logger = pino({ level: 'silent' });
@@ -85,6 +85,7 @@ before(async () => {
   executor.placements.set('default/fb', { socketPath: workerB.socketPath });
   executor.placements.set('default/dead', { socketPath: await deadSocket() });
   executor.placements.set('default/vanished', { socketPath: path.join(dir, 'never-there.sock') });
+  executor.placements.set('default/revived', { socketPath: path.join(dir, 'never-there.sock') });
   executor.placements.set('default/busy', { error: new FlintError('FLINT_ERR_TOO_MANY_REQUESTS', 'all instances busy') });
   executor.placements.set('default/broken', { error: new FlintError('FLINT_ERR_SPECIALIZE_FAILED', 'SyntaxError in handler') });
   executor.placements.set('default/nopkg', { error: new FlintError('FLINT_ERR_NOT_FOUND', "package 'x' not found") });
@@ -94,6 +95,7 @@ before(async () => {
     fn('fb'),
     fn('dead'),
     fn('vanished'),
+    fn('revived'),
     fn('busy'),
     fn('broken'),
     fn('nopkg'),
@@ -119,6 +121,7 @@ before(async () => {
     route('ghost', { relativeurl: '/ghost', fn: 'nobody' }),
     route('r-dead', { relativeurl: '/dead', fn: 'dead' }),
     route('r-vanished', { relativeurl: '/vanished', fn: 'vanished' }),
+    route('r-revived', { prefix: '/revived', fn: 'revived', methods: ['GET', 'POST'] }),
     route('r-busy', { relativeurl: '/busy', fn: 'busy' }),
     route('r-broken', { relativeurl: '/broken', fn: 'broken' }),
     route('r-nopkg', { relativeurl: '/nopkg', fn: 'nopkg' }),
@@ -295,12 +298,33 @@ describe('router', () => {
     assertJsonError(await get('/nopkg'), 404, 'FLINT_ERR_NOT_FOUND');
   });
 
-  it('answers 502 and releases the instance as unreachable when its socket refuses', async () => {
+  it('answers 502 and releases each instance as unreachable when its socket refuses, after trying three others', async () => {
     const before = executor.releases.length;
     assertJsonError(await get('/dead'), 502, 'FLINT_ERR_FUNCTION_UNREACHABLE');
     assertJsonError(await get('/vanished'), 502, 'FLINT_ERR_FUNCTION_UNREACHABLE');
     const outcomes = executor.releases.slice(before).map((r) => `${r.fn} ${r.outcome}`);
-    assert.deepEqual(outcomes, ['default/dead unreachable', 'default/vanished unreachable']);
+    assert.deepEqual(outcomes, [...Array(4).fill('default/dead unreachable'), ...Array(4).fill('default/vanished unreachable')]);
+  });
+
+  it('sends a request without a body that could not reach its instance to another instance', async () => {
+    const placement = (): Placement => ({ socketPath: path.join(dir, 'never-there.sock'), next: { socketPath: workerA.socketPath } });
+    executor.placements.set('default/revived', placement());
+    const before = executor.releases.length;
+    const r = await get('/revived/again');
+    assert.equal(r.status, 200, r.text());
+    assert.equal(r.json().url, '/again');
+    assert.deepEqual(
+      executor.releases.slice(before).map((x) => x.outcome),
+      ['unreachable', 'ok'],
+    );
+    // A body is spent as the connection opens: that request is not sent again.
+    executor.placements.set('default/revived', placement());
+    const mark = executor.releases.length;
+    assertJsonError(await get('/revived/again', { method: 'POST', body: 'once' }), 502, 'FLINT_ERR_FUNCTION_UNREACHABLE');
+    assert.deepEqual(
+      executor.releases.slice(mark).map((x) => x.outcome),
+      ['unreachable'],
+    );
   });
 
   it('answers 502 when the instance drops the connection mid-request', async () => {

@@ -11,6 +11,8 @@ export interface Placement {
   error?: Error;
   /** Resolve only when the caller's signal aborts (rejects then). */
   hang?: boolean;
+  /** Where the function is placed once this placement has been leased once (an instance that died, and its replacement). */
+  next?: Placement;
 }
 
 export interface Release {
@@ -60,6 +62,7 @@ export class FakeExecutor implements Executor {
   }
 
   #lease(key: string, p: Placement): Lease {
+    if (p.next) this.placements.set(key, p.next);
     const coldStart = !this.#warm.has(key);
     this.#warm.add(key);
     const instanceId = `i${++this.#next}`;

@@ -34,7 +34,7 @@ const CONNECT_TIMEOUT_MS = 10_000;
 function connectTcp(host: string, port: number, timeoutMs: number): net.Socket {
   const socket = net.connect({ host, port, noDelay: true });
   socket.setTimeout(timeoutMs, () => {
-    socket.destroy(Object.assign(new Error(`connect to ${host}:${port} timed out`), { code: 'ETIMEDOUT' }));
+    socket.destroy(Object.assign(new Error(`connect to ${host}:${port} timed out`), { code: 'ETIMEDOUT', syscall: 'connect' }));
   });
   socket.once('connect', () => socket.setTimeout(0));
   return socket;
