@@ -75,6 +75,46 @@ export interface FakeKubelet {
 const IP_BLOCK = 20 + (process.pid % 200);
 let nextIp = 1;
 
+/** Every process under `root`, read from /proc. */
+function descendants(root: number): number[] {
+  const parentOf = new Map<number, number>();
+  for (const entry of fs.readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      // "pid (comm) state ppid ...": comm may hold spaces and parentheses, so read after the last ')'.
+      const stat = fs.readFileSync(`/proc/${entry}/stat`, 'utf8');
+      parentOf.set(Number(entry), Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]));
+    } catch {}
+  }
+  const found: number[] = [];
+  const queue = [root];
+  while (queue.length > 0) {
+    const p = queue.shift() as number;
+    for (const [pid, ppid] of parentOf) {
+      if (ppid === p) {
+        found.push(pid);
+        queue.push(pid);
+      }
+    }
+  }
+  return found;
+}
+
+/**
+ * bwrap and everything under it. The sandbox's own init runs in a session of its own, and its --die-with-parent can
+ * miss a bwrap killed while still setting up, so the processes are found and killed one by one.
+ */
+function killGroup(c: ChildProcess): void {
+  if (c.pid === undefined || c.exitCode !== null || c.signalCode !== null) return;
+  for (const pid of [c.pid, ...descendants(c.pid)]) {
+    try {
+      process.kill(pid, 'SIGKILL');
+    } catch {
+      // ESRCH: already gone.
+    }
+  }
+}
+
 function matches(selector: Record<string, string> | undefined, labels: Record<string, string> | undefined): boolean {
   return Object.entries(selector ?? {}).every(([k, v]) => labels?.[k] === v);
 }
@@ -142,7 +182,12 @@ export function startFakeKubelet(o: FakeKubeletOptions): FakeKubelet {
   }
 
   function killPod(rp: RunningPod): void {
-    for (const c of rp.children) if (c.exitCode === null && c.signalCode === null) c.kill('SIGKILL');
+    for (const c of rp.children) {
+      killGroup(c);
+      // Pipes held open by anything that outlived the kill must not keep the test process alive.
+      c.stdout?.destroy();
+      c.stderr?.destroy();
+    }
     fs.rmSync(rp.dir, { recursive: true, force: true });
   }
 
@@ -224,7 +269,7 @@ export function startFakeKubelet(o: FakeKubeletOptions): FakeKubelet {
 
   // A test process that ends without stop() (a failed hook, a timeout) must not leave pods running behind it.
   const killAll = () => {
-    for (const rp of running.values()) for (const c of rp.children) if (c.exitCode === null && c.signalCode === null) c.kill('SIGKILL');
+    for (const rp of running.values()) for (const c of rp.children) killGroup(c);
   };
   process.on('exit', killAll);
 
@@ -245,7 +290,7 @@ export function startFakeKubelet(o: FakeKubeletOptions): FakeKubelet {
     async crash(namespace, name) {
       const rp = running.get(`${namespace}/${name}`);
       const gone = (rp?.children ?? []).map((c) => (c.exitCode !== null || c.signalCode !== null ? undefined : new Promise((r) => c.once('close', r))));
-      for (const c of rp?.children ?? []) c.kill('SIGKILL');
+      for (const c of rp?.children ?? []) killGroup(c);
       await Promise.all(gone);
     },
     async stop() {
