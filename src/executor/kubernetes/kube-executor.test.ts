@@ -230,6 +230,21 @@ describe('kubernetes executor (fake API server, fake kubelet)', () => {
     }
   });
 
+  it('stops using a pod deleted behind its back, before any request fails on it', { skip: !usable && 'bubblewrap is not usable here' }, async () => {
+    await store.create(pkg('evicted', "module.exports = async () => ({ status: 200, body: 'here' });\n"));
+    const f = await store.create(fn('evicted', 'evicted'));
+    const first = await executor.acquire(f);
+    assert.equal(await call(first), '200 here');
+    first.release();
+    await client.delete(PODS, FN_NS, first.instanceId);
+    await eventually(() => readLog(layout, 'evicted').includes(`pod ${first.instanceId} is gone or not ready`), 'the vanished pod noticed');
+    assert.equal(executor.tryAcquire(f), undefined, 'no lease on the vanished pod');
+    const next = await executor.acquire(f);
+    assert.notEqual(next.instanceId, first.instanceId);
+    assert.equal(await call(next), '200 here');
+    next.release();
+  });
+
   it('reaps a pod idle for longer than idletimeout', { skip: !usable && 'bubblewrap is not usable here' }, async () => {
     await store.create(pkg('idle', "module.exports = async () => ({ status: 200, body: 'idle' });\n"));
     const f = await store.create(fn('idle', 'idle', { idletimeout: 1 }));

@@ -98,6 +98,8 @@ export class KubeExecutor implements Executor {
   readonly #fns = new Map<string, FnState>();
   readonly #watches: Watch[] = [];
   #reaper: NodeJS.Timeout | undefined;
+  /** A pod check is under way (one at a time). */
+  #checking = false;
   #stopped = false;
   #stopping: Promise<void> | undefined;
   readonly #logs: FunctionLogs | undefined;
@@ -390,6 +392,30 @@ export class KubeExecutor implements Executor {
         }
       }
       if (isNewdeploy(st.fn)) this.#warm(st);
+    }
+    void this.#checkPods();
+  }
+
+  /**
+   * Pods deleted or failing behind the executor's back (an eviction, a node that went away) stop taking requests,
+   * found within a reap interval rather than by a request that fails or waits out a connect timeout.
+   */
+  async #checkPods(): Promise<void> {
+    const held = [...this.#fns.values()].flatMap((st) => [...st.instances].map((inst) => ({ st, inst })));
+    if (this.#checking || this.#stopped || held.length === 0) return;
+    this.#checking = true;
+    try {
+      const pods = await this.#o.client.list<any>(PODS, this.#o.functionNamespace, { labelSelector: 'functionUid' });
+      const serving = new Set(pods.items.filter(isReady).map((p) => p.metadata.name as string));
+      for (const { st, inst } of held) {
+        if (serving.has(inst.pod) || !st.instances.has(inst)) continue;
+        this.#logs?.write(st.fn.metadata.namespace, st.fn.metadata.name, 'flint', `pod ${inst.pod} is gone or not ready: requests go to other pods`);
+        this.#drain(st, inst);
+      }
+    } catch (err) {
+      this.#log.warn({ err }, 'checking function pods failed');
+    } finally {
+      this.#checking = false;
     }
   }
 
