@@ -33,8 +33,8 @@ const CLIENT_CLOSED = 499;
 
 /**
  * A request that never reached its instance (the connection to it could not be made) is sent to another one, up to
- * this many times, as Fission's router retries dial errors. Only requests without a body: a body is streamed as the
- * connection opens, so it is spent by then.
+ * this many times, as Fission's router retries dial errors. Its body too: a new connection reads none of it before
+ * it is up (worker-client/connection.ts).
  */
 const MAX_DIAL_RETRIES = 3;
 
@@ -279,7 +279,7 @@ export class ProxyCall implements ResponseHandler, ResponseWatcher {
     lease?.release('unreachable');
     if (lease !== undefined) this.#deps.upstreams.forgetIfGone(lease);
     // Node marks a failed connect with syscall 'connect'; nothing of the request left the router.
-    if ((err as { syscall?: string }).syscall === 'connect' && this.#opts.body === null && this.#dialRetries < MAX_DIAL_RETRIES) {
+    if ((err as { syscall?: string }).syscall === 'connect' && this.#dialRetries < MAX_DIAL_RETRIES) {
       this.#dialRetries++;
       this.#deps.logger.debug({ fn: this.#target.key, requestId: this.#requestId, code }, 'instance unreachable before the request was sent; trying another');
       this.#lease = undefined;

@@ -306,7 +306,7 @@ describe('router', () => {
     assert.deepEqual(outcomes, [...Array(4).fill('default/dead unreachable'), ...Array(4).fill('default/vanished unreachable')]);
   });
 
-  it('sends a request without a body that could not reach its instance to another instance', async () => {
+  it('sends a request that could not reach its instance to another instance, body and all', async () => {
     const placement = (): Placement => ({ socketPath: path.join(dir, 'never-there.sock'), next: { socketPath: workerA.socketPath } });
     executor.placements.set('default/revived', placement());
     const before = executor.releases.length;
@@ -317,13 +317,16 @@ describe('router', () => {
       executor.releases.slice(before).map((x) => x.outcome),
       ['unreachable', 'ok'],
     );
-    // A body is spent as the connection opens: that request is not sent again.
+    // A body is not read before the connection is up, so it goes whole to the next instance.
     executor.placements.set('default/revived', placement());
     const mark = executor.releases.length;
-    assertJsonError(await get('/revived/again', { method: 'POST', body: 'once' }), 502, 'FLINT_ERR_FUNCTION_UNREACHABLE');
+    const posted = await get('/revived/again', { method: 'POST', body: 'sent once, whole' });
+    assert.equal(posted.status, 200, posted.text());
+    assert.equal(posted.json().method, 'POST');
+    assert.equal(posted.json().bodyBytes, 'sent once, whole'.length);
     assert.deepEqual(
       executor.releases.slice(mark).map((x) => x.outcome),
-      ['unreachable'],
+      ['unreachable', 'ok'],
     );
   });
 

@@ -73,12 +73,22 @@ export class Connection implements ResponseSink {
     const body = req.body;
     this.#bodySent = body === null;
     if (body !== null) {
-      this.#body = body;
-      body.on('data', this.#onBodyData);
-      body.on('end', this.#onBodyEnd);
-      body.on('error', this.#onBodyError);
+      // A connection still being made may fail: the body stays unread until it is up, so the caller can send the
+      // whole request to another instance (a failed connect is all it needs to know nothing reached this one).
+      if (this.#socket.connecting) {
+        this.#socket.once('connect', () => {
+          if (this.#handler === handler) this.#attachBody(body);
+        });
+      } else this.#attachBody(body);
     }
     handler.onStart(this.#abort);
+  }
+
+  #attachBody(body: Readable): void {
+    this.#body = body;
+    body.on('data', this.#onBodyData);
+    body.on('end', this.#onBodyEnd);
+    body.on('error', this.#onBodyError);
   }
 
   /** Close at once; a request in flight ends with `err`. */
