@@ -269,6 +269,26 @@ describe('WorkerPool', () => {
     await tcp.close();
   });
 
+  it('fails a connect as a connect, with the request body unread, so the whole request can go elsewhere', async () => {
+    const body = new PassThrough();
+    body.end('all of it');
+    const dead = new WorkerPool({ socketPath: path.join(dir, 'nobody-home.sock') }, { maxIdleMs: 60_000 });
+    await assert.rejects(call(dead, req({ method: 'POST', headers: ['content-length', '9'], body })), { code: 'ENOENT', syscall: 'connect' });
+    assert.equal(body.readableLength, 9, 'nothing of the body was read');
+    const { socketPath, server } = await httpServer((q, s) => {
+      let got = '';
+      q.on('data', (c) => {
+        got += c;
+      });
+      q.on('end', () => s.end(`got ${got}`));
+    });
+    const live = new WorkerPool({ socketPath }, { maxIdleMs: 60_000 });
+    assert.equal((await call(live, req({ method: 'POST', headers: ['content-length', '9'], body }))).body, 'got all of it');
+    await live.close();
+    await dead.close();
+    await stop(server);
+  });
+
   // A listener with a full accept queue drops further SYNs, as an address
   // behind a black-holing firewall does: connect() neither succeeds nor fails.
   const hasPython = spawnSync('python3', ['--version']).status === 0;
