@@ -283,6 +283,46 @@ describe('kubernetes executor (fake API server, fake kubelet)', () => {
     await eventually(() => !deployment() && fnPods().length === 0, 'the Deployment and its pods deleted with the function');
   });
 
+  it('switches a newdeploy function to new code under steady traffic without a failed request', { skip: !usable && 'bubblewrap is not usable here' }, async () => {
+    const code = (v: string) => `module.exports = async () => { await new Promise((r) => setTimeout(r, 20)); return { status: 200, body: '${v}' }; };\n`;
+    await store.create(pkg('steady', code('v1')));
+    const f = await store.create(
+      fn('steady', 'steady', { invokeStrategy: { strategyType: 'execution', executionStrategy: { executorType: 'newdeploy', minScale: 1, maxScale: 3 } } }),
+    );
+    (await warmLease(executor, f, 'a warm pod')).release();
+    const seen = new Map<string, number>();
+    const failures: string[] = [];
+    let stop = false;
+    const loop = async () => {
+      while (!stop) {
+        try {
+          const lease = await executor.acquire(f);
+          try {
+            const answer = await call(lease);
+            seen.set(answer, (seen.get(answer) ?? 0) + 1);
+            if (!answer.startsWith('200 ')) failures.push(answer);
+          } finally {
+            lease.release();
+          }
+        } catch (err) {
+          failures.push(String(err));
+        }
+      }
+    };
+    const loops = [loop(), loop(), loop()];
+    try {
+      await eventually(() => (seen.get('200 v1') ?? 0) >= 10, 'traffic on v1');
+      const current = (await store.get('Package', 'default', 'steady')) as Package;
+      await store.update({ ...current, spec: { ...current.spec, deployment: { type: 'literal', literal: Buffer.from(code('v2')).toString('base64') } } });
+      await eventually(() => (seen.get('200 v2') ?? 0) >= 20, 'traffic moved to v2', 30_000);
+    } finally {
+      stop = true;
+      await Promise.all(loops);
+    }
+    assert.deepEqual(failures, []);
+    await store.delete('Function', 'default', 'steady');
+  });
+
   it("moves a newdeploy function to new pods when its environment changes", { skip: !usable && 'bubblewrap is not usable here' }, async () => {
     const e = await store.create({ ...env('ndenv'), spec: { ...env('ndenv').spec, poolsize: 0 } });
     const p = pkg('nd2', "module.exports = async () => ({ status: 200, body: 'moved' });\n");
