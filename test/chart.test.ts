@@ -39,7 +39,7 @@ describe('Helm chart', { timeout: 25 * 60_000 }, () => {
 
   it('lints, with the mesh off and on', () => {
     for (const sets of [[], ['enableIstio=true', 'authentication.enabled=true']]) {
-      const r = spawnSync(helm, ['lint', CHART, ...sets.flatMap((s) => ['--set', s])], { encoding: 'utf8' });
+      const r = spawnSync(helm, ['lint', CHART, '--namespace', 'flint', ...sets.flatMap((s) => ['--set', s])], { encoding: 'utf8' });
       assert.equal(r.status, 0, r.stdout + r.stderr);
     }
   });
@@ -67,6 +67,12 @@ describe('Helm chart', { timeout: 25 * 60_000 }, () => {
     assert.equal(container.image, 'ghcr.io/flint/flint:0.1.0');
     assert.deepEqual(container.env, [{ name: 'ENABLE_ISTIO', value: 'true' }]);
     assert.equal(find(docs, 'Service', 'router').spec.ports[0].port, 80);
+  });
+
+  it('refuses a release namespace other than flint, saying why', () => {
+    const r = spawnSync(helm, ['template', 'flint', CHART, '--namespace', 'other'], { encoding: 'utf8' });
+    assert.notEqual(r.status, 0);
+    assert.match(r.stderr, /install Flint into namespace flint, not "other"/);
   });
 
   it('labels the function namespace for Istio injection only with enableIstio', () => {
