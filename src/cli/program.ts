@@ -32,7 +32,7 @@ export function buildProgram(io: Io): Command {
     });
   program
     .command('fetcher')
-    .description("Serve a kubernetes-mode pool pod's fetcher: the sidecar that loads one function into the pod")
+    .description("Serve a kubernetes-mode pool pod's fetcher: the sidecar that loads one function into the pod (with FLINT_FETCHER_TOKEN set, only a specialize request carrying it as a bearer token)")
     .option('--host <host>', 'address to listen on (default: FLINT_HOST, else 0.0.0.0)')
     .option('--port <port>', 'port to listen on', intFlag('--port', 1, 65535), 8000)
     .option('--userfunc <dir>', 'the volume shared with the environment container', '/userfunc')
@@ -48,6 +48,8 @@ export function buildProgram(io: Io): Command {
         secretsDir: f.secrets,
         configsDir: f.configs,
         envUrl: f.envUrl ?? (process.env.FLINT_ENV_URL || 'http://127.0.0.1:8888'),
+        // From the environment, not a flag: a process's arguments are readable by every user of the machine.
+        token: process.env.FLINT_FETCHER_TOKEN || undefined,
       });
       io.out(`fetcher listening on ${fetcher.url}\n`);
       await new Promise<void>((resolve) => {

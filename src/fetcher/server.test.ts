@@ -14,7 +14,7 @@ import { type RunningFetcher, startFetcher } from './server.ts';
 const HELLO = "module.exports = async (ctx) => ({ status: 200, body: 'hello from ' + (process.env.WHO || 'nobody') });\n";
 
 /** A runtime with a fetcher beside it, sharing its userfunc directory, as in a pool pod. */
-async function pod(): Promise<{ rt: RunningRuntime; fetcher: RunningFetcher; userfunc: string; secrets: string; close(): Promise<void> }> {
+async function pod(token?: string): Promise<{ rt: RunningRuntime; fetcher: RunningFetcher; userfunc: string; secrets: string; close(): Promise<void> }> {
   const rt = await startRuntime();
   const proxy = await tcpProxy(rt.socket);
   const userfunc = path.join(rt.dir, 'userfunc');
@@ -27,6 +27,7 @@ async function pod(): Promise<{ rt: RunningRuntime; fetcher: RunningFetcher; use
     configsDir: path.join(rt.dir, 'configs'),
     envUrl: `http://127.0.0.1:${proxy.port}`,
     log: () => {},
+    token,
   });
   return {
     rt,
@@ -41,8 +42,9 @@ async function pod(): Promise<{ rt: RunningRuntime; fetcher: RunningFetcher; use
   };
 }
 
-function post(url: string, body: unknown): Promise<{ status: number; json: any }> {
-  return fetch(`${url}/specialize`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) }).then(async (r) => ({
+function post(url: string, body: unknown, authorization?: string): Promise<{ status: number; json: any }> {
+  const headers: Record<string, string> = { 'content-type': 'application/json', ...(authorization ? { authorization } : {}) };
+  return fetch(`${url}/specialize`, { method: 'POST', headers, body: JSON.stringify(body) }).then(async (r) => ({
     status: r.status,
     json: await r.json(),
   }));
@@ -172,6 +174,21 @@ describe('fetcher', () => {
       proxy?.close();
       await fetcher.close();
       await rt.stop();
+    }
+  });
+
+  it("takes a specialize request only with the executor's token when it has one, and stays generic otherwise", async () => {
+    const p = await pod('the-executors-token');
+    try {
+      for (const authorization of [undefined, 'Bearer wrong', 'the-executors-token']) {
+        const denied = await post(p.fetcher.url, literalRequest(p.userfunc, HELLO), authorization);
+        assert.equal(denied.status, 401, String(authorization));
+        assert.match(denied.json.error, /fetcher token/);
+      }
+      assert.equal(fs.existsSync(path.join(p.userfunc, 'deployarchive')), false, 'nothing was written');
+      assert.equal((await post(p.fetcher.url, literalRequest(p.userfunc, HELLO), 'Bearer the-executors-token')).status, 200);
+    } finally {
+      await p.close();
     }
   });
 

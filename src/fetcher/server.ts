@@ -12,6 +12,7 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import path from 'node:path';
 import { extractZip, isZipFile, sha256File } from '../archive/index.ts';
+import { secretMatcher } from '../auth/secret-util.ts';
 import { BadSpecializeRequest, type FetchRequest, type LoadRequest, parseSpecializeRequest } from './request.ts';
 
 export interface FetcherOptions {
@@ -27,6 +28,11 @@ export interface FetcherOptions {
   envWaitMs?: number;
   /** Largest archive, and largest total a zip may unpack to. */
   maxBytes?: number;
+  /**
+   * The executor's token: a specialize request must carry it as a bearer token, so nothing else that can reach
+   * the pod can load code into it. Unset: any request is taken (as Fission's fetcher takes them).
+   */
+  token?: string;
   log?: (line: string) => void;
 }
 
@@ -171,6 +177,8 @@ export async function startFetcher(o: FetcherOptions): Promise<RunningFetcher> {
     await load(req.LoadReq);
   }
 
+  const tokenMatches = o.token ? secretMatcher(o.token) : undefined;
+
   const server = http.createServer((req, res) => {
     const reply = (status: number, body: unknown) => {
       const text = JSON.stringify(body);
@@ -180,6 +188,13 @@ export async function startFetcher(o: FetcherOptions): Promise<RunningFetcher> {
     const url = req.url ?? '/';
     if (req.method === 'GET' && (url === '/healthz' || url === '/readiness-healthz')) return reply(200, { state });
     if (req.method !== 'POST' || url !== '/specialize') return reply(404, { error: `no route ${req.method} ${url}` });
+    if (tokenMatches !== undefined) {
+      const given = /^Bearer (.+)$/.exec(req.headers.authorization ?? '')?.[1];
+      if (given === undefined || !tokenMatches(given)) {
+        req.resume();
+        return reply(401, { error: 'a specialize request must carry the executor\'s fetcher token (Authorization: Bearer)' });
+      }
+    }
     if (state !== 'generic') {
       const what = { specializing: 'being specialized', specialized: 'already specialized', failed: 'done: its specialization failed' }[state];
       return reply(409, { error: `this pod is ${what}: a pod loads one function, once` });

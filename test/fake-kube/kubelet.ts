@@ -30,6 +30,7 @@ export const NAMESPACE_RESOURCE: FakeResource = { group: '', version: 'v1', reso
 
 const DEPLOYMENTS: GroupVersionResource = { group: 'apps', version: 'v1', resource: 'deployments' };
 const PODS: GroupVersionResource = { group: '', version: 'v1', resource: 'pods' };
+const SECRETS: GroupVersionResource = { group: '', version: 'v1', resource: 'secrets' };
 
 /** The template a pod was made from, as a ReplicaSet's pod-template-hash tells. */
 const TEMPLATE_HASH = 'fake.kube/template-hash';
@@ -136,8 +137,27 @@ export function startFakeKubelet(o: FakeKubeletOptions): FakeKubelet {
     return { command: launch.command('/flint/runtime', 128, sandboxBinaryPath), binds: [{ host: launch.dir, at: '/flint/runtime' }] };
   }
 
-  function startPod(pod: KubeObject): RunningPod {
+  /** A container's environment, with `valueFrom.secretKeyRef` read from the Secret as a kubelet does. */
+  async function containerEnv(ns: string, c: any): Promise<Record<string, string>> {
+    const env: Record<string, string> = {};
+    for (const e of c.env ?? []) {
+      const ref = e.valueFrom?.secretKeyRef;
+      if (!ref) {
+        env[e.name] = e.value;
+        continue;
+      }
+      const secret = await o.client.get<any>(SECRETS, ns, ref.name);
+      const value = secret?.data?.[ref.key];
+      if (value === undefined) throw new Error(`secret ${ns}/${ref.name} has no key ${ref.key} (CreateContainerConfigError)`);
+      env[e.name] = Buffer.from(value, 'base64').toString('utf8');
+    }
+    return env;
+  }
+
+  async function startPod(pod: KubeObject): Promise<RunningPod> {
     const ns = pod.metadata.namespace as string;
+    // Resolved before anything is made: a missing Secret leaves the pod waiting, as CreateContainerConfigError does.
+    const envs = await Promise.all(((pod.spec as any).containers as any[]).map((c) => containerEnv(ns, c)));
     const ip = `127.${IP_BLOCK}.${Math.floor(nextIp / 250) % 250}.${(nextIp % 250) + 1}`;
     nextIp++;
     const dir = fs.mkdtempSync(path.join(root, `${pod.metadata.name}-`));
@@ -151,12 +171,12 @@ export function startFakeKubelet(o: FakeKubeletOptions): FakeKubelet {
     }
     const rp: RunningPod = { ns, name: pod.metadata.name, ip, dir, children: [], ready: false, output: new Map() };
     const envContainer = (spec.containers as any[]).find((c) => (c.ports ?? []).some((p: any) => p.containerPort === 8888));
-    for (const c of spec.containers as any[]) {
+    for (const [i, c] of (spec.containers as any[]).entries()) {
       const { command, binds } = containerCommand(c);
       const mounts = (c.volumeMounts ?? []).map((m: any) => ({ host: volumes.get(m.name) as string, at: m.mountPath, writable: !m.readOnly }));
       const args = bwrapArgs({ binds: [...binds, ...mounts], binaries: [node], allowNetwork: true, tmpSizeBytes: 64 << 20, hostname: pod.metadata.name, chdir: '/tmp' }, command);
       const env: Record<string, string> = { PATH: '/usr/bin:/bin', FLINT_HOST: ip, ...(envContainer ? { FLINT_ENV_URL: `http://${ip}:8888` } : {}) };
-      for (const e of c.env ?? []) env[e.name] = e.value;
+      Object.assign(env, envs[i]);
       const child = spawn(BWRAP, args, { env, stdio: ['ignore', 'pipe', 'pipe'] });
       const tag = `[${pod.metadata.name}/${c.name}]`;
       const output: ContainerOutput = { chunks: [], followers: new Set(), ended: false };
@@ -254,7 +274,7 @@ export function startFakeKubelet(o: FakeKubeletOptions): FakeKubelet {
     }
     for (const p of pods) {
       const key = `${p.metadata.namespace}/${p.metadata.name}`;
-      const rp = running.get(key) ?? startPod(p);
+      const rp = running.get(key) ?? (await startPod(p));
       if (!p.status?.podIP) {
         await o.client.replaceStatus(PODS, p.metadata.namespace, p.metadata.name, { ...p, status: { phase: 'Running', podIP: rp.ip, conditions: [{ type: 'Ready', status: 'False' }] } });
         continue;

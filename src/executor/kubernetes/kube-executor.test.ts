@@ -147,6 +147,17 @@ describe('kubernetes executor (fake API server, fake kubelet)', () => {
     assert.equal(pod.metadata.labels.functionUid, f.metadata.uid);
     // The Deployment replaces the pod it lost.
     await eventually(async () => (await managedPods(client)).length === 2, 'the pool back at 2 generic pods');
+    // A generic pod takes code only from the executor: its fetcher wants the token from the flint-fetcher Secret.
+    const [fetcherEnv] = deployment.spec.template.spec.containers[1].env;
+    assert.deepEqual(fetcherEnv, { name: 'FLINT_FETCHER_TOKEN', valueFrom: { secretKeyRef: { name: 'flint-fetcher', key: 'token' } } });
+    assert.ok(fake.objects('secrets', FN_NS).some((x) => x.metadata.name === 'flint-fetcher'));
+    let generic: any;
+    await eventually(async () => {
+      generic = (await client.list<any>(PODS, FN_NS, { labelSelector: 'managed=true' })).items.find((p) => p.status?.conditions?.[0]?.status === 'True');
+      return generic !== undefined;
+    }, 'a ready generic pod');
+    const intruder = await fetch(`http://${generic.status.podIP}:8000/specialize`, { method: 'POST', body: '{}' });
+    assert.equal(intruder.status, 401);
     const warm = executor.tryAcquire(f);
     assert.ok(warm, 'a warm pod is leased without waiting');
     assert.equal(warm.instanceId, lease.instanceId);

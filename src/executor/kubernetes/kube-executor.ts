@@ -14,6 +14,7 @@
 // environment container log is followed into the function's log file, with
 // the executor's own lines about the pod, so `flint fn log` reads the same
 // in both modes.
+import { randomBytes } from 'node:crypto';
 import type { Logger } from 'pino';
 import { FlintError } from '../../api/errors.ts';
 import type { Environment, FunctionResource, Package } from '../../api/kinds.ts';
@@ -24,12 +25,13 @@ import type { Store, Watch } from '../../store/store.ts';
 import { FunctionLogs } from '../function-log.ts';
 import type { Executor, Lease } from '../types.ts';
 import { FunctionDeployments, functionDeploymentName, isNewdeploy, scaleBounds } from './function-deployment.ts';
-import { dnsName, ENV_PORT, FETCHER_PORT, poolDeployment, poolDeploymentName, poolLabels } from './pool-deployment.ts';
+import { dnsName, ENV_PORT, FETCHER_PORT, FETCHER_TOKEN_SECRET, poolDeployment, poolDeploymentName, poolLabels } from './pool-deployment.ts';
 import { specializeRequest } from './specialize-request.ts';
 
 const DEPLOYMENTS: GroupVersionResource = { group: 'apps', version: 'v1', resource: 'deployments' };
 const PODS: GroupVersionResource = { group: '', version: 'v1', resource: 'pods' };
 const SERVICES: GroupVersionResource = { group: '', version: 'v1', resource: 'services' };
+const SECRETS: GroupVersionResource = { group: '', version: 'v1', resource: 'secrets' };
 
 export interface KubeExecutorOptions {
   store: Store;
@@ -104,6 +106,8 @@ export class KubeExecutor implements Executor {
   #stopping: Promise<void> | undefined;
   readonly #logs: FunctionLogs | undefined;
   readonly #functionDeployments: FunctionDeployments;
+  /** What every fetcher wants on a specialize request; read (or made) once at start. */
+  #fetcherToken = '';
   /** Pod log streams being copied into function logs, by pod name. */
   readonly #following = new Map<string, KubeWatch>();
   /** Pool reconciliations, one after another, so a quick env change cannot race its own cleanup. */
@@ -126,6 +130,7 @@ export class KubeExecutor implements Executor {
 
   async start(): Promise<void> {
     const { store } = this.#o;
+    this.#fetcherToken = await this.#ensureFetcherToken();
     // Pods an earlier executor specialized hold code no router will be told about: they go.
     await this.#deletePods('executorType=poolmgr,managed=false');
     await this.#deletePods('executorType=newdeploy');
@@ -201,6 +206,33 @@ export class KubeExecutor implements Executor {
       await this.#logs?.closeAll();
     })();
     return this.#stopping;
+  }
+
+  /** The fetchers' token, kept in a Secret so pod templates name it and stay the same across restarts. */
+  async #ensureFetcherToken(): Promise<string> {
+    const { client, functionNamespace } = this.#o;
+    for (let attempt = 0; ; attempt++) {
+      const current = await client.get<KubeObject & { data?: Record<string, string> }>(SECRETS, functionNamespace, FETCHER_TOKEN_SECRET);
+      const token = current?.data?.token ? Buffer.from(current.data.token, 'base64').toString('utf8') : '';
+      if (token) return token;
+      const fresh = randomBytes(32).toString('base64url');
+      const secret = {
+        apiVersion: 'v1',
+        kind: 'Secret',
+        metadata: { name: FETCHER_TOKEN_SECRET, namespace: functionNamespace, labels: { 'app.kubernetes.io/managed-by': 'flint' } },
+        type: 'Opaque',
+        data: { token: Buffer.from(fresh).toString('base64') },
+      } as KubeObject;
+      try {
+        if (current) await client.replace(SECRETS, functionNamespace, FETCHER_TOKEN_SECRET, { ...current, data: (secret as any).data });
+        else await client.create(SECRETS, functionNamespace, secret);
+        return fresh;
+      } catch (err) {
+        // Another control plane made it first: read theirs.
+        const code = (err as { code?: string }).code;
+        if (attempt >= 3 || (code !== 'FLINT_ERR_ALREADY_EXISTS' && code !== 'FLINT_ERR_CONFLICT')) throw err;
+      }
+    }
   }
 
   // ---- pools -------------------------------------------------------------------------
@@ -584,7 +616,7 @@ export class KubeExecutor implements Executor {
     try {
       const res = await fetch(`http://${host}:${FETCHER_PORT}/specialize`, {
         method: 'POST',
-        headers: { 'content-type': 'application/json' },
+        headers: { 'content-type': 'application/json', authorization: `Bearer ${this.#fetcherToken}` },
         body: JSON.stringify(body),
         signal: AbortSignal.timeout(Math.max(1, deadline - Date.now())),
       });

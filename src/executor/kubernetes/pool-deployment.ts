@@ -13,6 +13,8 @@ import type { KubeObject } from '../../store/kube-client.ts';
 export const ENV_PORT = 8888;
 export const FETCHER_PORT = 8000;
 export const ISTIO_INJECT = 'sidecar.istio.io/inject';
+/** The Secret in the function namespace holding the token every fetcher wants on a specialize request (key `token`). */
+export const FETCHER_TOKEN_SECRET = 'flint-fetcher';
 
 export interface PoolDeploymentOptions {
   namespace: string;
@@ -77,6 +79,7 @@ export function genericPodTemplate(env: Environment, labels: Record<string, stri
           name: 'fetcher',
           image: o.fetcherImage,
           args: ['fetcher', '--port', String(FETCHER_PORT)],
+          env: [{ name: 'FLINT_FETCHER_TOKEN', valueFrom: { secretKeyRef: { name: FETCHER_TOKEN_SECRET, key: 'token' } } }],
           ports: [{ name: 'http-fetcher', containerPort: FETCHER_PORT }],
           readinessProbe: { httpGet: { path: '/readiness-healthz', port: FETCHER_PORT }, periodSeconds: 1, failureThreshold: 30 },
           livenessProbe: { httpGet: { path: '/healthz', port: FETCHER_PORT }, periodSeconds: 5 },
