@@ -9,6 +9,8 @@ export interface BenchKnobs {
   seconds: number;
   /** Throughput rounds. */
   rounds: number;
+  /** Server pairs (authentication on and off) the auth figure is the median of. */
+  authPairs: number;
   /** Cold starts (and forks) measured. */
   cold: number;
   /** Kafka messages. */
@@ -40,6 +42,7 @@ export function readKnobs(env: NodeJS.ProcessEnv = process.env): BenchKnobs {
     requests: whole(env, 'BENCH_REQUESTS', 3000, 10),
     seconds: whole(env, 'BENCH_SECONDS', 4, 1),
     rounds: whole(env, 'BENCH_ROUNDS', 3, 1),
+    authPairs: whole(env, 'BENCH_AUTH_PAIRS', 3, 1),
     cold: whole(env, 'BENCH_COLD', 15, 1),
     messages: whole(env, 'BENCH_MESSAGES', 2000, 10),
     sandbox,

@@ -21,6 +21,14 @@ export function percentiles(samplesUs: number[]): Percentiles {
   return { p50: at(0.5), p90: at(0.9), p99: at(0.99), count: s.length };
 }
 
+/** Creates a resource in namespace default through the controller's API; throws unless it was created. */
+export async function createResource(controllerUrl: string, plural: string, body: unknown, token?: string): Promise<void> {
+  const headers: Record<string, string> = { 'content-type': 'application/json' };
+  if (token !== undefined) headers.authorization = `Bearer ${token}`;
+  const res = await fetch(`${controllerUrl}/v1/namespaces/default/${plural}`, { method: 'POST', headers, body: JSON.stringify(body) });
+  if (res.status !== 201) throw new Error(`create ${plural}: ${res.status} ${await res.text()}`);
+}
+
 /** Runs `once` sequentially `n` times after `warmup` calls; returns microseconds. */
 export async function sequentialLatency(once: () => Promise<void>, n: number, warmup = Math.min(200, n)): Promise<Percentiles> {
   for (let i = 0; i < warmup; i++) await once();

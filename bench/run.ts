@@ -5,8 +5,9 @@
 //   2. throughput through the router (wrk) as a ratio of a bare node:http server;
 //   3. cold start from the warm pool (first call of a new function) as a
 //      ratio of forking a fresh `node` that serves one request;
-//   4. a WebSocket message's round trip through the router's tunnel vs
+//   1b. a WebSocket message's round trip through the router's tunnel vs
 //      straight to the same kind of worker;
+//   4. authentication's added latency (bench/auth.ts);
 //   5. packages (bench/packages.ts) and Kafka triggers (bench/mq.ts).
 // Results print as a markdown table; bench/RESULTS.md records them.
 import fs from 'node:fs';
@@ -18,7 +19,8 @@ import { OP_TEXT } from '../src/runtimes/node/ws-frame.ts';
 import { clientFrame, type RawPeer, rawUpgrade } from '../src/runtimes/node/ws-testing.ts';
 import { eventually } from '../src/testing/eventually.ts';
 import { startServer } from '../test/helpers/server.ts';
-import { fmt, forkUntilServed, hasWrk, interleavedLatency, percentiles, startBareServer, timedFirstCall, type WrkResult, wrk } from './lib.ts';
+import { authBench } from './auth.ts';
+import { createResource, fmt, forkUntilServed, hasWrk, interleavedLatency, percentiles, startBareServer, timedFirstCall, type WrkResult, wrk } from './lib.ts';
 import { readKnobs } from './knobs.ts';
 import { kafkaBench } from './mq.ts';
 import { packagesBench } from './packages.ts';
@@ -31,10 +33,7 @@ const THROUGHPUT_ROUNDS = knobs.rounds;
 const N = knobs.requests;
 const sandbox = knobs.sandbox;
 
-async function api(base: string, plural: string, body: unknown): Promise<void> {
-  const res = await fetch(`${base}/v1/namespaces/default/${plural}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
-  if (res.status !== 201) throw new Error(`create ${plural}: ${res.status} ${await res.text()}`);
-}
+const api = createResource;
 
 async function createFunction(base: string, name: string, poolEnv = 'nodejs', code = HELLO): Promise<void> {
   await api(base, 'packages', { metadata: { name: `${name}-pkg` }, spec: { environment: { name: poolEnv }, deployment: { type: 'literal', literal: Buffer.from(code).toString('base64') } } });
@@ -133,45 +132,6 @@ try {
     await wsWorker.kill();
   }
 
-  // 1c. What authentication adds: the same route on a server with auth on,
-  // called with a valid token, against this server's figure.
-  const authed = await startServer({ sets: [`executor.sandbox=${sandbox}`, 'logLevel=error', 'authentication.enabled=true', 'authentication.jwtExpiryTime=3600'] });
-  try {
-    const creds = JSON.parse(fs.readFileSync(path.join(authed.dataDir, 'private', 'router-credentials.json'), 'utf8')) as { username: string; password: string };
-    const login = await fetch(`${authed.routerUrl}/auth/login`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(creds) });
-    const { accesstoken } = (await login.json()) as { accesstoken: string };
-    const adminToken = fs.readFileSync(path.join(authed.dataDir, 'private', 'admin-token'), 'utf8').trim();
-    const authApi = async (plural: string, body: unknown) => {
-      const res = await fetch(`${authed.controllerUrl}/v1/namespaces/default/${plural}`, { method: 'POST', headers: { 'content-type': 'application/json', authorization: `Bearer ${adminToken}` }, body: JSON.stringify(body) });
-      if (res.status !== 201) throw new Error(`create ${plural}: ${res.status} ${await res.text()}`);
-    };
-    await authApi('environments', { metadata: { name: 'nodejs' }, spec: { runtime: { image: 'flint/node-env' }, poolsize: 1 } });
-    await authApi('packages', { metadata: { name: 'hello-pkg' }, spec: { environment: { name: 'nodejs' }, deployment: { type: 'literal', literal: Buffer.from(HELLO).toString('base64') } } });
-    await authApi('functions', { metadata: { name: 'hello' }, spec: { environment: { name: 'nodejs' }, package: { packageref: { name: 'hello-pkg' } }, requestsPerPod: 1000 } });
-    await authApi('httptriggers', { metadata: { name: 'hello' }, spec: { relativeurl: '/hello', functionref: { name: 'hello' } } });
-    const authPool = new Pool(authed.routerUrl, { connections: 1 });
-    const withToken = async () => {
-      const res = await authPool.request({ path: '/hello', method: 'GET', headers: { authorization: `Bearer ${accesstoken}` } });
-      if (res.statusCode !== 200) throw new Error(`auth route answered ${res.statusCode}`);
-      await res.body.text();
-    };
-    // Until the route answers (the pool's worker may still be starting)...
-    for (let i = 0; i < 200; i++) await withToken().catch(() => new Promise((r) => setTimeout(r, 20)));
-    // ...and then as many calls as the server without auth has had before its
-    // figure was taken, so that both routers' and workers' code is equally
-    // optimized by the JIT: a server measured after a few hundred calls runs
-    // its request path partly unoptimized and reads tens of µs slower.
-    for (let i = 0; i < 1000; i++) await withToken();
-    const plainPool = new Pool(server.routerUrl, { connections: 1 });
-    const plainCall = call(plainPool, '/hello');
-    const { a, b: p, rounds: authRounds } = await interleavedLatency(withToken, plainCall, N);
-    rows.push(['auth added latency p50 (auth on - off)', `${fmt(a.p50 - p.p50)} µs`, `auth on ${fmt(a.p50)} µs, off ${fmt(p.p50)} µs (median of ${authRounds} interleaved rounds)`, '≤ 30 µs']);
-    await authPool.close();
-    await plainPool.close();
-  } finally {
-    await authed.stop();
-  }
-
   // 2. Throughput against a bare node:http hello server, both under wrk, in
   // alternating rounds (the VM's speed drifts by tens of percent within a
   // minute); the figure is the round with the median ratio.
@@ -237,6 +197,13 @@ try {
 } finally {
   await server.stop();
   fs.rmSync(work, { recursive: true, force: true });
+}
+
+// 4. What authentication adds (bench/auth.ts: pairs of fresh servers of their own).
+try {
+  rows.push(...(await authBench(sandbox, N, knobs.authPairs)));
+} catch (err) {
+  rows.push(['auth added latency p50 (auth on - off)', 'failed', String((err as Error).message), '≤ 30 µs']);
 }
 
 if (knobs.packages) {
