@@ -5,7 +5,7 @@ import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { canConnect, freePort } from './local-brokers.ts';
+import { canConnect, freePort, selfSigned } from './local-brokers.ts';
 
 const POM = path.resolve(import.meta.dirname, '..', 'test', 'kafka', 'pom.xml');
 const VERSION = /<artifactId>kafka_2\.13<\/artifactId><version>([^<]+)</.exec(fs.readFileSync(POM, 'utf8'))![1];
@@ -64,16 +64,6 @@ export interface KafkaOptions {
 function listenerAddress(extra: Array<{ name: string; port: number }>, name: string): string | undefined {
   const l = extra.find((e) => e.name === name);
   return l === undefined ? undefined : `127.0.0.1:${l.port}`;
-}
-
-/** A self-signed certificate and its unencrypted PKCS#8 key (PEM), made once per data directory. */
-function selfSigned(dir: string, name: string, subjectAltName: string): { cert: string; key: string } {
-  const key = path.join(dir, `${name}.key`);
-  const crt = path.join(dir, `${name}.crt`);
-  if (!fs.existsSync(crt)) {
-    execFileSync('openssl', ['req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-keyout', key, '-out', crt, '-days', '2', '-subj', `/CN=${name}`, '-addext', `subjectAltName=${subjectAltName}`], { stdio: 'ignore' });
-  }
-  return { cert: fs.readFileSync(crt, 'utf8'), key: fs.readFileSync(key, 'utf8') };
 }
 
 export async function startKafka(opts: KafkaOptions = {}): Promise<KafkaBroker> {

@@ -1,6 +1,8 @@
-// Real NATS (JetStream) and Redis servers from Debian's packages, started on
-// free loopback ports in temporary directories, for tests and local trials.
-import { type ChildProcess, spawn } from 'node:child_process';
+// Real NATS (JetStream), RabbitMQ and Redis servers from Debian's packages,
+// started on free loopback ports in temporary directories, for tests and
+// local trials. RabbitMQ and Redis can also listen for TLS, on a second port
+// that wants a client certificate.
+import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
 import fs from 'node:fs';
 import net from 'node:net';
 import os from 'node:os';
@@ -10,8 +12,61 @@ export interface LocalBroker {
   url: string;
   port: number;
   dir: string;
+  /** The TLS listener, when asked for: its URL, the CA that signed its certificate, and a client certificate it accepts. */
+  tls?: BrokerTls;
   stop(): Promise<void>;
   restart(): Promise<void>;
+}
+
+export interface BrokerTls {
+  url: string;
+  port: number;
+  ca: string;
+  client: { cert: string; key: string };
+}
+
+/** A self-signed certificate and its unencrypted PKCS#8 key (PEM), made once per directory. */
+export function selfSigned(dir: string, name: string, subjectAltName: string): { cert: string; key: string } {
+  const key = path.join(dir, `${name}.key`);
+  const crt = path.join(dir, `${name}.crt`);
+  if (!fs.existsSync(crt)) {
+    execFileSync('openssl', ['req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-keyout', key, '-out', crt, '-days', '2', '-subj', `/CN=${name}`, '-addext', `subjectAltName=${subjectAltName}`], { stdio: 'ignore' });
+  }
+  return { cert: fs.readFileSync(crt, 'utf8'), key: fs.readFileSync(key, 'utf8') };
+}
+
+/**
+ * Certificate files for a broker's TLS listener: a CA, and the server's
+ * (for 127.0.0.1) and a client's certificates it issued. Issued rather than
+ * self-signed because some servers (RabbitMQ's Erlang TLS) refuse a CA
+ * certificate as a peer's own.
+ */
+interface TlsFiles {
+  caCert: string;
+  serverCert: string;
+  serverKey: string;
+  material: Omit<BrokerTls, 'url' | 'port'>;
+}
+
+function issue(dir: string, name: string, extensions: string[]): { cert: string; key: string } {
+  const file = (ext: string) => path.join(dir, `${name}.${ext}`);
+  fs.writeFileSync(file('ext'), `${['basicConstraints=CA:FALSE', ...extensions].join('\n')}\n`);
+  const openssl = (args: string[]) => execFileSync('openssl', args, { stdio: 'ignore' });
+  openssl(['req', '-newkey', 'rsa:2048', '-nodes', '-keyout', file('key'), '-out', file('csr'), '-subj', `/CN=${name}`]);
+  openssl(['x509', '-req', '-in', file('csr'), '-CA', path.join(dir, 'ca.crt'), '-CAkey', path.join(dir, 'ca.key'), '-CAcreateserial', '-out', file('crt'), '-days', '2', '-extfile', file('ext')]);
+  return { cert: fs.readFileSync(file('crt'), 'utf8'), key: fs.readFileSync(file('key'), 'utf8') };
+}
+
+function tlsFiles(dir: string): TlsFiles {
+  const ca = selfSigned(dir, 'ca', 'DNS:flint-test-ca');
+  issue(dir, 'server', ['subjectAltName=IP:127.0.0.1', 'extendedKeyUsage=serverAuth']);
+  const client = issue(dir, 'client', ['subjectAltName=DNS:client', 'extendedKeyUsage=clientAuth']);
+  return {
+    caCert: path.join(dir, 'ca.crt'),
+    serverCert: path.join(dir, 'server.crt'),
+    serverKey: path.join(dir, 'server.key'),
+    material: { ca: ca.cert, client },
+  };
 }
 
 export async function freePort(): Promise<number> {
@@ -46,16 +101,28 @@ function findBinary(name: string): string {
   throw new Error(`${name} is not installed (apt-get install ${name})`);
 }
 
-async function startServer(
-  name: string,
-  args: (port: number, dir: string) => string[],
-  scheme: string,
-  env?: (port: number, dir: string) => Promise<NodeJS.ProcessEnv>,
-  timeoutMs = 20_000,
-): Promise<LocalBroker> {
+interface ServerOptions {
+  name: string;
+  args: (port: number, dir: string) => string[];
+  scheme: string;
+  env?: (port: number, dir: string) => Promise<NodeJS.ProcessEnv>;
+  timeoutMs?: number;
+  /** Made before the server starts: a TLS listener's port and scheme, and its certificates in `dir`. */
+  tls?: { scheme: string; setup(dir: string, port: number, files: TlsFiles): void };
+}
+
+async function startServer(o: ServerOptions): Promise<LocalBroker> {
+  const { name, args, scheme, env, timeoutMs = 20_000 } = o;
   const bin = findBinary(name);
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), `flint-${name}-`));
   const port = await freePort();
+  let tls: BrokerTls | undefined;
+  if (o.tls !== undefined) {
+    const tlsPort = await freePort();
+    const files = tlsFiles(dir);
+    o.tls.setup(dir, tlsPort, files);
+    tls = { url: `${o.tls.scheme}://127.0.0.1:${tlsPort}`, port: tlsPort, ...files.material };
+  }
   let child: ChildProcess | undefined;
   const launch = async () => {
     const log = fs.openSync(path.join(dir, 'server.log'), 'a');
@@ -85,10 +152,18 @@ async function startServer(
     clearTimeout(t);
   };
   await launch();
+  if (tls !== undefined) {
+    const deadline = Date.now() + timeoutMs;
+    while (!(await canConnect(tls.port))) {
+      if (Date.now() > deadline) throw new Error(`${name} did not listen for TLS on ${tls.port}`);
+      await new Promise((r) => setTimeout(r, 50));
+    }
+  }
   return {
     url: `${scheme}://127.0.0.1:${port}`,
     port,
     dir,
+    tls,
     stop,
     async restart() {
       await stop();
@@ -97,20 +172,57 @@ async function startServer(
   };
 }
 
-export function startRedis(): Promise<LocalBroker> {
-  return startServer('redis-server', (port, dir) => ['--port', String(port), '--bind', '127.0.0.1', '--dir', dir, '--appendonly', 'yes', '--save', ''], 'redis');
+export interface StartOptions {
+  /** Also listen for TLS (LocalBroker.tls), wanting a client certificate. */
+  tls?: boolean;
+}
+
+export function startRedis(opts: StartOptions = {}): Promise<LocalBroker> {
+  let tlsArgs: string[] = [];
+  return startServer({
+    name: 'redis-server',
+    args: (port, dir) => ['--port', String(port), '--bind', '127.0.0.1', '--dir', dir, '--appendonly', 'yes', '--save', '', ...tlsArgs],
+    scheme: 'redis',
+    tls: opts.tls
+      ? {
+          scheme: 'rediss',
+          setup(_dir, tlsPort, f) {
+            tlsArgs = ['--tls-port', String(tlsPort), '--tls-cert-file', f.serverCert, '--tls-key-file', f.serverKey, '--tls-ca-cert-file', f.caCert, '--tls-auth-clients', 'yes'];
+          },
+        }
+      : undefined,
+  });
 }
 
 export function startNats(): Promise<LocalBroker> {
-  return startServer('nats-server', (port, dir) => ['-a', '127.0.0.1', '-p', String(port), '-js', '-sd', path.join(dir, 'js')], 'nats');
+  return startServer({ name: 'nats-server', args: (port, dir) => ['-a', '127.0.0.1', '-p', String(port), '-js', '-sd', path.join(dir, 'js')], scheme: 'nats' });
 }
 
-export function startRabbit(): Promise<LocalBroker> {
-  return startServer(
-    'rabbitmq-server',
-    () => [],
-    'amqp',
-    async (port, dir) => {
+export function startRabbit(opts: StartOptions = {}): Promise<LocalBroker> {
+  return startServer({
+    name: 'rabbitmq-server',
+    args: () => [],
+    scheme: 'amqp',
+    tls: opts.tls
+      ? {
+          scheme: 'amqps',
+          setup(dir, tlsPort, f) {
+            fs.writeFileSync(
+              path.join(dir, 'rabbitmq.conf'),
+              [
+                `listeners.ssl.1 = 127.0.0.1:${tlsPort}`,
+                `ssl_options.cacertfile = ${f.caCert}`,
+                `ssl_options.certfile = ${f.serverCert}`,
+                `ssl_options.keyfile = ${f.serverKey}`,
+                'ssl_options.verify = verify_peer',
+                'ssl_options.fail_if_no_peer_cert = true',
+                '',
+              ].join('\n'),
+            );
+          },
+        }
+      : undefined,
+    env: async (port, dir) => {
       const dist = await freePort();
       return {
         ...process.env,
@@ -126,6 +238,6 @@ export function startRabbit(): Promise<LocalBroker> {
         RABBITMQ_PID_FILE: path.join(dir, 'rabbit.pid'),
       };
     },
-    90_000,
-  );
+    timeoutMs: 90_000,
+  });
 }

@@ -5,7 +5,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { describe, it } from 'node:test';
-import { type LocalBroker, startNats, startRabbit, startRedis } from '../scripts/local-brokers.ts';
+import { type BrokerTls, type LocalBroker, type StartOptions, startNats, startRabbit, startRedis } from '../scripts/local-brokers.ts';
 import type { Connector } from '../src/mqtrigger/connector.ts';
 import { NatsConnector } from '../src/mqtrigger/nats.ts';
 import { RabbitConnector } from '../src/mqtrigger/rabbitmq.ts';
@@ -15,11 +15,13 @@ import { eventually, flint, startServer, type TestServer } from './helpers/serve
 
 interface Case {
   mqtype: string;
-  start(): Promise<LocalBroker>;
+  start(opts?: StartOptions): Promise<LocalBroker>;
   sets(b: LocalBroker): string[];
   connector(b: LocalBroker): Connector;
   /** KEDA metadata naming the broker (and a group) on the trigger itself, for types whose metadata Flint reads. */
   metadata?(b: LocalBroker): string[];
+  /** KEDA metadata naming the broker's TLS listener, for types that take TLS material from the trigger's secret. */
+  tlsMetadata?(tls: BrokerTls): string[];
 }
 
 const CASES: Case[] = [
@@ -35,6 +37,7 @@ const CASES: Case[] = [
     sets: (b) => ['rabbitmq.enabled=true', `rabbitmq.url=${b.url}`],
     connector: (b) => new RabbitConnector({ url: b.url }),
     metadata: (b) => [`host=${b.url}`, 'queueName=jobs'],
+    tlsMetadata: (tls) => [`host=${tls.url}`, 'queueName=jobs'],
   },
   {
     mqtype: 'redis',
@@ -42,6 +45,7 @@ const CASES: Case[] = [
     sets: (b) => ['redis.enabled=true', `redis.url=${b.url}`],
     connector: (b) => new RedisConnector({ url: b.url }),
     metadata: (b) => [`address=127.0.0.1:${b.port}`, 'stream=jobs', 'consumerGroup=team-jobs'],
+    tlsMetadata: (tls) => [`address=127.0.0.1:${tls.port}`, 'stream=jobs'],
   },
 ];
 
@@ -55,8 +59,8 @@ interface Setup {
 }
 
 /** A fresh broker, a server (with `sets`), a connector of the test's own and a work directory, all gone afterwards. */
-async function withBroker(c: Case, sets: (b: LocalBroker) => string[], body: (s: Setup) => Promise<void>): Promise<void> {
-  const broker = await c.start();
+async function withBroker(c: Case, sets: (b: LocalBroker) => string[], body: (s: Setup) => Promise<void>, start?: StartOptions): Promise<void> {
+  const broker = await c.start(start);
   const work = fs.mkdtempSync(path.join(os.tmpdir(), 'flint-mq-'));
   const server = await startServer({ sets: sets(broker) });
   const conn = c.connector(broker);
@@ -125,6 +129,36 @@ for (const c of CASES) {
             assert.ok(groups.some((g) => g.name === 'team-jobs'), `the group named in the metadata consumes (${groups.map((g) => g.name).join(', ')})`);
           }
         });
+      });
+    }
+
+    const tlsMetadata = c.tlsMetadata;
+    if (tlsMetadata !== undefined) {
+      it("consumes over TLS from the server its metadata names, with the CA and client certificate of its secret", async () => {
+        await withBroker(
+          c,
+          () => [],
+          async ({ broker, conn, work, ok }) => {
+            const tls = broker.tls!;
+            const files = { ca: tls.ca, cert: tls.client.cert, key: tls.client.key };
+            for (const [k, v] of Object.entries(files)) fs.writeFileSync(path.join(work, `${k}.pem`), v);
+            const fromFiles = Object.keys(files).flatMap((k) => ['--from-file', `${k}=${path.join(work, `${k}.pem`)}`]);
+            ok(['secret', 'create', '--name', 'mq-tls', '--from-literal', 'tls=enable', ...fromFiles]);
+            fs.writeFileSync(path.join(work, 'fn.js'), "module.exports = async (ctx) => ({ status: 200, body: 'tls ' + ctx.request.body.n });");
+            ok(['env', 'create', '--name', 'nodejs', '--image', 'flint/node-env', '--poolsize', '1']);
+            ok(['fn', 'create', '--name', 'worker', '--env', 'nodejs', '--code', 'fn.js']);
+            const metadata = tlsMetadata(tls).flatMap((m) => ['--metadata', m]);
+            ok(['mqt', 'create', '--name', 'secure', '--function', 'worker', '--mqtype', c.mqtype, '--topic', 'jobs', '--resptopic', 'done', '--secret', 'mq-tls', ...metadata]);
+            // The test's own connector reaches the same broker on its plain listener.
+            const out: string[] = [];
+            const sub = await conn.subscribe({ group: 'test', topic: 'done', onMessage: async (m) => void out.push(m.value.toString()) });
+            await conn.publish('jobs', { value: JSON.stringify({ n: 9 }) });
+            await eventually(() => out.length >= 1, 'the answer', 60_000);
+            assert.deepEqual(out, ['tls 9']);
+            await sub.close();
+          },
+          { tls: true },
+        );
       });
     }
   });

@@ -6,6 +6,8 @@
 // `username`, `password`, `tls`, `ca`, `cert`, `key`). Other metadata keys
 // (`lagThreshold` and the like) are KEDA's scaling settings: kept, not read.
 
+import { type TlsMaterial, tlsFromSecret } from './tls-secret.ts';
+
 /** The metadata keys read here; `topic` only has to agree with spec.topic. */
 export const KAFKA_METADATA_KEYS = ['bootstrapServers', 'consumerGroup', 'offsetResetPolicy', 'topic'] as const;
 
@@ -30,7 +32,7 @@ export interface KafkaTriggerSettings {
 export interface KafkaAuth {
   sasl?: { mechanism: SaslMechanism; username: string; password: string };
   /** TLS to the brokers; PEM material when the secret gives it (else the system's CAs). */
-  tls?: { ca?: string; cert?: string; key?: string };
+  tls?: TlsMaterial;
 }
 
 /** A problem with one field, for the API's 400 (or a trigger's log line). */
@@ -102,11 +104,8 @@ export function kafkaAuthFromSecret(data: Record<string, string>): KafkaAuth | s
     if (!data.username || !data.password) return `'sasl' ${sasl} needs 'username' and 'password'`;
     auth.sasl = { mechanism, username: data.username, password: data.password };
   }
-  const tls = (data.tls ?? 'disable').trim().toLowerCase();
-  if (tls !== 'enable' && tls !== 'disable') return `'tls' must be enable or disable, got '${data.tls}'`;
-  if (tls === 'enable') {
-    if ((data.cert === undefined) !== (data.key === undefined)) return "'cert' and 'key' go together";
-    auth.tls = { ca: data.ca, cert: data.cert, key: data.key };
-  }
+  const tls = tlsFromSecret(data);
+  if (typeof tls === 'string') return tls;
+  if (tls !== undefined) auth.tls = tls;
   return auth;
 }

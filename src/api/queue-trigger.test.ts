@@ -38,4 +38,18 @@ describe('RabbitMQ and Redis trigger metadata', () => {
     assert.deepEqual(redisSettings({ consumerGroup: 'g' }, undefined), { group: 'g' });
     assert.deepEqual(redisSettings({ host: 'h' }, { username: 'u', password: 'p' }), { url: 'redis://u:p@h:6379', group: undefined });
   });
+
+  it("takes TLS material from the secret with KEDA's names, for the trigger's own server", () => {
+    const pem = { tls: 'enable', ca: 'CA', cert: 'CERT', key: 'KEY' };
+    assert.deepEqual(rabbitSettings({ host: 'amqps://h:5671/' }, pem), { url: 'amqps://h:5671/', tls: { ca: 'CA', cert: 'CERT', key: 'KEY' } });
+    assert.deepEqual(rabbitSettings({ host: 'amqps://h/' }, { tls: 'enable' }), { url: 'amqps://h/', tls: {} });
+    // Without tls=enable the PEM texts are not used (as KEDA): amqps:// then trusts the system's CAs.
+    assert.deepEqual(rabbitSettings({ host: 'amqps://h/' }, { ca: 'CA' }), { url: 'amqps://h/' });
+    assert.equal(rabbitSettings({ host: 'amqp://h/' }, pem), "'tls' enable needs an amqps:// host");
+    assert.equal(rabbitSettings({ host: 'amqps://h/' }, { tls: 'on' }), "'tls' must be enable or disable, got 'on'");
+    assert.equal(rabbitSettings({ host: 'amqps://h/' }, { tls: 'enable', cert: 'C' }), "'cert' and 'key' go together");
+    assert.deepEqual(redisSettings({ address: 'h:6380' }, pem), { url: 'rediss://h:6380', group: undefined, tls: { ca: 'CA', cert: 'CERT', key: 'KEY' } });
+    assert.deepEqual(redisSettings({ address: 'h:6380', enableTLS: 'true' }, undefined), { url: 'rediss://h:6380', group: undefined });
+    assert.equal(redisSettings({ address: 'h:6380' }, { tls: 'enable', key: 'K' }), "'cert' and 'key' go together");
+  });
 });

@@ -3,11 +3,14 @@
 // KEDA connectors consumes from the server it names. (Kafka's are in
 // kafka-trigger.ts.) Keys not read here are KEDA's scaling settings.
 import type { FieldProblem } from './kafka-trigger.ts';
+import { type TlsMaterial, tlsFromSecret } from './tls-secret.ts';
 
 /** Where a trigger's own server is, and the group it consumes in; undefined fields: the install's. */
 export interface QueueTriggerSettings {
   url?: string;
   group?: string;
+  /** The secret's CA and client certificate for the trigger's own server (`url`). */
+  tls?: TlsMaterial;
 }
 
 const at = (key: string) => `spec.metadata.${key}`;
@@ -63,33 +66,53 @@ export function redisMetadataProblem(metadata: Record<string, string> | undefine
   return sameAs(metadata, 'stream', topic);
 }
 
+/** A Redis Streams trigger's own consumer group (metadata `consumerGroup`); undefined: Flint's per-trigger default. */
+export function redisGroup(metadata: Record<string, string> | undefined): string | undefined {
+  return metadata?.consumerGroup;
+}
+
+/** The secret's TLS material, or why it cannot be used; undefined without a secret or when it leaves TLS off. */
+function secretTls(secret: Record<string, string> | undefined): TlsMaterial | undefined | string {
+  return secret === undefined ? undefined : tlsFromSecret(secret);
+}
+
 /**
  * A RabbitMQ trigger's server: the secret's `host` (as KEDA's
  * TriggerAuthentication may give it), else the metadata's, with the
- * secret's `username` and `password` and the metadata's `vhostName` put in.
- * A string when the secret's host is not an AMQP URL.
+ * secret's `username` and `password` and the metadata's `vhostName` put in,
+ * and its `ca`, `cert` and `key` when its `tls` is enable (which takes an
+ * amqps:// host). A string when the secret cannot be used, saying why.
  */
 export function rabbitSettings(metadata: Record<string, string> | undefined, secret: Record<string, string> | undefined): QueueTriggerSettings | string {
+  const tls = secretTls(secret);
+  if (typeof tls === 'string') return tls;
   const host = secret?.host ?? metadata?.host;
   if (host === undefined) return {};
   const problem = amqpUrlProblem(host);
   if (problem !== undefined) return `'host' ${problem}`;
   const u = new URL(host);
+  if (tls !== undefined && u.protocol !== 'amqps:') return "'tls' enable needs an amqps:// host";
   if (secret?.username) u.username = encodeURIComponent(secret.username);
   if (secret?.password) u.password = encodeURIComponent(secret.password);
   if (metadata?.vhostName) u.pathname = `/${encodeURIComponent(metadata.vhostName)}`;
-  return { url: u.toString() };
+  return tls === undefined ? { url: u.toString() } : { url: u.toString(), tls };
 }
 
-/** A Redis Streams trigger's server and group, with the secret's `username` and `password`. */
-export function redisSettings(metadata: Record<string, string> | undefined, secret: Record<string, string> | undefined): QueueTriggerSettings {
-  const group = metadata?.consumerGroup;
+/**
+ * A Redis Streams trigger's server and group, with the secret's `username`
+ * and `password`. TLS when the metadata's `enableTLS` is true or the
+ * secret's `tls` is enable, with the secret's `ca`, `cert` and `key` then.
+ * A string when the secret cannot be used, saying why.
+ */
+export function redisSettings(metadata: Record<string, string> | undefined, secret: Record<string, string> | undefined): QueueTriggerSettings | string {
+  const tls = secretTls(secret);
+  if (typeof tls === 'string') return tls;
+  const group = redisGroup(metadata);
   const address = metadata?.address ?? (metadata?.host === undefined ? undefined : `${metadata.host}:${metadata.port ?? '6379'}`);
   if (address === undefined) return { group };
-  const tls = metadata?.enableTLS === 'true' || secret?.tls === 'enable';
-  const u = new URL(`${tls ? 'rediss' : 'redis'}://${address}`);
+  const u = new URL(`${tls !== undefined || metadata?.enableTLS === 'true' ? 'rediss' : 'redis'}://${address}`);
   if (secret?.username) u.username = encodeURIComponent(secret.username);
   if (secret?.password) u.password = encodeURIComponent(secret.password);
   if (metadata?.databaseIndex) u.pathname = `/${Number(metadata.databaseIndex)}`;
-  return { url: u.toString(), group };
+  return tls === undefined ? { url: u.toString(), group } : { url: u.toString(), group, tls };
 }

@@ -11,4 +11,13 @@ describe('errorText', () => {
     assert.equal(errorText(all, 2), 'createTopics failed 6 times: Connection to k:9092 failed');
     assert.equal(errorText('plain'), 'plain');
   });
+
+  it('says what to change for a TLS failure', () => {
+    const required = Object.assign(new Error('40CD:error:0A00045C:SSL routines:ssl3_read_bytes:tlsv13 alert certificate required\n'), {
+      code: 'ERR_SSL_TLSV13_ALERT_CERTIFICATE_REQUIRED',
+    });
+    assert.match(errorText(required), /alert certificate required: the server wants a client certificate: put it in the trigger secret's cert and key$/);
+    const untrusted = Object.assign(new Error('self-signed certificate in certificate chain'), { code: 'SELF_SIGNED_CERT_IN_CHAIN' });
+    assert.equal(errorText(new Error('connect failed', { cause: untrusted })), "connect failed: self-signed certificate in certificate chain: the server's certificate is not from a CA the trigger trusts: put that CA in the trigger secret's ca");
+  });
 });

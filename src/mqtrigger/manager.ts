@@ -7,7 +7,7 @@
 import type { Logger } from 'pino';
 import { Agent } from 'undici';
 import { kafkaTriggerSettings } from '../api/kafka-trigger.ts';
-import { redisSettings } from '../api/queue-trigger.ts';
+import { redisGroup } from '../api/queue-trigger.ts';
 import type { MessageQueueTrigger } from '../api/kinds.ts';
 import type { Store, Watch } from '../store/store.ts';
 import type { Connector, Handled, OutgoingMessage, QueueMessage, Subscription } from './connector.ts';
@@ -35,7 +35,7 @@ const HOP_BY_HOP = new Set(['connection', 'keep-alive', 'transfer-encoding', 'co
 /** The trigger's consumer group: a Kafka or Redis trigger's KEDA metadata may name its own. */
 export function consumerGroup(t: MessageQueueTrigger): string {
   const type = t.spec.messageQueueType;
-  const own = type === 'kafka' ? kafkaTriggerSettings(t.spec.metadata).group : type === 'redis' ? redisSettings(t.spec.metadata, undefined).group : undefined;
+  const own = type === 'kafka' ? kafkaTriggerSettings(t.spec.metadata).group : type === 'redis' ? redisGroup(t.spec.metadata) : undefined;
   return own ?? `flint-mqt-${t.metadata.namespace}-${t.metadata.name}`;
 }
 

@@ -5,13 +5,22 @@
 // broker's confirm. Queues are competing consumers: every subscription to a
 // topic shares its messages whatever its group (the group names the consumer).
 // The message key travels in the header `flint-key`.
+import type { ConnectionOptions } from 'node:tls';
 import amqp from 'amqplib';
+import type { TlsMaterial } from '../api/tls-secret.ts';
 import { type Connector, type OutgoingMessage, type QueueMessage, type SubscribeOptions, type Subscription, SubscriptionSet, handleFully } from './connector.ts';
 
 const KEY_HEADER = 'flint-key';
 
 export interface RabbitOptions {
   url: string;
+  /** For an amqps:// url: the server's CA and a client certificate (PEM), else the system's CAs. */
+  tls?: TlsMaterial;
+}
+
+/** amqplib hands its socket options to tls.connect for an amqps:// url. */
+function tlsOptions(tls: TlsMaterial | undefined): ConnectionOptions | undefined {
+  return tls === undefined ? undefined : { ca: tls.ca === undefined ? undefined : [tls.ca], cert: tls.cert, key: tls.key };
 }
 
 type Connection = Awaited<ReturnType<typeof amqp.connect>>;
@@ -29,7 +38,7 @@ export class RabbitConnector implements Connector {
 
   async #connection(): Promise<Connection> {
     if (!this.#conn) {
-      const conn = await amqp.connect(this.#o.url);
+      const conn = await amqp.connect(this.#o.url, tlsOptions(this.#o.tls));
       conn.on('error', () => {});
       conn.on('close', () => {
         if (this.#conn === conn) {

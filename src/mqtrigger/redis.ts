@@ -6,6 +6,8 @@
 // (JSON), so any bytes survive the trip.
 import { randomBytes } from 'node:crypto';
 import { createClient } from '@redis/client';
+import type { TlsMaterial } from '../api/tls-secret.ts';
+import { probeRedisTls } from './redis-tls-probe.ts';
 import { type Connector, type OutgoingMessage, type QueueMessage, type SubscribeOptions, type Subscription, SubscriptionSet, handleFully } from './connector.ts';
 
 /** The part of the client this connector uses. */
@@ -17,6 +19,8 @@ type Entry = [id: string, fields: string[]];
 
 export interface RedisOptions {
   url: string;
+  /** For a rediss:// url: the server's CA and a client certificate (PEM), else the system's CAs. */
+  tls?: TlsMaterial;
 }
 
 function toMessage([id, fields]: Entry): QueueMessage {
@@ -43,7 +47,12 @@ export class RedisConnector implements Connector {
   }
 
   async #connect(): Promise<Client> {
-    const c = createClient({ url: this.#o.url, socket: { reconnectStrategy: (n: number) => Math.min(100 * 2 ** n, 5000) } });
+    const reconnectStrategy = (n: number) => Math.min(100 * 2 ** n, 5000);
+    const tls = this.#o.tls;
+    const url = new URL(this.#o.url);
+    if (url.protocol === 'rediss:') await probeRedisTls(url, tls);
+    const socket = tls === undefined ? { reconnectStrategy } : { reconnectStrategy, tls: true as const, ca: tls.ca, cert: tls.cert, key: tls.key };
+    const c = createClient({ url: this.#o.url, socket });
     c.on('error', () => {
       // Reconnection is the client's job; a consumer loop notices failed commands.
     });

@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import type { KafkaAuth } from '../api/kafka-trigger.ts';
 import type { MessageQueueTrigger, Secret } from '../api/kinds.ts';
+import type { TlsMaterial } from '../api/tls-secret.ts';
 import type { Connector } from './connector.ts';
 import { connectorFor, SharedConnectors, type TriggerConnectorSources } from './trigger-connectors.ts';
 
@@ -43,6 +44,9 @@ function sources(made: Made[], install: TriggerConnectorSources['install']): Tri
     'team/broken': secret('broken', { sasl: 'kerberos' }),
     'team/amqp': secret('amqp', { host: 'amqp://rabbit.example:5672/', username: 'alice', password: 'p@ss' }),
     'team/redis-pw': secret('redis-pw', { password: 's3cret' }),
+    'team/mtls': secret('mtls', { tls: 'enable', ca: 'CA', cert: 'CERT', key: 'KEY' }),
+    'team/mtls-other': secret('mtls-other', { tls: 'enable', ca: 'CA', cert: 'CERT2', key: 'KEY2' }),
+    'team/half-tls': secret('half-tls', { tls: 'enable', cert: 'CERT' }),
   };
   return {
     install,
@@ -50,8 +54,8 @@ function sources(made: Made[], install: TriggerConnectorSources['install']): Tri
     shared: new SharedConnectors(),
     secret: async (ns: string, name: string) => secrets[`${ns}/${name}`],
     makeKafka: (brokers: string[], auth: KafkaAuth) => fake(made, `kafka ${brokers.join(',')} ${auth.sasl?.mechanism ?? 'no sasl'}`),
-    makeRabbit: (url: string) => fake(made, `rabbitmq ${url}`),
-    makeRedis: (url: string) => fake(made, `redis ${url}`),
+    makeRabbit: (url: string, tls: TlsMaterial | undefined) => fake(made, `rabbitmq ${url}${tls ? ` tls ${tls.cert ?? '-'}` : ''}`),
+    makeRedis: (url: string, tls: TlsMaterial | undefined) => fake(made, `redis ${url}${tls ? ` tls ${tls.cert ?? '-'}` : ''}`),
   };
 }
 
@@ -114,5 +118,25 @@ describe('connectors per trigger', () => {
     assert.match((await rabbit({})) as string, /^no rabbitmq broker: set rabbitmq.enabled=true and rabbitmq.url, or the trigger's metadata host$/);
     assert.match((await redis({ metadata: { consumerGroup: 'g' } })) as string, /^no redis broker/);
     assert.match((await connectorFor(trigger({ messageQueueType: 'nats-jetstream' }), from)) as string, /^no nats-jetstream broker: set nats.enabled=true/);
+  });
+
+  it("hands the secret's TLS material to RabbitMQ and Redis connectors, one connector per server and material", async () => {
+    const made: Made[] = [];
+    const from = sources(made, {});
+    const get = (type: 'rabbitmq' | 'redis', secretName: string) =>
+      connectorFor(trigger({ messageQueueType: type, secret: secretName, metadata: type === 'rabbitmq' ? { host: 'amqps://mq.example/' } : { address: 'cache.example:6380' } }), from);
+    const a = await get('rabbitmq', 'mtls');
+    const b = await get('rabbitmq', 'mtls');
+    const c = await get('rabbitmq', 'mtls-other');
+    assert.ok(typeof a !== 'string' && typeof b !== 'string' && typeof c !== 'string');
+    assert.equal(a.connector, b.connector);
+    assert.notEqual(a.connector, c.connector, 'another client certificate is another connection');
+    assert.deepEqual(
+      made.map((m) => m.what),
+      ['rabbitmq amqps://mq.example/ tls CERT', 'rabbitmq amqps://mq.example/ tls CERT2'],
+    );
+    assert.ok(typeof (await get('redis', 'mtls')) !== 'string');
+    assert.equal(made.at(-1)?.what, 'redis rediss://cache.example:6380 tls CERT');
+    assert.equal(await get('redis', 'half-tls'), "secret 'half-tls': 'cert' and 'key' go together");
   });
 });

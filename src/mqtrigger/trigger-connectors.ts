@@ -7,6 +7,7 @@
 import { type KafkaAuth, kafkaAuthFromSecret, kafkaTriggerSettings } from '../api/kafka-trigger.ts';
 import type { MessageQueueTrigger, Secret } from '../api/kinds.ts';
 import { type QueueTriggerSettings, rabbitSettings, redisSettings } from '../api/queue-trigger.ts';
+import type { TlsMaterial } from '../api/tls-secret.ts';
 import type { Connector } from './connector.ts';
 
 /** A connector lent to one trigger's consumer. */
@@ -72,8 +73,8 @@ export interface TriggerConnectorSources {
   shared: SharedConnectors;
   secret(namespace: string, name: string): Promise<Secret | undefined>;
   makeKafka(brokers: string[], auth: KafkaAuth): Connector;
-  makeRabbit(url: string): Connector;
-  makeRedis(url: string): Connector;
+  makeRabbit(url: string, tls: TlsMaterial | undefined): Connector;
+  makeRedis(url: string, tls: TlsMaterial | undefined): Connector;
 }
 
 /** The trigger's secret's data, or why it cannot be had; undefined when it names none. */
@@ -108,10 +109,10 @@ export async function connectorFor(t: MessageQueueTrigger, from: TriggerConnecto
   if (type === 'rabbitmq') own = rabbitSettings(t.spec.metadata, data);
   else if (type === 'redis') own = redisSettings(t.spec.metadata, data);
   if (typeof own === 'string') return `secret '${t.spec.secret}': ${own}`;
-  const url = own.url;
+  const { url, tls } = own;
   if (url !== undefined) {
-    const make = type === 'rabbitmq' ? () => from.makeRabbit(url) : () => from.makeRedis(url);
-    return from.shared.acquire(`${type} ${url}`, make);
+    const make = type === 'rabbitmq' ? () => from.makeRabbit(url, tls) : () => from.makeRedis(url, tls);
+    return from.shared.acquire(`${type} ${JSON.stringify([url, tls ?? null])}`, make);
   }
   const install = from.install[type];
   return install === undefined ? `no ${type} broker: ${INSTALL_HINT[type]}` : sharedLease(install);
