@@ -50,6 +50,8 @@ describe('RabbitMQ and Redis trigger metadata', () => {
     assert.equal(rabbitSettings({ host: 'amqps://h/' }, { tls: 'enable', cert: 'C' }), "'cert' and 'key' go together");
     assert.deepEqual(redisSettings({ address: 'h:6380' }, pem), { url: 'rediss://h:6380', group: undefined, tls: { ca: 'CA', cert: 'CERT', key: 'KEY' } });
     assert.deepEqual(redisSettings({ address: 'h:6380', enableTLS: 'true' }, undefined), { url: 'rediss://h:6380', group: undefined });
+    assert.deepEqual(redisSettings({ address: 'h:6380', enableTLS: 'true' }, { ca: 'CA' }), { url: 'rediss://h:6380', group: undefined, tls: { ca: 'CA' } });
+    assert.deepEqual(redisSettings({ address: 'h:6380' }, { ca: 'CA' }), { url: 'redis://h:6380', group: undefined });
     assert.equal(redisSettings({ address: 'h:6380' }, { tls: 'enable', key: 'K' }), "'cert' and 'key' go together");
   });
 });

@@ -101,11 +101,12 @@ export function rabbitSettings(metadata: Record<string, string> | undefined, sec
 /**
  * A Redis Streams trigger's server and group, with the secret's `username`
  * and `password`. TLS when the metadata's `enableTLS` is true or the
- * secret's `tls` is enable, with the secret's `ca`, `cert` and `key` then.
+ * secret's `tls` is enable, with the secret's `ca`, `cert` and `key` then
+ * (either switch will do for them, as with KEDA's redis-streams scaler).
  * A string when the secret cannot be used, saying why.
  */
 export function redisSettings(metadata: Record<string, string> | undefined, secret: Record<string, string> | undefined): QueueTriggerSettings | string {
-  const tls = secretTls(secret);
+  const tls = metadata?.enableTLS === 'true' && secret !== undefined && secret.tls === undefined ? secretTls({ ...secret, tls: 'enable' }) : secretTls(secret);
   if (typeof tls === 'string') return tls;
   const group = redisGroup(metadata);
   const address = metadata?.address ?? (metadata?.host === undefined ? undefined : `${metadata.host}:${metadata.port ?? '6379'}`);
