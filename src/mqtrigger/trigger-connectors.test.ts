@@ -114,7 +114,7 @@ describe('connectors per trigger', () => {
     assert.ok(typeof (await rabbit({ metadata: { host: 'amqps://mq.example/' } })) !== 'string');
     assert.equal(made.at(-1)?.what, 'rabbitmq amqps://mq.example/');
     assert.ok(typeof (await redis({ secret: 'redis-pw', metadata: { address: 'cache.example:6380', databaseIndex: '2', enableTLS: 'true' } })) !== 'string');
-    assert.equal(made.at(-1)?.what, 'redis rediss://:s3cret@cache.example:6380/2');
+    assert.equal(made.at(-1)?.what, 'redis rediss://:s3cret@cache.example:6380/2 tls -', 'enableTLS turns TLS on with the system CAs when the secret has none');
     assert.match((await rabbit({})) as string, /^no rabbitmq broker: set rabbitmq.enabled=true and rabbitmq.url, or the trigger's metadata host$/);
     assert.match((await redis({ metadata: { consumerGroup: 'g' } })) as string, /^no redis broker/);
     assert.match((await connectorFor(trigger({ messageQueueType: 'nats-jetstream' }), from)) as string, /^no nats-jetstream broker: set nats.enabled=true/);
