@@ -59,7 +59,8 @@ function issue(dir: string, name: string, extensions: string[]): { cert: string;
 
 function tlsFiles(dir: string): TlsFiles {
   const ca = selfSigned(dir, 'ca', 'DNS:flint-test-ca');
-  issue(dir, 'server', ['subjectAltName=IP:127.0.0.1', 'extendedKeyUsage=serverAuth']);
+  // localhost too: nats.js checks an IP-addressed server's certificate against that name.
+  issue(dir, 'server', ['subjectAltName=IP:127.0.0.1,DNS:localhost', 'extendedKeyUsage=serverAuth']);
   const client = issue(dir, 'client', ['subjectAltName=DNS:client', 'extendedKeyUsage=clientAuth']);
   return {
     caCert: path.join(dir, 'ca.crt'),
@@ -194,8 +195,31 @@ export function startRedis(opts: StartOptions = {}): Promise<LocalBroker> {
   });
 }
 
-export function startNats(): Promise<LocalBroker> {
-  return startServer({ name: 'nats-server', args: (port, dir) => ['-a', '127.0.0.1', '-p', String(port), '-js', '-sd', path.join(dir, 'js')], scheme: 'nats' });
+export interface NatsStartOptions {
+  /** Clients must log in with this user and password. */
+  auth?: { user: string; pass: string };
+  /**
+   * The client port speaks only TLS and wants a client certificate (NATS has
+   * one client port, so LocalBroker.tls names that same port).
+   */
+  tls?: boolean;
+}
+
+export async function startNats(opts: NatsStartOptions = {}): Promise<LocalBroker> {
+  const auth = opts.auth === undefined ? [] : ['--user', opts.auth.user, '--pass', opts.auth.pass];
+  let files: TlsFiles | undefined;
+  const tlsArgs = (dir: string) => {
+    if (!opts.tls) return [];
+    files ??= tlsFiles(dir);
+    return ['--tls', '--tlscert', files.serverCert, '--tlskey', files.serverKey, '--tlscacert', files.caCert, '--tlsverify'];
+  };
+  const broker = await startServer({
+    name: 'nats-server',
+    args: (port, dir) => ['-a', '127.0.0.1', '-p', String(port), '-js', '-sd', path.join(dir, 'js'), ...auth, ...tlsArgs(dir)],
+    scheme: 'nats',
+  });
+  if (files !== undefined) broker.tls = { url: `tls://127.0.0.1:${broker.port}`, port: broker.port, ...files.material };
+  return broker;
 }
 
 export function startRabbit(opts: StartOptions = {}): Promise<LocalBroker> {

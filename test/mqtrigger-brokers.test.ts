@@ -10,6 +10,8 @@ import type { Connector } from '../src/mqtrigger/connector.ts';
 import { NatsConnector } from '../src/mqtrigger/nats.ts';
 import { RabbitConnector } from '../src/mqtrigger/rabbitmq.ts';
 import { RedisConnector } from '../src/mqtrigger/redis.ts';
+import { jetstreamManager } from '@nats-io/jetstream';
+import { connect as natsConnect } from '@nats-io/transport-node';
 import { createClient } from '@redis/client';
 import { eventually, flint, startServer, type TestServer } from './helpers/server.ts';
 
@@ -20,6 +22,8 @@ interface Case {
   connector(b: LocalBroker): Connector;
   /** KEDA metadata naming the broker (and a group) on the trigger itself, for types whose metadata Flint reads. */
   metadata?(b: LocalBroker): string[];
+  /** The consumer groups reading the topic `jobs`, for types whose metadata names its group (`team-jobs` here). */
+  groups?(b: LocalBroker): Promise<string[]>;
   /** KEDA metadata naming the broker's TLS listener, for types that take TLS material from the trigger's secret. */
   tlsMetadata?(tls: BrokerTls): string[];
 }
@@ -27,9 +31,21 @@ interface Case {
 const CASES: Case[] = [
   {
     mqtype: 'nats-jetstream',
-    start: startNats,
+    start: () => startNats(),
     sets: (b) => ['nats.enabled=true', `nats.servers=127.0.0.1:${b.port}`],
     connector: (b) => new NatsConnector({ servers: [`127.0.0.1:${b.port}`] }),
+    metadata: (b) => [`natsServer=${b.url}`, 'consumer=team-jobs', 'stream=FLINT_jobs'],
+    async groups(b) {
+      const nc = await natsConnect({ servers: [b.url] });
+      try {
+        const jsm = await jetstreamManager(nc);
+        const names: string[] = [];
+        for await (const c of jsm.consumers.list(await jsm.streams.find('jobs'))) names.push(c.name);
+        return names;
+      } finally {
+        await nc.close();
+      }
+    },
   },
   {
     mqtype: 'rabbitmq',
@@ -45,6 +61,15 @@ const CASES: Case[] = [
     sets: (b) => ['redis.enabled=true', `redis.url=${b.url}`],
     connector: (b) => new RedisConnector({ url: b.url }),
     metadata: (b) => [`address=127.0.0.1:${b.port}`, 'stream=jobs', 'consumerGroup=team-jobs'],
+    async groups(b) {
+      const client = createClient({ url: b.url });
+      await client.connect();
+      try {
+        return ((await client.xInfoGroups('jobs')) as Array<{ name: string }>).map((g) => g.name);
+      } finally {
+        await client.quit();
+      }
+    },
     tlsMetadata: (tls) => [`address=127.0.0.1:${tls.port}`, 'stream=jobs'],
   },
 ];
@@ -121,12 +146,9 @@ for (const c of CASES) {
           await eventually(() => out.length >= 1, 'the answer', 60_000);
           assert.deepEqual(out, ['own 7']);
           await sub.close();
-          if (c.mqtype === 'redis') {
-            const client = createClient({ url: broker.url });
-            await client.connect();
-            const groups = (await client.xInfoGroups('jobs')) as Array<{ name: string }>;
-            await client.quit();
-            assert.ok(groups.some((g) => g.name === 'team-jobs'), `the group named in the metadata consumes (${groups.map((g) => g.name).join(', ')})`);
+          if (c.groups !== undefined) {
+            const groups = await c.groups(broker);
+            assert.ok(groups.includes('team-jobs'), `the group named in the metadata consumes (${groups.join(', ')})`);
           }
         });
       });

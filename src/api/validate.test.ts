@@ -51,6 +51,7 @@ describe('validation', () => {
     fail('MessageQueueTrigger', mqtSpec({ metadata: { address: 'nohost' } }), 'spec.metadata.address', /not host:port/);
     fail('MessageQueueTrigger', { metadata: { name: 'q' }, spec: { functionref: { name: 'f' }, messageQueueType: 'rabbitmq', topic: 'in', metadata: { host: 'http://mq:15672' } } }, 'spec.metadata.host', /amqp:\/\//);
     fail('MessageQueueTrigger', mqtSpec({ mqtkind: 'fission' }), 'spec.mqtkind', /takes only kafka, not redis/);
+    fail('MessageQueueTrigger', mqtSpec({ messageQueueType: 'nats-jetstream', metadata: { natsServer: 'http://nats:8222' } }), 'spec.metadata.natsServer', /not KEDA's natsServerMonitoringEndpoint/);
     fail('MessageQueueTrigger', mqtSpec({ mqtkind: 'classic' }), 'spec.mqtkind', /./);
     fail('MessageQueueTrigger', mqtSpec({ minReplicaCount: 5, maxReplicaCount: 2 }), 'spec.minReplicaCount', /5 is more than maxReplicaCount 2/);
     fail('MessageQueueTrigger', mqtSpec({ pollingInterval: 0 }), 'spec.pollingInterval', /greater or equal to 1/);

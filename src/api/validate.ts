@@ -6,6 +6,7 @@ import { Value } from '@sinclair/typebox/value';
 import { ARCHIVE_URL_PREFIX, buildCommandProblem, MAX_LITERAL_BYTES, SHA256_HEX, storedArchiveSha } from './build-command.ts';
 import { FlintError, invalid } from './errors.ts';
 import { kafkaMetadataProblem } from './kafka-trigger.ts';
+import { natsMetadataProblem } from './nats-trigger.ts';
 import { rabbitMetadataProblem, redisMetadataProblem } from './queue-trigger.ts';
 import { builderForImage, KNOWN_BUILDER_IMAGES, KNOWN_RUNTIME_IMAGES, runtimeForImage } from './images.ts';
 import {
@@ -196,7 +197,7 @@ const RULES: Partial<Record<KindName, Rule>> = {
           ? rabbitMetadataProblem(s.metadata, s.topic)
           : s.messageQueueType === 'redis'
             ? redisMetadataProblem(s.metadata, s.topic)
-            : undefined;
+            : natsMetadataProblem(s.metadata);
     if (problem !== undefined) throw invalid(problem.field, problem.message);
   },
 

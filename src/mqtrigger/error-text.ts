@@ -5,7 +5,7 @@
 const SERVER_CA = "the server's certificate is not from a CA the trigger trusts: put that CA in the trigger secret's ca";
 const TLS_HINTS: Record<string, string> = {
   ERR_SSL_TLSV13_ALERT_CERTIFICATE_REQUIRED: "the server wants a client certificate: put it in the trigger secret's cert and key",
-  'ERR_SSL_SSL/TLS_ALERT_BAD_CERTIFICATE': "the server refused the client certificate in the trigger secret's cert and key",
+  'ERR_SSL_SSL/TLS_ALERT_BAD_CERTIFICATE': "the server refused the client certificate, or wants one: put one it trusts in the trigger secret's cert and key",
   ERR_SSL_TLSV1_ALERT_UNKNOWN_CA: "the server does not trust the CA of the client certificate in the trigger secret's cert",
   SELF_SIGNED_CERT_IN_CHAIN: SERVER_CA,
   DEPTH_ZERO_SELF_SIGNED_CERT: SERVER_CA,

@@ -7,6 +7,7 @@
 import type { Logger } from 'pino';
 import { Agent } from 'undici';
 import { kafkaTriggerSettings } from '../api/kafka-trigger.ts';
+import { natsConsumer } from '../api/nats-trigger.ts';
 import { redisGroup } from '../api/queue-trigger.ts';
 import type { MessageQueueTrigger } from '../api/kinds.ts';
 import type { Store, Watch } from '../store/store.ts';
@@ -32,10 +33,11 @@ export interface TriggerManagerOptions {
 
 const HOP_BY_HOP = new Set(['connection', 'keep-alive', 'transfer-encoding', 'content-length', 'host', 'upgrade', 'te', 'trailer']);
 
-/** The trigger's consumer group: a Kafka or Redis trigger's KEDA metadata may name its own. */
+/** The trigger's consumer group: its metadata may name its own (Kafka's and Redis's `consumerGroup`, NATS's durable `consumer`). */
 export function consumerGroup(t: MessageQueueTrigger): string {
   const type = t.spec.messageQueueType;
-  const own = type === 'kafka' ? kafkaTriggerSettings(t.spec.metadata).group : type === 'redis' ? redisGroup(t.spec.metadata) : undefined;
+  const m = t.spec.metadata;
+  const own = type === 'kafka' ? kafkaTriggerSettings(m).group : type === 'redis' ? redisGroup(m) : type === 'nats-jetstream' ? natsConsumer(m) : undefined;
   return own ?? `flint-mqt-${t.metadata.namespace}-${t.metadata.name}`;
 }
 

@@ -1,10 +1,16 @@
+import assert from 'node:assert/strict';
 import fs from 'node:fs';
-import { after, before } from 'node:test';
+import { after, before, describe, it } from 'node:test';
+import { AckPolicy, jetstreamManager } from '@nats-io/jetstream';
+import { connect } from '@nats-io/transport-node';
 import { type LocalBroker, startNats } from '../../scripts/local-brokers.ts';
+import { eventually } from '../testing/eventually.ts';
 import { runConnectorContract } from './connector.contract.ts';
+import { errorText } from './error-text.ts';
 import { NatsConnector } from './nats.ts';
 
 let nats: LocalBroker;
+const server = () => nats.url.replace(/^nats:\/\//, '');
 before(async () => {
   nats = await startNats();
 });
@@ -13,4 +19,106 @@ after(async () => {
   if (nats) fs.rmSync(nats.dir, { recursive: true, force: true });
 });
 
-runConnectorContract('nats-jetstream', async () => new NatsConnector({ servers: [nats.url.replace(/^nats:\/\//, '')] }));
+runConnectorContract('nats-jetstream', async () => new NatsConnector({ servers: [server()] }));
+
+/** A JetStream manager on the test's own connection, closed after `body`. */
+async function withManager(body: (jsm: Awaited<ReturnType<typeof jetstreamManager>>) => Promise<void>): Promise<void> {
+  const nc = await connect({ servers: [server()] });
+  try {
+    await body(await jetstreamManager(nc));
+  } finally {
+    await nc.close();
+  }
+}
+
+/** Publishes `value` to `topic` and reads it back in `group`. */
+async function roundTrip(c: NatsConnector, topic: string, group: string, value: string): Promise<void> {
+  await c.publish(topic, { value });
+  const got: string[] = [];
+  const sub = await c.subscribe({ group, topic, onMessage: async (m) => void got.push(m.value.toString()) });
+  await eventually(() => got.length >= 1, 'the message', 20_000);
+  await sub.close();
+  assert.deepEqual(got, [value]);
+}
+
+describe('NATS JetStream connector with streams and consumers made by others', { timeout: 60_000 }, () => {
+  it("consumes from and publishes to the stream that already holds a subject, making no stream of its own", async () => {
+    await withManager(async (jsm) => {
+      await jsm.streams.add({ name: 'ORDERS', subjects: ['orders.>'] });
+      const c = new NatsConnector({ servers: [server()] });
+      try {
+        await c.publish('orders.created', { value: 'one' });
+        await c.publish('orders.answered', { value: 'reply' });
+        const got: string[] = [];
+        const sub = await c.subscribe({ group: 'orders-worker', topic: 'orders.created', onMessage: async (m) => void got.push(m.value.toString()) });
+        await eventually(() => got.length >= 1, 'the message', 20_000);
+        await sub.close();
+        assert.deepEqual(got, ['one'], 'only the topic, not the stream\'s other subjects');
+        const names: string[] = [];
+        for await (const n of jsm.streams.names()) names.push(n);
+        assert.deepEqual(names.filter((n) => /orders/i.test(n)), ['ORDERS']);
+        assert.equal((await jsm.streams.info('ORDERS')).state.messages, 2);
+        assert.equal((await jsm.consumers.info('ORDERS', 'orders-worker')).config.filter_subject, 'orders.created');
+      } finally {
+        await c.close();
+      }
+    });
+  });
+
+  it('uses an existing pull consumer of the topic, and refuses one that would lose or mix messages, saying why', async () => {
+    await withManager(async (jsm) => {
+      await jsm.streams.add({ name: 'JOBS', subjects: ['jobs.>'] });
+      await jsm.consumers.add('JOBS', { durable_name: 'fine', ack_policy: AckPolicy.Explicit, filter_subject: 'jobs.new' });
+      await jsm.consumers.add('JOBS', { durable_name: 'pushed', ack_policy: AckPolicy.Explicit, deliver_subject: 'elsewhere', filter_subject: 'jobs.new' });
+      await jsm.consumers.add('JOBS', { durable_name: 'no-acks', ack_policy: AckPolicy.None, filter_subject: 'jobs.new' });
+      await jsm.consumers.add('JOBS', { durable_name: 'everything', ack_policy: AckPolicy.Explicit });
+      const c = new NatsConnector({ servers: [server()] });
+      try {
+        await roundTrip(c, 'jobs.new', 'fine', 'j');
+        const refuse = (group: string) => c.subscribe({ group, topic: 'jobs.new', onMessage: async () => {} });
+        await assert.rejects(refuse('pushed'), /consumer 'pushed' of stream 'JOBS' is a push consumer/);
+        await assert.rejects(refuse('no-acks'), /consumer 'no-acks' of stream 'JOBS' acknowledges with 'none': Flint needs explicit acks/);
+        await assert.rejects(refuse('everything'), /consumer 'everything' of stream 'JOBS' reads 'jobs.>', not just the topic 'jobs.new'/);
+      } finally {
+        await c.close();
+      }
+    });
+  });
+
+  it('logs in with a user and password', async () => {
+    const guarded = await startNats({ auth: { user: 'flint', pass: 's3cret' } });
+    const url = guarded.url.replace(/^nats:\/\//, '');
+    const good = new NatsConnector({ servers: [url], user: 'flint', pass: 's3cret' });
+    const bad = new NatsConnector({ servers: [url], user: 'flint', pass: 'wrong' });
+    try {
+      await roundTrip(good, 'in', 'g', 'v');
+      await assert.rejects(bad.publish('in', { value: 'v' }), /Authorization/i);
+    } finally {
+      await good.close();
+      await bad.close();
+      await guarded.stop();
+      fs.rmSync(guarded.dir, { recursive: true, force: true });
+    }
+  });
+});
+
+describe('NATS JetStream connector over TLS', { timeout: 60_000 }, () => {
+  it("talks TLS with the CA and client certificate it is given, and a server's refusal says what is missing", async () => {
+    const secure = await startNats({ tls: true });
+    const tls = secure.tls!;
+    const good = new NatsConnector({ servers: [tls.url], tls: { ca: tls.ca, cert: tls.client.cert, key: tls.client.key } });
+    const noClientCert = new NatsConnector({ servers: [tls.url], tls: { ca: tls.ca } });
+    const systemCas = new NatsConnector({ servers: [tls.url] });
+    try {
+      await roundTrip(good, 'secure', 'g', 'v');
+      await assert.rejects(noClientCert.publish('secure', { value: 'v' }), (err: Error) => /refused the TLS connection: .*the server refused the client certificate, or wants one: put one it trusts in the trigger secret's cert and key/.test(errorText(err)));
+      await assert.rejects(systemCas.publish('secure', { value: 'v' }), (err: Error) => /not from a CA the trigger trusts/.test(errorText(err)));
+    } finally {
+      await good.close();
+      await noClientCert.close();
+      await systemCas.close();
+      await secure.stop();
+      fs.rmSync(secure.dir, { recursive: true, force: true });
+    }
+  });
+});

@@ -47,6 +47,8 @@ function sources(made: Made[], install: TriggerConnectorSources['install']): Tri
     'team/mtls': secret('mtls', { tls: 'enable', ca: 'CA', cert: 'CERT', key: 'KEY' }),
     'team/mtls-other': secret('mtls-other', { tls: 'enable', ca: 'CA', cert: 'CERT2', key: 'KEY2' }),
     'team/half-tls': secret('half-tls', { tls: 'enable', cert: 'CERT' }),
+    'team/nats-user': secret('nats-user', { username: 'nu', password: 'np' }),
+    'team/nats-half': secret('nats-half', { username: 'nu' }),
   };
   return {
     install,
@@ -56,6 +58,7 @@ function sources(made: Made[], install: TriggerConnectorSources['install']): Tri
     makeKafka: (brokers: string[], auth: KafkaAuth) => fake(made, `kafka ${brokers.join(',')} ${auth.sasl?.mechanism ?? 'no sasl'}`),
     makeRabbit: (url: string, tls: TlsMaterial | undefined) => fake(made, `rabbitmq ${url}${tls ? ` tls ${tls.cert ?? '-'}` : ''}`),
     makeRedis: (url: string, tls: TlsMaterial | undefined) => fake(made, `redis ${url}${tls ? ` tls ${tls.cert ?? '-'}` : ''}`),
+    makeNats: ({ servers, auth, tls }) => fake(made, `nats ${servers.join(',')}${auth ? ` as ${auth.user ?? auth.token}` : ''}${tls ? ` tls ${tls.cert ?? '-'}` : ''}`),
   };
 }
 
@@ -118,6 +121,26 @@ describe('connectors per trigger', () => {
     assert.match((await rabbit({})) as string, /^no rabbitmq broker: set rabbitmq.enabled=true and rabbitmq.url, or the trigger's metadata host$/);
     assert.match((await redis({ metadata: { consumerGroup: 'g' } })) as string, /^no redis broker/);
     assert.match((await connectorFor(trigger({ messageQueueType: 'nats-jetstream' }), from)) as string, /^no nats-jetstream broker: set nats.enabled=true/);
+  });
+
+  it('gives a NATS trigger the servers its natsServer names, shared per servers and credentials, else the install\'s', async () => {
+    const made: Made[] = [];
+    const install = fake(made, 'install nats');
+    const from = sources(made, { 'nats-jetstream': install });
+    const nats = (spec: Partial<MessageQueueTrigger['spec']>) => connectorFor(trigger({ messageQueueType: 'nats-jetstream', ...spec }), from);
+    assert.equal(((await nats({})) as { connector: Connector }).connector, install);
+    assert.equal(((await nats({ secret: 'nats-user' })) as { connector: Connector }).connector, install, "credentials alone keep the install's servers");
+    const a = (await nats({ metadata: { natsServer: 'a:4222,b:4222' } })) as { connector: Connector };
+    assert.equal(made.at(-1)?.what, 'nats a:4222,b:4222');
+    const b = (await nats({ metadata: { natsServer: 'b:4222, a:4222', consumer: 'c' } })) as { connector: Connector };
+    assert.equal(a.connector, b.connector, 'the same servers in another order share the connector');
+    const c = (await nats({ secret: 'nats-user', metadata: { natsServer: 'a:4222,b:4222' } })) as { connector: Connector };
+    assert.notEqual(c.connector, a.connector, 'other credentials, another connection');
+    assert.equal(made.at(-1)?.what, 'nats a:4222,b:4222 as nu');
+    await nats({ secret: 'mtls', metadata: { natsServer: 'a:4222' } });
+    assert.equal(made.at(-1)?.what, 'nats a:4222 tls CERT');
+    assert.equal(await nats({ secret: 'nats-half', metadata: { natsServer: 'a:4222' } }), "secret 'nats-half': 'username' and 'password' go together");
+    assert.equal(await connectorFor(trigger({ messageQueueType: 'nats-jetstream' }), sources(made, {})), "no nats-jetstream broker: set nats.enabled=true and nats.servers, or the trigger's metadata natsServer");
   });
 
   it("hands the secret's TLS material to RabbitMQ and Redis connectors, one connector per server and material", async () => {

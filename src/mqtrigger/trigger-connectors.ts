@@ -1,11 +1,13 @@
 // Which connector a trigger uses. Most use their broker's from the install
-// values (`kafka.brokers`, `rabbitmq.url`, `redis.url`); a trigger whose
-// KEDA metadata names its own server (Kafka's `bootstrapServers`,
-// RabbitMQ's `host`, Redis's `address`) or whose secret holds credentials
-// gets a connector of its own, shared with every trigger that names the
-// same server and credentials, and closed when the last of them lets go.
+// values (`kafka.brokers`, `rabbitmq.url`, `redis.url`, `nats.servers`); a
+// trigger whose metadata names its own server (Kafka's `bootstrapServers`,
+// RabbitMQ's `host`, Redis's `address`, NATS's `natsServer`) or whose
+// Kafka secret holds credentials gets a connector of its own, shared with
+// every trigger that names the same server and credentials, and closed when
+// the last of them lets go.
 import { type KafkaAuth, kafkaAuthFromSecret, kafkaTriggerSettings } from '../api/kafka-trigger.ts';
 import type { MessageQueueTrigger, Secret } from '../api/kinds.ts';
+import { type NatsTriggerSettings, natsSettings } from '../api/nats-trigger.ts';
 import { type QueueTriggerSettings, rabbitSettings, redisSettings } from '../api/queue-trigger.ts';
 import type { TlsMaterial } from '../api/tls-secret.ts';
 import type { Connector } from './connector.ts';
@@ -75,6 +77,8 @@ export interface TriggerConnectorSources {
   makeKafka(brokers: string[], auth: KafkaAuth): Connector;
   makeRabbit(url: string, tls: TlsMaterial | undefined): Connector;
   makeRedis(url: string, tls: TlsMaterial | undefined): Connector;
+  /** A connector for the trigger's own servers, with its credentials and TLS material. */
+  makeNats(own: Required<Pick<NatsTriggerSettings, 'servers'>> & Pick<NatsTriggerSettings, 'auth' | 'tls'>): Connector;
 }
 
 /** The trigger's secret's data, or why it cannot be had; undefined when it names none. */
@@ -90,7 +94,7 @@ async function secretData(t: MessageQueueTrigger, from: TriggerConnectorSources)
 /** The install's values to set for a broker type, for the message of a trigger that has none. */
 const INSTALL_HINT: Record<MessageQueueTrigger['spec']['messageQueueType'], string> = {
   kafka: "set kafka.enabled=true and kafka.brokers, or the trigger's metadata bootstrapServers",
-  'nats-jetstream': 'set nats.enabled=true and nats.servers',
+  'nats-jetstream': "set nats.enabled=true and nats.servers, or the trigger's metadata natsServer",
   rabbitmq: "set rabbitmq.enabled=true and rabbitmq.url, or the trigger's metadata host",
   redis: "set redis.enabled=true and redis.url, or the trigger's metadata address",
 };
@@ -105,6 +109,7 @@ export async function connectorFor(t: MessageQueueTrigger, from: TriggerConnecto
   if (type === 'kafka') return kafkaConnectorFor(t, from);
   const data = await secretData(t, from);
   if (typeof data === 'string') return data;
+  if (type === 'nats-jetstream') return natsConnectorFor(t, data, from);
   let own: QueueTriggerSettings | string = {};
   if (type === 'rabbitmq') own = rabbitSettings(t.spec.metadata, data);
   else if (type === 'redis') own = redisSettings(t.spec.metadata, data);
@@ -116,6 +121,17 @@ export async function connectorFor(t: MessageQueueTrigger, from: TriggerConnecto
   }
   const install = from.install[type];
   return install === undefined ? `no ${type} broker: ${INSTALL_HINT[type]}` : sharedLease(install);
+}
+
+function natsConnectorFor(t: MessageQueueTrigger, secret: Record<string, string> | undefined, from: TriggerConnectorSources): ConnectorLease | string {
+  const own = natsSettings(t.spec.metadata, secret);
+  if (typeof own === 'string') return `secret '${t.spec.secret}': ${own}`;
+  const { servers, auth, tls } = own;
+  if (servers !== undefined) {
+    return from.shared.acquire(`nats ${JSON.stringify([[...servers].sort(), auth ?? null, tls ?? null])}`, () => from.makeNats({ servers, auth, tls }));
+  }
+  const install = from.install['nats-jetstream'];
+  return install === undefined ? `no nats-jetstream broker: ${INSTALL_HINT['nats-jetstream']}` : sharedLease(install);
 }
 
 /**

@@ -205,6 +205,7 @@ export async function startServer(src: ValuesSources, out: (line: string) => voi
           makeKafka: (brokers, auth) => new KafkaConnector({ brokers, auth, clientId: 'flint' }),
           makeRabbit: (url, tls) => new RabbitConnector({ url, tls }),
           makeRedis: (url, tls) => new RedisConnector({ url, tls }),
+          makeNats: ({ servers, auth, tls }) => new NatsConnector({ servers, ...auth, tls }),
         }),
       routerUrl: () => routerUrl,
       token: auth?.mint,
