@@ -21,67 +21,59 @@ after(async () => {
 
 runConnectorContract('nats-jetstream', async () => new NatsConnector({ servers: [server()] }));
 
-/** A JetStream manager on the test's own connection, closed after `body`. */
-async function withManager(body: (jsm: Awaited<ReturnType<typeof jetstreamManager>>) => Promise<void>): Promise<void> {
+/** A JetStream manager on the test's own connection, and a connector to test, both closed after `body`. */
+async function withManager(body: (jsm: Awaited<ReturnType<typeof jetstreamManager>>, c: NatsConnector) => Promise<void>): Promise<void> {
   const nc = await connect({ servers: [server()] });
+  const c = new NatsConnector({ servers: [server()] });
   try {
-    await body(await jetstreamManager(nc));
+    await body(await jetstreamManager(nc), c);
   } finally {
+    await c.close();
     await nc.close();
   }
 }
 
-/** Publishes `value` to `topic` and reads it back in `group`. */
-async function roundTrip(c: NatsConnector, topic: string, group: string, value: string): Promise<void> {
+/** Publishes `value` to `topic` and reads the topic in `group`: `expected` (default: just `value`). */
+async function roundTrip(c: NatsConnector, topic: string, group: string, value: string, expected = [value]): Promise<void> {
   await c.publish(topic, { value });
   const got: string[] = [];
   const sub = await c.subscribe({ group, topic, onMessage: async (m) => void got.push(m.value.toString()) });
-  await eventually(() => got.length >= 1, 'the message', 20_000);
+  await eventually(() => got.length >= expected.length, 'the messages', 20_000);
   await sub.close();
-  assert.deepEqual(got, [value]);
+  assert.deepEqual(got, expected);
 }
 
 describe('NATS JetStream connector with streams and consumers made by others', { timeout: 60_000 }, () => {
   it("consumes from and publishes to the stream that already holds a subject, making no stream of its own", async () => {
-    await withManager(async (jsm) => {
+    await withManager(async (jsm, c) => {
       await jsm.streams.add({ name: 'ORDERS', subjects: ['orders.>'] });
-      const c = new NatsConnector({ servers: [server()] });
-      try {
-        await c.publish('orders.created', { value: 'one' });
-        await c.publish('orders.answered', { value: 'reply' });
-        const got: string[] = [];
-        const sub = await c.subscribe({ group: 'orders-worker', topic: 'orders.created', onMessage: async (m) => void got.push(m.value.toString()) });
-        await eventually(() => got.length >= 1, 'the message', 20_000);
-        await sub.close();
-        assert.deepEqual(got, ['one'], 'only the topic, not the stream\'s other subjects');
-        const names: string[] = [];
-        for await (const n of jsm.streams.names()) names.push(n);
-        assert.deepEqual(names.filter((n) => /orders/i.test(n)), ['ORDERS']);
-        assert.equal((await jsm.streams.info('ORDERS')).state.messages, 2);
-        assert.equal((await jsm.consumers.info('ORDERS', 'orders-worker')).config.filter_subject, 'orders.created');
-      } finally {
-        await c.close();
-      }
+      await c.publish('orders.created', { value: 'one' });
+      await c.publish('orders.answered', { value: 'reply' });
+      const got: string[] = [];
+      const sub = await c.subscribe({ group: 'orders-worker', topic: 'orders.created', onMessage: async (m) => void got.push(m.value.toString()) });
+      await eventually(() => got.length >= 1, 'the message', 20_000);
+      await sub.close();
+      assert.deepEqual(got, ['one'], 'only the topic, not the stream\'s other subjects');
+      const names: string[] = [];
+      for await (const n of jsm.streams.names()) names.push(n);
+      assert.deepEqual(names.filter((n) => /orders/i.test(n)), ['ORDERS']);
+      assert.equal((await jsm.streams.info('ORDERS')).state.messages, 2);
+      assert.equal((await jsm.consumers.info('ORDERS', 'orders-worker')).config.filter_subject, 'orders.created');
     });
   });
 
   it('uses an existing pull consumer of the topic, and refuses one that would lose or mix messages, saying why', async () => {
-    await withManager(async (jsm) => {
+    await withManager(async (jsm, c) => {
       await jsm.streams.add({ name: 'JOBS', subjects: ['jobs.>'] });
       await jsm.consumers.add('JOBS', { durable_name: 'fine', ack_policy: AckPolicy.Explicit, filter_subject: 'jobs.new' });
       await jsm.consumers.add('JOBS', { durable_name: 'pushed', ack_policy: AckPolicy.Explicit, deliver_subject: 'elsewhere', filter_subject: 'jobs.new' });
       await jsm.consumers.add('JOBS', { durable_name: 'no-acks', ack_policy: AckPolicy.None, filter_subject: 'jobs.new' });
       await jsm.consumers.add('JOBS', { durable_name: 'everything', ack_policy: AckPolicy.Explicit });
-      const c = new NatsConnector({ servers: [server()] });
-      try {
-        await roundTrip(c, 'jobs.new', 'fine', 'j');
-        const refuse = (group: string) => c.subscribe({ group, topic: 'jobs.new', onMessage: async () => {} });
-        await assert.rejects(refuse('pushed'), /consumer 'pushed' of stream 'JOBS' is a push consumer/);
-        await assert.rejects(refuse('no-acks'), /consumer 'no-acks' of stream 'JOBS' acknowledges with 'none': Flint needs explicit acks/);
-        await assert.rejects(refuse('everything'), /consumer 'everything' of stream 'JOBS' reads 'jobs.>', not just the topic 'jobs.new'/);
-      } finally {
-        await c.close();
-      }
+      await roundTrip(c, 'jobs.new', 'fine', 'j');
+      const refuse = (group: string) => c.subscribe({ group, topic: 'jobs.new', onMessage: async () => {} });
+      await assert.rejects(refuse('pushed'), /consumer 'pushed' of stream 'JOBS' is a push consumer/);
+      await assert.rejects(refuse('no-acks'), /consumer 'no-acks' of stream 'JOBS' acknowledges with 'none': Flint needs explicit acks/);
+      await assert.rejects(refuse('everything'), /consumer 'everything' of stream 'JOBS' reads 'jobs.>', not just the topic 'jobs.new'/);
     });
   });
 
@@ -120,5 +112,19 @@ describe('NATS JetStream connector over TLS', { timeout: 60_000 }, () => {
       await secure.stop();
       fs.rmSync(secure.dir, { recursive: true, force: true });
     }
+  });
+});
+
+describe('NATS JetStream connector when streams change under it', { timeout: 60_000 }, () => {
+  it('finds the stream holding a topic again after the one it used was deleted and another took the subject', async () => {
+    await withManager(async (jsm, c) => {
+      await jsm.streams.add({ name: 'FIRST', subjects: ['moved.here'] });
+      await c.publish('moved.here', { value: 'before' });
+      await jsm.streams.delete('FIRST');
+      await jsm.streams.add({ name: 'SECOND', subjects: ['moved.>'] });
+      await c.publish('moved.here', { value: 'after' });
+      assert.equal((await jsm.streams.info('SECOND')).state.messages, 1, 'published into the stream that holds the subject now');
+      await roundTrip(c, 'moved.here', 'g', 'after2', ['after', 'after2']);
+    });
   });
 });

@@ -111,22 +111,40 @@ export class NatsConnector implements Connector {
     }
   }
 
+  /**
+   * `use(stream)` with the stream holding `topic`. The stream remembered for
+   * it may have been deleted, or replaced by another holding the subject:
+   * on failure the topic's stream is looked up again, and `use` retried once.
+   */
+  async #inStreamOf<T>(topic: string, use: (stream: string) => Promise<T>): Promise<T> {
+    const known = this.#streams.has(topic);
+    try {
+      return await use(await this.#streamOf(topic));
+    } catch (err) {
+      this.#streams.delete(topic);
+      if (!known) throw err;
+      return use(await this.#streamOf(topic));
+    }
+  }
+
   async publish(topic: string, msg: OutgoingMessage): Promise<void> {
-    await this.ensureTopic(topic);
-    const { nc } = await this.#conn();
     const h = natsHeaders();
     for (const [k, v] of Object.entries(msg.headers ?? {})) h.set(k, v);
     if (msg.key !== null && msg.key !== undefined) h.set(KEY_HEADER, msg.key.toString());
     const data = typeof msg.value === 'string' ? Buffer.from(msg.value) : msg.value;
-    await jetstream(nc).publish(topic, data, { headers: h });
+    await this.#inStreamOf(topic, async () => {
+      const { nc } = await this.#conn();
+      await jetstream(nc).publish(topic, data, { headers: h });
+    });
   }
 
   async subscribe(opts: SubscribeOptions): Promise<Subscription> {
-    const stream = await this.#streamOf(opts.topic);
-    const { nc, jsm } = await this.#conn();
     const durable = durableName(opts.group);
-    await this.#ensureConsumer(jsm, stream, durable, opts);
-    const consumer = await jetstream(nc).consumers.get(stream, durable);
+    const consumer = await this.#inStreamOf(opts.topic, async (stream) => {
+      const { nc, jsm } = await this.#conn();
+      await this.#ensureConsumer(jsm, stream, durable, opts);
+      return jetstream(nc).consumers.get(stream, durable);
+    });
     const messages = await consumer.consume({ max_messages: 1 });
     let closing = false;
     const done = (async () => {
