@@ -31,7 +31,8 @@ export const EnvironmentSpec = Type.Object(
         Strict,
       ),
     ),
-    poolsize: Type.Optional(Type.Integer({ minimum: 0, maximum: 1000, default: 3 })),
+    // Unset: the install's executor.poolSize, read when the pool is made, so changing that value changes every such pool.
+    poolsize: Type.Optional(Type.Integer({ minimum: 0, maximum: 1000 })),
     resources: Type.Optional(Resources),
     keeparchive: Type.Optional(Type.Boolean()),
     allowAccessToExternalNetwork: Type.Optional(Type.Boolean()),

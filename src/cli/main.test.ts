@@ -57,7 +57,7 @@ describe('flint CLI', () => {
     seen = [];
     const r = await run(['env', 'create', '--name', 'nodejs', '--image', 'flint/node-env', '--maxmemory', '128', '--externalnetwork']);
     assert.equal(r.code, 0, r.err);
-    assert.equal(r.out, "poolsize setting default to 3\nenvironment 'nodejs' created\n");
+    assert.equal(r.out, "poolsize not set: the install's executor.poolSize applies (3 unless changed)\nenvironment 'nodejs' created\n");
     assert.equal(seen[0].url, '/v1/namespaces/default/environments');
     assert.deepEqual(seen[0].body.spec, { runtime: { image: 'flint/node-env' }, resources: { requests: {}, limits: { memory: '128Mi' } }, allowAccessToExternalNetwork: true });
   });

@@ -98,7 +98,8 @@ describe('controller API', () => {
     assert.equal(c.status, 201, c.text);
     assert.equal(c.json.kind, 'Environment');
     assert.equal(c.json.apiVersion, 'flint.dev/v1');
-    assert.equal(c.json.spec.poolsize, 3, 'defaults applied');
+    assert.equal(c.json.spec.terminationGracePeriod, 90, 'defaults applied');
+    assert.equal(c.json.spec.poolsize, undefined, "poolsize unset: the install's executor.poolSize applies");
     const g = await call('GET', `${NS}/environments/nodejs`);
     assert.deepEqual(g.json, c.json);
     const l = await call('GET', `${NS}/environments`);

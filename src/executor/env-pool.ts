@@ -1,4 +1,5 @@
-// The warm pool of one environment: `poolsize` generic workers started ahead
+// The warm pool of one environment: `poolsize` generic workers (else the
+// install's executor.poolSize) started ahead
 // of need, so a function's first call only specializes one (a cold start of
 // milliseconds rather than a process start).
 import type { Logger } from 'pino';
@@ -16,15 +17,18 @@ export class EnvPool {
   #closed = false;
   readonly #factory: WorkerFactory;
   readonly #log: Logger;
+  readonly #defaultSize: number;
 
-  constructor(env: Environment, factory: WorkerFactory, log: Logger) {
+  /** `defaultSize`: the size when the environment sets no poolsize. */
+  constructor(env: Environment, defaultSize: number, factory: WorkerFactory, log: Logger) {
     this.env = env;
+    this.#defaultSize = defaultSize;
     this.#factory = factory;
     this.#log = log;
   }
 
   get size(): number {
-    return this.env.spec.poolsize ?? 3;
+    return this.env.spec.poolsize ?? this.#defaultSize;
   }
 
   get idleCount(): number {

@@ -40,6 +40,7 @@ before(async () => {
     logger: pino({ level: 'silent' }),
     sandbox: 'none',
     memoryMB: 128,
+    poolSize: 2,
     reapIntervalMs: 60_000,
     archives: new LocalArchiveStore(layout().archives),
     longLivedDrainMs: LIMIT_MS,
@@ -87,6 +88,19 @@ async function drainingWithLongLived(name: string, meanwhile?: (fn: FunctionReso
   await eventually(() => log(name).includes('old ones drain'), 'the function change to reach the executor');
   return lease;
 }
+
+describe('process executor: warm pools', () => {
+  it("keeps the install's poolSize of warm workers for an environment that sets no poolsize, and its own poolsize otherwise", async () => {
+    const pools = () => executor.status().pools;
+    await store.create<Environment>({ apiVersion: 'flint.dev/v1', kind: 'Environment', metadata: { name: 'unsized', namespace: 'default' }, spec: { runtime: { image: 'flint/node-env' } } } as Environment);
+    await eventually(() => pools()['default/unsized'] === 2, "two warm workers (the executor's poolSize)");
+    const env = (await store.get('Environment', 'default', 'unsized')) as Environment;
+    await store.update({ ...env, spec: { ...env.spec, poolsize: 1 } });
+    await eventually(() => pools()['default/unsized'] === 1, "one warm worker (the environment's poolsize)");
+    assert.equal(pools()['default/node'], 0, 'poolsize 0 keeps none');
+    await store.delete('Environment', 'default', 'unsized');
+  });
+});
 
 describe('process executor: draining with long-lived connections', () => {
   it('stops a draining instance that holds only long-lived connections once the limit has passed', async () => {

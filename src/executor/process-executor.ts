@@ -30,6 +30,8 @@ export interface ProcessExecutorOptions {
   sandbox: 'bubblewrap' | 'none';
   /** Heap cap (MB) of a worker whose environment sets no memory limit. */
   memoryMB: number;
+  /** Warm workers of an environment that sets no poolsize. */
+  poolSize: number;
   reapIntervalMs: number;
   archives: ArchiveStore;
   /** Cap on an unpacked deployment archive (default 2 GiB). */
@@ -195,7 +197,7 @@ export class ProcessExecutor implements Executor {
       else existing.env = env;
       return;
     }
-    const pool = new EnvPool(env, (e) => this.#startWorker(e), this.#log);
+    const pool = new EnvPool(env, this.#o.poolSize, (e) => this.#startWorker(e), this.#log);
     this.#pools.set(key, pool);
     pool.refill();
   }

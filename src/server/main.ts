@@ -122,6 +122,7 @@ export async function startServer(src: ValuesSources, out: (line: string) => voi
           controllerUrl: () => values.kubernetes.controllerUrl || controllerUrl,
           archiveAuthorization: auth ? () => `Bearer ${auth.mintFetcher()}` : undefined,
           enableIstio: values.enableIstio,
+          poolSize: values.executor.poolSize,
           reapIntervalMs: values.executor.reapIntervalSeconds * 1000,
           layout,
         })
@@ -133,6 +134,7 @@ export async function startServer(src: ValuesSources, out: (line: string) => voi
           logger: logger.child({ component: 'executor' }),
           sandbox: values.executor.sandbox,
           memoryMB: values.executor.memoryMB,
+          poolSize: values.executor.poolSize,
           reapIntervalMs: values.executor.reapIntervalSeconds * 1000,
         });
     await executor.start();

@@ -83,7 +83,7 @@ export function registerEnv(program: Command, ctx: () => Ctx): void {
     applyFlags(spec, f);
     const obj = { kind: 'Environment' as const, metadata: { name: f.name, namespace: c.namespace, labels: kvMap('--labels', f.labels) }, spec };
     const out = SpecOutput.from(c, f);
-    if (!out && f.poolsize === undefined) c.io.out('poolsize setting default to 3\n');
+    if (!out && f.poolsize === undefined) c.io.out("poolsize not set: the install's executor.poolSize applies (3 unless changed)\n");
     await createOrSave(c, out, obj, `environment-${f.name}`, `environment '${f.name}' created\n`);
   });
 
@@ -124,7 +124,7 @@ export function registerEnv(program: Command, ctx: () => Ctx): void {
           e.metadata.name,
           e.spec.runtime.image,
           e.spec.builder?.image,
-          e.spec.poolsize,
+          e.spec.poolsize ?? 'default',
           String(e.spec.resources?.requests?.cpu ?? 0),
           String(e.spec.resources?.limits?.cpu ?? 0),
           String(e.spec.resources?.requests?.memory ?? 0),

@@ -442,9 +442,17 @@ describe('kubernetes executor with enableIstio', () => {
 
   it('leaves the sidecar alone for environments kept inside, and when the mesh is off', () => {
     const e = { ...env('x', { allowAccessToExternalNetwork: true }), metadata: { name: 'x', namespace: 'default', uid: 'u', resourceVersion: '7' } } as Environment;
-    const off = poolDeployment(e, { namespace: FN_NS, fetcherImage: FETCHER, enableIstio: false }) as any;
+    const off = poolDeployment(e, { namespace: FN_NS, fetcherImage: FETCHER, enableIstio: false, poolSize: 3 }) as any;
     assert.equal(off.spec.template.metadata.annotations, undefined);
-    const inside = poolDeployment({ ...e, spec: { ...e.spec, allowAccessToExternalNetwork: false } }, { namespace: FN_NS, fetcherImage: FETCHER, enableIstio: true }) as any;
+    const inside = poolDeployment({ ...e, spec: { ...e.spec, allowAccessToExternalNetwork: false } }, { namespace: FN_NS, fetcherImage: FETCHER, enableIstio: true, poolSize: 3 }) as any;
     assert.equal(inside.spec.template.metadata.annotations, undefined);
+  });
+
+  it("runs the environment's poolsize of pool pods, else the install's poolSize", () => {
+    const e = { ...env('x'), metadata: { name: 'x', namespace: 'default', uid: 'u', resourceVersion: '7' } } as Environment;
+    const o = { namespace: FN_NS, fetcherImage: FETCHER, enableIstio: false, poolSize: 5 };
+    assert.equal((poolDeployment(e, o) as any).spec.replicas, 2);
+    const { poolsize: _, ...unsized } = e.spec;
+    assert.equal((poolDeployment({ ...e, spec: unsized }, o) as any).spec.replicas, 5);
   });
 });

@@ -46,6 +46,8 @@ export interface KubeExecutorOptions {
   /** The Authorization header for archive downloads, when the control plane wants one. */
   archiveAuthorization?: () => string | undefined;
   enableIstio?: boolean;
+  /** Pool pods of an environment that sets no poolsize (default 3). */
+  poolSize?: number;
   /** How a Service is reached: its cluster DNS name (`<name>.<namespace>`) by default. */
   serviceHost?: (name: string, namespace: string) => string | Promise<string>;
   reapIntervalMs?: number;
@@ -110,11 +112,13 @@ export class KubeExecutor implements Executor {
   #fetcherToken = '';
   /** Pod log streams being copied into function logs, by pod name. */
   readonly #following = new Map<string, KubeWatch>();
+  readonly #poolSize: number;
   /** Pool reconciliations, one after another, so a quick env change cannot race its own cleanup. */
   #pools: Promise<void> = Promise.resolve();
 
   constructor(o: KubeExecutorOptions) {
     this.#o = o;
+    this.#poolSize = o.poolSize ?? 3;
     this.#log = o.logger;
     this.#logs = o.layout ? new FunctionLogs(o.layout) : undefined;
     this.#functionDeployments = new FunctionDeployments({
@@ -263,7 +267,7 @@ export class KubeExecutor implements Executor {
 
   async #reconcilePool(env: Environment): Promise<void> {
     const { client, functionNamespace } = this.#o;
-    const desired = poolDeployment(env, { namespace: functionNamespace, fetcherImage: this.#o.fetcherImage, enableIstio: this.#o.enableIstio === true });
+    const desired = poolDeployment(env, { namespace: functionNamespace, fetcherImage: this.#o.fetcherImage, enableIstio: this.#o.enableIstio === true, poolSize: this.#poolSize });
     const current = await client.get<KubeObject>(DEPLOYMENTS, functionNamespace, desired.metadata.name);
     if (!current) {
       await client.create(DEPLOYMENTS, functionNamespace, desired);
@@ -666,7 +670,7 @@ export class KubeExecutor implements Executor {
       if (Date.now() >= deadline || this.#stopped) {
         throw new FlintError(
           'FLINT_ERR_SPECIALIZE_FAILED',
-          `function '${fn.metadata.name}': no ready pod in environment '${env.metadata.name}''s pool (Deployment ${poolDeploymentName(env)}, poolsize ${env.spec.poolsize ?? 3}) within specializationTimeout`,
+          `function '${fn.metadata.name}': no ready pod in environment '${env.metadata.name}''s pool (Deployment ${poolDeploymentName(env)}, poolsize ${env.spec.poolsize ?? this.#poolSize}) within specializationTimeout`,
         );
       }
       await sleep(this.#o.claimPollMs ?? 100);

@@ -16,10 +16,15 @@ export const ISTIO_INJECT = 'sidecar.istio.io/inject';
 /** The Secret in the function namespace holding the token every fetcher wants on a specialize request (key `token`). */
 export const FETCHER_TOKEN_SECRET = 'flint-fetcher';
 
-export interface PoolDeploymentOptions {
+export interface PodTemplateOptions {
   namespace: string;
   fetcherImage: string;
   enableIstio: boolean;
+}
+
+export interface PoolDeploymentOptions extends PodTemplateOptions {
+  /** Replicas of an environment that sets no poolsize. */
+  poolSize: number;
 }
 
 /** Lower-case DNS-1123 label of at most 63 characters; a long one keeps a hash of the whole. */
@@ -53,7 +58,7 @@ function resources(env: Environment): Record<string, unknown> | undefined {
 }
 
 /** The generic pod of an environment, pool or function Deployment alike: the environment and the fetcher, unspecialized. */
-export function genericPodTemplate(env: Environment, labels: Record<string, string>, o: PoolDeploymentOptions): Record<string, unknown> {
+export function genericPodTemplate(env: Environment, labels: Record<string, string>, o: PodTemplateOptions): Record<string, unknown> {
   const annotations: Record<string, string> = {};
   // Fission's rule: an environment allowed out of the cluster skips the sidecar, whose egress rules would hold it in.
   if (o.enableIstio && env.spec.allowAccessToExternalNetwork) annotations[ISTIO_INJECT] = 'false';
@@ -101,7 +106,7 @@ export function poolDeployment(env: Environment, o: PoolDeploymentOptions): Kube
     kind: 'Deployment',
     metadata: { name: poolDeploymentName(env), namespace: o.namespace, labels },
     spec: {
-      replicas: env.spec.poolsize ?? 3,
+      replicas: env.spec.poolsize ?? o.poolSize,
       selector: { matchLabels: selector },
       template: genericPodTemplate(env, selector, o),
     },
