@@ -58,6 +58,9 @@ describe('install values', () => {
     await refuses({ sets: ['router.port=70000'] }, /'router\.port' must be at most 65535/);
     await refuses({ sets: ['authentication.enabled=yes'] }, /'authentication\.enabled' must be true or false/);
     await refuses({ sets: ['executor.sandbox=docker'] }, /'executor\.sandbox' must be one of/);
+    await refuses({ sets: ['executor.poolSize=-1'] }, /'executor\.poolSize' must be at least 0/);
+    await refuses({ sets: ['executor.poolSize=1001'] }, /'executor\.poolSize' must be at most 1000/);
+    await refuses({ sets: ['executor.poolSize=two'] }, /'executor\.poolSize' must be an integer/);
     await refuses({ sets: ['router=1'] }, /'router' is a map/);
     await refuses({ sets: ['noequals'] }, /--set needs key=value/);
     await refuses({ files: [tmpFile('router:\n  port: "x"\n')] }, /'router\.port' must be an integer/);
