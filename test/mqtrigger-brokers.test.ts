@@ -104,6 +104,27 @@ async function withBroker(c: Case, sets: (b: LocalBroker) => string[], body: (s:
   }
 }
 
+/** Function `worker`, answering `<prefix> <n>` to a message `{n}`, on a one-worker environment. */
+function deployWorker(work: string, ok: Setup['ok'], prefix: string): void {
+  fs.writeFileSync(path.join(work, 'fn.js'), `module.exports = async (ctx) => ({ status: 200, body: '${prefix} ' + ctx.request.body.n });`);
+  ok(['env', 'create', '--name', 'nodejs', '--image', 'flint/node-env', '--poolsize', '1']);
+  ok(['fn', 'create', '--name', 'worker', '--env', 'nodejs', '--code', 'fn.js']);
+}
+
+/** Sends `{n}` to the topic `jobs` and returns the one answer on `done`. */
+async function answerTo(conn: Connector, n: number): Promise<string> {
+  const out: string[] = [];
+  const sub = await conn.subscribe({ group: 'test', topic: 'done', onMessage: async (m) => void out.push(m.value.toString()) });
+  try {
+    await conn.publish('jobs', { value: JSON.stringify({ n }) });
+    await eventually(() => out.length >= 1, 'the answer', 60_000);
+  } finally {
+    await sub.close();
+  }
+  assert.equal(out.length, 1, `one answer, got ${JSON.stringify(out)}`);
+  return out[0];
+}
+
 for (const c of CASES) {
   describe(`message-queue triggers with ${c.mqtype}`, { timeout: 180_000 }, () => {
     it('sends answers to the response topic and failures to the error topic, retrying first', async () => {
@@ -136,16 +157,9 @@ for (const c of CASES) {
     if (metadata !== undefined) {
       it('consumes from the server its KEDA metadata names, on a server with no such broker configured', async () => {
         await withBroker(c, () => [], async ({ broker, conn, work, ok }) => {
-          fs.writeFileSync(path.join(work, 'fn.js'), "module.exports = async (ctx) => ({ status: 200, body: 'own ' + ctx.request.body.n });");
-          ok(['env', 'create', '--name', 'nodejs', '--image', 'flint/node-env', '--poolsize', '1']);
-          ok(['fn', 'create', '--name', 'worker', '--env', 'nodejs', '--code', 'fn.js']);
+          deployWorker(work, ok, 'own');
           ok(['mqt', 'create', '--name', 'own', '--function', 'worker', '--mqtype', c.mqtype, '--topic', 'jobs', '--resptopic', 'done', ...metadata(broker).flatMap((m) => ['--metadata', m])]);
-          const out: string[] = [];
-          const sub = await conn.subscribe({ group: 'test', topic: 'done', onMessage: async (m) => void out.push(m.value.toString()) });
-          await conn.publish('jobs', { value: JSON.stringify({ n: 7 }) });
-          await eventually(() => out.length >= 1, 'the answer', 60_000);
-          assert.deepEqual(out, ['own 7']);
-          await sub.close();
+          assert.equal(await answerTo(conn, 7), 'own 7');
           if (c.groups !== undefined) {
             const groups = await c.groups(broker);
             assert.ok(groups.includes('team-jobs'), `the group named in the metadata consumes (${groups.join(', ')})`);
@@ -166,18 +180,11 @@ for (const c of CASES) {
             for (const [k, v] of Object.entries(files)) fs.writeFileSync(path.join(work, `${k}.pem`), v);
             const fromFiles = Object.keys(files).flatMap((k) => ['--from-file', `${k}=${path.join(work, `${k}.pem`)}`]);
             ok(['secret', 'create', '--name', 'mq-tls', '--from-literal', 'tls=enable', ...fromFiles]);
-            fs.writeFileSync(path.join(work, 'fn.js'), "module.exports = async (ctx) => ({ status: 200, body: 'tls ' + ctx.request.body.n });");
-            ok(['env', 'create', '--name', 'nodejs', '--image', 'flint/node-env', '--poolsize', '1']);
-            ok(['fn', 'create', '--name', 'worker', '--env', 'nodejs', '--code', 'fn.js']);
+            deployWorker(work, ok, 'tls');
             const metadata = tlsMetadata(tls).flatMap((m) => ['--metadata', m]);
             ok(['mqt', 'create', '--name', 'secure', '--function', 'worker', '--mqtype', c.mqtype, '--topic', 'jobs', '--resptopic', 'done', '--secret', 'mq-tls', ...metadata]);
             // The test's own connector reaches the same broker on its plain listener.
-            const out: string[] = [];
-            const sub = await conn.subscribe({ group: 'test', topic: 'done', onMessage: async (m) => void out.push(m.value.toString()) });
-            await conn.publish('jobs', { value: JSON.stringify({ n: 9 }) });
-            await eventually(() => out.length >= 1, 'the answer', 60_000);
-            assert.deepEqual(out, ['tls 9']);
-            await sub.close();
+            assert.equal(await answerTo(conn, 9), 'tls 9');
           },
           { tls: true },
         );

@@ -31,13 +31,14 @@ const JS_NAME = /^[^\s.*>/\\]{1,255}$/;
 function serverProblem(server: string): string | undefined {
   const scheme = /^([A-Za-z][A-Za-z0-9+.-]*):\/\//.exec(server);
   if (scheme !== null) {
+    const shown = server.replace(/\/\/[^@/]*@/, '//***@');
     if (scheme[1] !== 'nats' && scheme[1] !== 'tls') {
-      return `'${server.replace(/\/\/[^@/]*@/, '//***@')}' must be host:port or a nats:// or tls:// URL (the client port, not KEDA's natsServerMonitoringEndpoint)`;
+      return `'${shown}' must be host:port or a nats:// or tls:// URL (the client port, not KEDA's natsServerMonitoringEndpoint)`;
     }
     try {
       new URL(server);
     } catch {
-      return `'${server.replace(/\/\/[^@/]*@/, '//***@')}' is not a URL`;
+      return `'${shown}' is not a URL`;
     }
     return undefined;
   }

@@ -5,53 +5,58 @@
 // waiting for the server's answer to its CONNECT, reports a bare "timeout".
 // Redoing the handshake by hand surfaces the server's alert instead.
 import net from 'node:net';
-import tls from 'node:tls';
 import type { TlsMaterial } from '../api/tls-secret.ts';
+import { probeTls } from './tls-probe.ts';
 
 const PROBE_TIMEOUT_MS = 5_000;
 const DEFAULT_PORT = 4222;
+
+interface ServerInfo {
+  tls_required?: boolean;
+  tls_available?: boolean;
+}
 
 function hostPort(server: string): { host: string; port: number } {
   const u = new URL(/^[a-z]+:\/\//i.test(server) ? server : `nats://${server}`);
   return { host: u.hostname.replace(/^\[(.*)\]$/, '$1'), port: u.port === '' ? DEFAULT_PORT : Number(u.port) };
 }
 
-/** The TLS error the server at `server` answers a client with `material` with; undefined when it takes the client, or offers no TLS. */
-export function natsTlsRefusal(server: string, material: TlsMaterial | undefined): Promise<Error | undefined> {
-  const { host, port } = hostPort(server);
+/** A plain connection to the server and the INFO it greeted it with; undefined when none came in time. */
+function greeting(host: string, port: number): Promise<{ socket: net.Socket; info: ServerInfo } | undefined> {
   return new Promise((resolve) => {
-    let socket: net.Socket = net.connect(port, host);
-    const done = (err: Error | undefined) => {
+    const socket = net.connect(port, host);
+    let head = '';
+    const settle = (info: ServerInfo | undefined) => {
       clearTimeout(timer);
       socket.removeAllListeners();
       socket.on('error', () => {});
-      socket.destroy();
-      resolve(err);
+      if (info === undefined) socket.destroy();
+      resolve(info === undefined ? undefined : { socket, info });
     };
-    const timer = setTimeout(() => done(undefined), PROBE_TIMEOUT_MS);
-    let head = '';
-    const onInfo = (chunk: Buffer) => {
+    const timer = setTimeout(() => settle(undefined), PROBE_TIMEOUT_MS);
+    socket.on('data', (chunk: Buffer) => {
       head += chunk.toString('latin1');
       const end = head.indexOf('\r\n');
       if (end < 0) return;
-      socket.off('data', onInfo);
-      let info: { tls_required?: boolean; tls_available?: boolean };
       try {
-        info = JSON.parse(head.slice(0, end).replace(/^INFO\s+/, ''));
+        settle(JSON.parse(head.slice(0, end).replace(/^INFO\s+/, '')) as ServerInfo);
       } catch {
-        return done(undefined);
+        settle(undefined);
       }
-      if (!info.tls_required && !info.tls_available) return done(undefined);
-      const plain = socket;
-      plain.removeAllListeners();
-      plain.on('error', () => {});
-      socket = tls.connect({ socket: plain, servername: net.isIP(host) === 0 ? host : undefined, ca: material?.ca, cert: material?.cert, key: material?.key });
-      socket.once('secureConnect', () => socket.write('PING\r\n'));
-      socket.once('data', () => done(undefined));
-      socket.once('error', (err) => done(err));
-      socket.once('close', () => done(new Error(`${host}:${port} closed the TLS connection`)));
-    };
-    socket.on('data', onInfo);
-    socket.once('error', () => done(undefined));
+    });
+    socket.once('error', () => settle(undefined));
   });
+}
+
+/** The TLS error the server at `server` answers a client with `material` with; undefined when it takes the client, or offers no TLS. */
+export async function natsTlsRefusal(server: string, material: TlsMaterial | undefined): Promise<Error | undefined> {
+  const { host, port } = hostPort(server);
+  const plain = await greeting(host, port);
+  if (plain === undefined) return undefined;
+  if (!plain.info.tls_required && !plain.info.tls_available) {
+    plain.socket.destroy();
+    return undefined;
+  }
+  const outcome = await probeTls({ host, port, socket: plain.socket }, material, 'PING\r\n', PROBE_TIMEOUT_MS);
+  return outcome instanceof Error ? outcome : undefined;
 }

@@ -3,11 +3,11 @@ import fs from 'node:fs';
 import { after, before, describe, it } from 'node:test';
 import { AckPolicy, jetstreamManager } from '@nats-io/jetstream';
 import { connect } from '@nats-io/transport-node';
-import { type LocalBroker, startNats } from '../../scripts/local-brokers.ts';
+import { type LocalBroker, type NatsStartOptions, startNats } from '../../scripts/local-brokers.ts';
 import { eventually } from '../testing/eventually.ts';
 import { runConnectorContract } from './connector.contract.ts';
 import { errorText } from './error-text.ts';
-import { NatsConnector } from './nats.ts';
+import { NatsConnector, type NatsOptions } from './nats.ts';
 
 let nats: LocalBroker;
 const server = () => nats.url.replace(/^nats:\/\//, '');
@@ -30,6 +30,23 @@ async function withManager(body: (jsm: Awaited<ReturnType<typeof jetstreamManage
   } finally {
     await c.close();
     await nc.close();
+  }
+}
+
+/** A NATS server of the test's own and the connectors `body` opens to it, all gone afterwards. */
+async function withOwnNats(opts: NatsStartOptions, body: (b: LocalBroker, open: (o: NatsOptions) => NatsConnector) => Promise<void>): Promise<void> {
+  const broker = await startNats(opts);
+  const opened: NatsConnector[] = [];
+  try {
+    await body(broker, (o) => {
+      const c = new NatsConnector(o);
+      opened.push(c);
+      return c;
+    });
+  } finally {
+    for (const c of opened) await c.close();
+    await broker.stop();
+    fs.rmSync(broker.dir, { recursive: true, force: true });
   }
 }
 
@@ -78,40 +95,24 @@ describe('NATS JetStream connector with streams and consumers made by others', {
   });
 
   it('logs in with a user and password', async () => {
-    const guarded = await startNats({ auth: { user: 'flint', pass: 's3cret' } });
-    const url = guarded.url.replace(/^nats:\/\//, '');
-    const good = new NatsConnector({ servers: [url], user: 'flint', pass: 's3cret' });
-    const bad = new NatsConnector({ servers: [url], user: 'flint', pass: 'wrong' });
-    try {
-      await roundTrip(good, 'in', 'g', 'v');
-      await assert.rejects(bad.publish('in', { value: 'v' }), /Authorization/i);
-    } finally {
-      await good.close();
-      await bad.close();
-      await guarded.stop();
-      fs.rmSync(guarded.dir, { recursive: true, force: true });
-    }
+    await withOwnNats({ auth: { user: 'flint', pass: 's3cret' } }, async (guarded, open) => {
+      const url = guarded.url.replace(/^nats:\/\//, '');
+      await roundTrip(open({ servers: [url], user: 'flint', pass: 's3cret' }), 'in', 'g', 'v');
+      await assert.rejects(open({ servers: [url], user: 'flint', pass: 'wrong' }).publish('in', { value: 'v' }), /Authorization/i);
+    });
   });
 });
 
 describe('NATS JetStream connector over TLS', { timeout: 60_000 }, () => {
   it("talks TLS with the CA and client certificate it is given, and a server's refusal says what is missing", async () => {
-    const secure = await startNats({ tls: true });
-    const tls = secure.tls!;
-    const good = new NatsConnector({ servers: [tls.url], tls: { ca: tls.ca, cert: tls.client.cert, key: tls.client.key } });
-    const noClientCert = new NatsConnector({ servers: [tls.url], tls: { ca: tls.ca } });
-    const systemCas = new NatsConnector({ servers: [tls.url] });
-    try {
-      await roundTrip(good, 'secure', 'g', 'v');
+    await withOwnNats({ tls: true }, async (secure, open) => {
+      const tls = secure.tls!;
+      await roundTrip(open({ servers: [tls.url], tls: { ca: tls.ca, cert: tls.client.cert, key: tls.client.key } }), 'secure', 'g', 'v');
+      const noClientCert = open({ servers: [tls.url], tls: { ca: tls.ca } });
       await assert.rejects(noClientCert.publish('secure', { value: 'v' }), (err: Error) => /refused the TLS connection: .*the server refused the client certificate, or wants one: put one it trusts in the trigger secret's cert and key/.test(errorText(err)));
+      const systemCas = open({ servers: [tls.url] });
       await assert.rejects(systemCas.publish('secure', { value: 'v' }), (err: Error) => /not from a CA the trigger trusts/.test(errorText(err)));
-    } finally {
-      await good.close();
-      await noClientCert.close();
-      await systemCas.close();
-      await secure.stop();
-      fs.rmSync(secure.dir, { recursive: true, force: true });
-    }
+    });
   });
 });
 

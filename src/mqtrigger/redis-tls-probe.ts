@@ -6,30 +6,16 @@
 // listener and takes the whole process down. Here the same refusal is an
 // ordinary error. (A server that starts refusing a certificate it accepted
 // before, while the client reconnects, is not covered.)
-import net from 'node:net';
-import tls from 'node:tls';
 import type { TlsMaterial } from '../api/tls-secret.ts';
+import { probeTls } from './tls-probe.ts';
 
 const PROBE_TIMEOUT_MS = 10_000;
 
 /** Resolves once the server at `url` (rediss://) has answered a PING over TLS, whatever the answer (NOAUTH is one). */
-export function probeRedisTls(url: URL, material: TlsMaterial | undefined): Promise<void> {
+export async function probeRedisTls(url: URL, material: TlsMaterial | undefined): Promise<void> {
   const host = url.hostname.replace(/^\[(.*)\]$/, '$1');
   const port = url.port === '' ? 6379 : Number(url.port);
-  return new Promise((resolve, reject) => {
-    const socket = tls.connect({ host, port, servername: net.isIP(host) === 0 ? host : undefined, ca: material?.ca, cert: material?.cert, key: material?.key });
-    const done = (err?: Error) => {
-      clearTimeout(timer);
-      socket.removeAllListeners();
-      socket.on('error', () => {});
-      socket.destroy();
-      if (err === undefined) resolve();
-      else reject(err);
-    };
-    const timer = setTimeout(() => done(new Error(`no answer over TLS from ${host}:${port} within ${PROBE_TIMEOUT_MS / 1000} s`)), PROBE_TIMEOUT_MS);
-    socket.once('secureConnect', () => socket.write('PING\r\n'));
-    socket.once('data', () => done());
-    socket.once('error', (err) => done(err));
-    socket.once('close', () => done(new Error(`${host}:${port} closed the TLS connection before answering`)));
-  });
+  const outcome = await probeTls({ host, port }, material, 'PING\r\n', PROBE_TIMEOUT_MS);
+  if (outcome === 'silent') throw new Error(`no answer over TLS from ${host}:${port} within ${PROBE_TIMEOUT_MS / 1000} s`);
+  if (outcome instanceof Error) throw outcome;
 }

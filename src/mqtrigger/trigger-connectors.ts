@@ -119,6 +119,11 @@ export async function connectorFor(t: MessageQueueTrigger, from: TriggerConnecto
     const make = type === 'rabbitmq' ? () => from.makeRabbit(url, tls) : () => from.makeRedis(url, tls);
     return from.shared.acquire(`${type} ${JSON.stringify([url, tls ?? null])}`, make);
   }
+  return installLease(type, from);
+}
+
+/** The install's connector of a broker type, or what to set when there is none. */
+function installLease(type: Exclude<MessageQueueTrigger['spec']['messageQueueType'], 'kafka'>, from: TriggerConnectorSources): ConnectorLease | string {
   const install = from.install[type];
   return install === undefined ? `no ${type} broker: ${INSTALL_HINT[type]}` : sharedLease(install);
 }
@@ -130,8 +135,7 @@ function natsConnectorFor(t: MessageQueueTrigger, secret: Record<string, string>
   if (servers !== undefined) {
     return from.shared.acquire(`nats ${JSON.stringify([[...servers].sort(), auth ?? null, tls ?? null])}`, () => from.makeNats({ servers, auth, tls }));
   }
-  const install = from.install['nats-jetstream'];
-  return install === undefined ? `no nats-jetstream broker: ${INSTALL_HINT['nats-jetstream']}` : sharedLease(install);
+  return installLease('nats-jetstream', from);
 }
 
 /**
