@@ -8,20 +8,11 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { Pool } from 'undici';
-import { startServer, type TestServer } from '../test/helpers/server.ts';
-import { createResource, fmt, interleavedLatency } from './lib.ts';
+import { startServer } from '../test/helpers/server.ts';
+import { deployHello, fmt, interleavedLatency } from './lib.ts';
 
-const HELLO = 'module.exports = async () => ({ status: 200, body: "hello\\n" });';
 /** As many calls as the main benchmark's server has had before its latency figure: the JIT has optimized both alike. */
 const WARM_CALLS = 1200;
-
-async function deployHello(server: TestServer, token: string | undefined): Promise<void> {
-  const create = (plural: string, body: unknown) => createResource(server.controllerUrl, plural, body, token);
-  await create('environments', { metadata: { name: 'nodejs' }, spec: { runtime: { image: 'flint/node-env' }, poolsize: 1 } });
-  await create('packages', { metadata: { name: 'hello-pkg' }, spec: { environment: { name: 'nodejs' }, deployment: { type: 'literal', literal: Buffer.from(HELLO).toString('base64') } } });
-  await create('functions', { metadata: { name: 'hello' }, spec: { environment: { name: 'nodejs' }, package: { packageref: { name: 'hello-pkg' } }, requestsPerPod: 1000 } });
-  await create('httptriggers', { metadata: { name: 'hello' }, spec: { relativeurl: '/hello', functionref: { name: 'hello' } } });
-}
 
 /** A call of /hello that throws unless it answers 200. */
 function caller(pool: Pool, authorization: string | undefined): () => Promise<void> {
@@ -52,7 +43,7 @@ async function measurePair(sets: string[], requests: number): Promise<{ on: numb
   const pools: Pool[] = [];
   try {
     const adminToken = fs.readFileSync(path.join(authed.dataDir, 'private', 'admin-token'), 'utf8').trim();
-    await Promise.all([deployHello(authed, adminToken), deployHello(plain, undefined)]);
+    await Promise.all([deployHello(authed.controllerUrl, 1, adminToken), deployHello(plain.controllerUrl, 1)]);
     const creds = fs.readFileSync(path.join(authed.dataDir, 'private', 'router-credentials.json'), 'utf8');
     const login = await fetch(`${authed.routerUrl}/auth/login`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: creds });
     if (!login.ok) throw new Error(`login answered ${login.status}: ${await login.text()}`);

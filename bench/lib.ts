@@ -29,6 +29,24 @@ export async function createResource(controllerUrl: string, plural: string, body
   if (res.status !== 201) throw new Error(`create ${plural}: ${res.status} ${await res.text()}`);
 }
 
+/** The hello function every latency figure calls. */
+export const HELLO = 'module.exports = async () => ({ status: 200, body: "hello\\n" });';
+
+/** A package with `code` and a function `name` of it, in environment `env` (default nodejs). */
+export async function createFunction(controllerUrl: string, name: string, o: { env?: string; code?: string; token?: string } = {}): Promise<void> {
+  const env = o.env ?? 'nodejs';
+  const literal = Buffer.from(o.code ?? HELLO).toString('base64');
+  await createResource(controllerUrl, 'packages', { metadata: { name: `${name}-pkg` }, spec: { environment: { name: env }, deployment: { type: 'literal', literal } } }, o.token);
+  await createResource(controllerUrl, 'functions', { metadata: { name }, spec: { environment: { name: env }, package: { packageref: { name: `${name}-pkg` } }, requestsPerPod: 1000 } }, o.token);
+}
+
+/** Environment nodejs with `poolsize` warm workers, function hello and its route /hello. */
+export async function deployHello(controllerUrl: string, poolsize: number, token?: string): Promise<void> {
+  await createResource(controllerUrl, 'environments', { metadata: { name: 'nodejs' }, spec: { runtime: { image: 'flint/node-env' }, poolsize } }, token);
+  await createFunction(controllerUrl, 'hello', { token });
+  await createResource(controllerUrl, 'httptriggers', { metadata: { name: 'hello' }, spec: { relativeurl: '/hello', functionref: { name: 'hello' } } }, token);
+}
+
 /** Runs `once` sequentially `n` times after `warmup` calls; returns microseconds. */
 export async function sequentialLatency(once: () => Promise<void>, n: number, warmup = Math.min(200, n)): Promise<Percentiles> {
   for (let i = 0; i < warmup; i++) await once();

@@ -20,12 +20,11 @@ import { clientFrame, type RawPeer, rawUpgrade } from '../src/runtimes/node/ws-t
 import { eventually } from '../src/testing/eventually.ts';
 import { startServer } from '../test/helpers/server.ts';
 import { authBench } from './auth.ts';
-import { createResource, fmt, forkUntilServed, hasWrk, interleavedLatency, percentiles, startBareServer, timedFirstCall, type WrkResult, wrk } from './lib.ts';
+import { createFunction, createResource, deployHello, fmt, forkUntilServed, hasWrk, interleavedLatency, percentiles, startBareServer, HELLO, timedFirstCall, type WrkResult, wrk } from './lib.ts';
 import { readKnobs } from './knobs.ts';
 import { kafkaBench } from './mq.ts';
 import { packagesBench } from './packages.ts';
 
-const HELLO = 'module.exports = async () => ({ status: 200, body: "hello\\n" });';
 const WS_ECHO = 'module.exports = (ws) => ws.on("message", (m) => ws.send(m));';
 const knobs = readKnobs();
 const SECONDS = knobs.seconds;
@@ -33,12 +32,6 @@ const THROUGHPUT_ROUNDS = knobs.rounds;
 const N = knobs.requests;
 const sandbox = knobs.sandbox;
 
-const api = createResource;
-
-async function createFunction(base: string, name: string, poolEnv = 'nodejs', code = HELLO): Promise<void> {
-  await api(base, 'packages', { metadata: { name: `${name}-pkg` }, spec: { environment: { name: poolEnv }, deployment: { type: 'literal', literal: Buffer.from(code).toString('base64') } } });
-  await api(base, 'functions', { metadata: { name }, spec: { environment: { name: poolEnv }, package: { packageref: { name: `${name}-pkg` } }, requestsPerPod: 1000 } });
-}
 
 async function waitFor(url: string): Promise<void> {
   for (let i = 0; i < 200; i++) {
@@ -63,9 +56,7 @@ const rows: string[][] = [];
 const server = await startServer({ sets: [`executor.sandbox=${sandbox}`, 'logLevel=error'] });
 const work = fs.mkdtempSync(path.join(os.tmpdir(), 'flint-bench-'));
 try {
-  await api(server.controllerUrl, 'environments', { metadata: { name: 'nodejs' }, spec: { runtime: { image: 'flint/node-env' }, poolsize: 3 } });
-  await createFunction(server.controllerUrl, 'hello');
-  await api(server.controllerUrl, 'httptriggers', { metadata: { name: 'hello' }, spec: { relativeurl: '/hello', functionref: { name: 'hello' } } });
+  await deployHello(server.controllerUrl, 3);
   const routeUrl = `${server.routerUrl}/hello`;
   await waitFor(routeUrl);
 
@@ -97,8 +88,8 @@ try {
   // 1b. A WebSocket message's round trip: through the router's tunnel vs
   // straight to a worker of the same code, one connection each.
   {
-    await createFunction(server.controllerUrl, 'wsecho', 'nodejs', WS_ECHO);
-    await api(server.controllerUrl, 'httptriggers', { metadata: { name: 'wsecho' }, spec: { relativeurl: '/ws', functionref: { name: 'wsecho' } } });
+    await createFunction(server.controllerUrl, 'wsecho', { code: WS_ECHO });
+    await createResource(server.controllerUrl, 'httptriggers', { metadata: { name: 'wsecho' }, spec: { relativeurl: '/ws', functionref: { name: 'wsecho' } } });
     const wsWorker = await startWorker({ id: 'bench-ws-direct', runtime: 'node', instanceDir: path.join(work, 'ws-direct'), sandbox, allowNetwork: false, memoryMB: 256, onOutput() {} });
     fs.writeFileSync(path.join(wsWorker.hostDirs.userfunc, 'deployarchive'), WS_ECHO);
     await wsWorker.specialize({ filepath: path.posix.join(wsWorker.sandboxDirs.userfunc, 'deployarchive') }, 10_000);
