@@ -102,6 +102,16 @@ function findBinary(name: string): string {
   throw new Error(`${name} is not installed (apt-get install ${name})`);
 }
 
+/** Waits until 127.0.0.1:`port` takes connections; `check` may throw to stop waiting early. */
+async function untilListening(port: number, timeoutMs: number, timeoutMessage: string, check?: () => void): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!(await canConnect(port))) {
+    check?.();
+    if (Date.now() > deadline) throw new Error(timeoutMessage);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
 interface ServerOptions {
   name: string;
   args: (port: number, dir: string) => string[];
@@ -129,12 +139,10 @@ async function startServer(o: ServerOptions): Promise<LocalBroker> {
     const log = fs.openSync(path.join(dir, 'server.log'), 'a');
     child = spawn(bin, args(port, dir), { stdio: ['ignore', log, log], cwd: dir, env: env ? await env(port, dir) : process.env, detached: name === 'rabbitmq-server' });
     fs.closeSync(log);
-    const deadline = Date.now() + timeoutMs;
-    while (!(await canConnect(port))) {
-      if (child.exitCode !== null) throw new Error(`${name} exited with ${child.exitCode}: ${fs.readFileSync(path.join(dir, 'server.log'), 'utf8')}`);
-      if (Date.now() > deadline) throw new Error(`${name} did not listen on ${port}`);
-      await new Promise((r) => setTimeout(r, 50));
-    }
+    const started = child;
+    await untilListening(port, timeoutMs, `${name} did not listen on ${port}`, () => {
+      if (started.exitCode !== null) throw new Error(`${name} exited with ${started.exitCode}: ${fs.readFileSync(path.join(dir, 'server.log'), 'utf8')}`);
+    });
   };
   const stop = async () => {
     const c = child;
@@ -153,13 +161,7 @@ async function startServer(o: ServerOptions): Promise<LocalBroker> {
     clearTimeout(t);
   };
   await launch();
-  if (tls !== undefined) {
-    const deadline = Date.now() + timeoutMs;
-    while (!(await canConnect(tls.port))) {
-      if (Date.now() > deadline) throw new Error(`${name} did not listen for TLS on ${tls.port}`);
-      await new Promise((r) => setTimeout(r, 50));
-    }
-  }
+  if (tls !== undefined) await untilListening(tls.port, timeoutMs, `${name} did not listen for TLS on ${tls.port}`);
   return {
     url: `${scheme}://127.0.0.1:${port}`,
     port,
