@@ -62,4 +62,46 @@ describe('persistence across restarts', () => {
     await assert.rejects(startServer({ sets: ['mode=kubernetes', 'kubernetes.apiServer=http://127.0.0.1:1'] }), /Kubernetes API http:\/\/127\.0\.0\.1:1 unreachable/);
     await assert.rejects(startServer({ sets: ['mode=kubernetes', 'kubernetes.apiServer=ftp://x'] }), /install value 'kubernetes\.apiServer' has a bad value "ftp:\/\/x"/);
   });
+
+  it('makes a pre-existing 0755 data directory private: the directory 0700, flint.db with its WAL and SHM and the credentials 0600', async () => {
+    const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'flint-private-'));
+    fs.chmodSync(dataDir, 0o755);
+    const mode = (p: string) => fs.lstatSync(p).mode & 0o7777;
+    const s = await startServer({ dataDir, sets: ['executor.sandbox=none', 'authentication.enabled=true'] });
+    try {
+      assert.equal(mode(dataDir), 0o700);
+      for (const f of ['flint.db', 'flint.db-wal', 'flint.db-shm']) assert.equal(mode(path.join(dataDir, f)), 0o600, f);
+      assert.equal(mode(path.join(dataDir, 'private')), 0o700);
+      const privateFiles = fs.readdirSync(path.join(dataDir, 'private'));
+      assert.ok(privateFiles.includes('admin-token'), String(privateFiles));
+      for (const f of privateFiles) assert.equal(mode(path.join(dataDir, 'private', f)), 0o600, f);
+      // A loosened database is put back at the next start.
+      await s.stop();
+      fs.chmodSync(dataDir, 0o755);
+      fs.chmodSync(path.join(dataDir, 'flint.db'), 0o644);
+      fs.chmodSync(path.join(dataDir, 'private', 'admin-token'), 0o644);
+      const s2 = await startServer({ dataDir, sets: ['executor.sandbox=none', 'authentication.enabled=true'] });
+      try {
+        assert.equal(mode(dataDir), 0o700);
+        assert.equal(mode(path.join(dataDir, 'flint.db')), 0o600);
+        assert.equal(mode(path.join(dataDir, 'private', 'admin-token')), 0o600);
+      } finally {
+        await s2.stop();
+      }
+    } finally {
+      await s.stop();
+      fs.rmSync(dataDir, { recursive: true, force: true });
+    }
+  });
+
+  it('refuses to start in a data directory that belongs to another user, naming the owner', { skip: process.getuid?.() !== 0 && 'needs root to chown' }, async () => {
+    const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'flint-foreign-'));
+    try {
+      fs.chownSync(dataDir, 65534, 65534);
+      await assert.rejects(startServer({ dataDir, sets: ['executor.sandbox=none'] }), /data directory .* belongs to .*uid 65534/);
+      assert.deepEqual(fs.readdirSync(dataDir), []);
+    } finally {
+      fs.rmSync(dataDir, { recursive: true, force: true });
+    }
+  });
 });

@@ -37,6 +37,7 @@ import { createRouter } from '../router/router.ts';
 import { openKubeStore } from '../store/kubernetes.ts';
 import { openSqliteStore } from '../store/sqlite.ts';
 import type { Store } from '../store/store.ts';
+import { makeDataDirPrivate, privateDatabaseFiles } from './data-dir.ts';
 import { kubeClientFromValues } from './kube.ts';
 import { VERSION } from './version.ts';
 
@@ -56,13 +57,15 @@ function urlOf(address: string | { address: string; port: number } | null): stri
 export async function startServer(src: ValuesSources, out: (line: string) => void = console.log): Promise<RunningServer> {
   const values = await loadValues(src);
   const layout = dataLayout(values.dataDir);
-  for (const dir of [layout.root, layout.logs, layout.instances, layout.archives]) fs.mkdirSync(dir, { recursive: true, mode: 0o700 });
-  fs.mkdirSync(layout.private, { recursive: true, mode: 0o700 });
+  makeDataDirPrivate(layout, { createDatabase: values.mode !== 'kubernetes' });
+  for (const dir of [layout.logs, layout.instances, layout.archives]) fs.mkdirSync(dir, { recursive: true, mode: 0o700 });
   const logger = pino({ level: values.logLevel }, pino.destination(2));
   const kube = values.mode === 'kubernetes' ? kubeClientFromValues(values.kubernetes) : undefined;
   const store: Store = kube
     ? await openKubeStore({ client: kube, onError: (err, kind) => logger.warn({ err, kind }, 'following the Kubernetes API failed; retrying') })
     : openSqliteStore(layout.db);
+  // SQLite made its WAL and SHM on open; they follow the database's mode, but a WAL left by an older server may not.
+  if (!kube) privateDatabaseFiles(layout);
   const stops: Array<() => Promise<void>> = [async () => store.close()];
   const stop = async () => {
     for (const s of stops.reverse()) {
