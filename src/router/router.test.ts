@@ -385,6 +385,30 @@ describe('router', () => {
     );
   });
 
+  it('answers a chunked body that turns malformed mid-forward with a 400 JSON, and releases the instance', async () => {
+    await echo('/hello');
+    const before = executor.releases.length;
+    const acquired = executor.acquired.length;
+    const target = new URL(url);
+    const sock = net.connect(Number(target.port), target.hostname);
+    await once(sock, 'connect');
+    const chunks: Buffer[] = [];
+    sock.on('data', (c) => chunks.push(c));
+    sock.write('POST /flint-function/hello HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n');
+    // The instance is already taking the body when the bad chunk size arrives.
+    await eventually(() => executor.acquired.length > acquired, 'the request was leased');
+    await new Promise((r) => setTimeout(r, 20));
+    sock.write('5x\r\nworld\r\n0\r\n\r\n');
+    await once(sock, 'close');
+    const text = Buffer.concat(chunks).toString('latin1');
+    assert.match(text, /^HTTP\/1\.1 400 /);
+    assert.match(text, /\r\nx-flint-request-id: \S+\r\n/i);
+    assert.equal((text.match(/HTTP\/1\.1 /g) ?? []).length, 1, text);
+    assert.match(JSON.parse(text.slice(text.indexOf('\r\n\r\n') + 4)).message, /bad chunk size line "5x"/);
+    await eventually(() => executor.releases.length > before, 'the instance was released');
+    assert.deepEqual(executor.releases.slice(before).map((r) => r.fn), ['default/hello']);
+  });
+
   it('answers pipelined requests in order, each leased and released in turn', async () => {
     await echo('/hello'); // warm: later leases are taken synchronously, inside the previous response's end()
     const before = executor.releases.length;

@@ -283,10 +283,21 @@ export class ClientConnection implements RequestSink, ResponseOwner {
     const e = err instanceof FlintError ? err : new FlintError('FLINT_ERR_VALIDATION', `malformed HTTP request: ${(err as Error).message}`);
     this.#socket.pause();
     this.#paused = true;
-    // Mid-request (a bad chunk in a body being forwarded) there is no clean answer left to give.
-    if (this.#res !== undefined) {
-      this.destroy();
-      return;
+    const pending = this.#res;
+    if (pending !== undefined) {
+      // Mid-request, once the answer has begun, there is no clean answer left to give.
+      if (pending.headersSent) {
+        this.destroy();
+        return;
+      }
+      // A bad chunk in a body being forwarded, before the function answered:
+      // the handler is told the client is gone (so the instance's request is
+      // cut), whatever it still writes is dropped, and the client gets the 400.
+      const watcher = pending.watcher;
+      pending.abandon();
+      watcher?.clientClosed();
+      if (!this.#bodyDone && this.#body !== null) this.#body.destroy(Object.assign(new Error(e.message), { code: e.code }));
+      this.#bodyDone = true;
     }
     // A refused request ends the connection: what follows it cannot be trusted to be a request.
     this.#closeAfter = true;

@@ -81,6 +81,8 @@ export class Http1Response {
   #chunked = false;
   /** Bytes a Content-Length body still owes; -1 when not framed by length. */
   #owed = -1;
+  /** The connection answered the request itself (abandon()): whatever the handler writes goes nowhere. */
+  #abandoned = false;
 
   constructor(owner: ResponseOwner, headRequest: boolean, http10: boolean, keepAliveLine: string) {
     this.#owner = owner;
@@ -91,6 +93,7 @@ export class Http1Response {
 
   /** Sets a header the head will carry; a later writeHead() header of the same name replaces it. */
   setHeader(name: string, value: string | number): this {
+    if (this.#abandoned) return this;
     if (this.headersSent) throw invalid('ERR_HTTP_HEADERS_SENT', 'Cannot set headers after they are sent to the client');
     const lower = name.toLowerCase();
     const p = this.#pending ?? [];
@@ -107,6 +110,7 @@ export class Http1Response {
 
   /** Headers as name/value pairs; repeated names (Set-Cookie) are kept as they are. */
   writeHead(status: number, headers?: string[]): this {
+    if (this.#abandoned) return this;
     if (this.headersSent) throw invalid('ERR_HTTP_HEADERS_SENT', 'Cannot write headers after they are sent to the client');
     if (!Number.isInteger(status) || status < 200 || status > 999) throw invalid('ERR_HTTP_INVALID_STATUS_CODE', `Invalid status code: ${status}`);
     let all = headers ?? [];
@@ -194,13 +198,14 @@ export class Http1Response {
 
   /** Returns false when the client is not keeping up; the watcher's drained() follows. */
   write(chunk: Buffer | string): boolean {
+    if (this.#abandoned) return true;
     if (this.finished) throw invalid('ERR_STREAM_WRITE_AFTER_END', 'write after end');
     if (!this.headersSent) this.writeHead(this.statusCode);
     return this.#send(typeof chunk === 'string' ? Buffer.from(chunk) : chunk, false);
   }
 
   end(chunk?: Buffer | string): void {
-    if (this.finished) return;
+    if (this.finished || this.#abandoned) return;
     if (!this.headersSent) this.writeHead(this.statusCode);
     this.finished = true;
     const body = chunk === undefined ? undefined : typeof chunk === 'string' ? Buffer.from(chunk) : chunk;
@@ -210,9 +215,19 @@ export class Http1Response {
     this.#owner.responseDone(this, this.#close || short);
   }
 
+  /**
+   * The connection takes the request back before anything of this response
+   * went out (a malformed body it answers with a 400 of its own); the handler
+   * may go on writing, and nothing it writes reaches the client.
+   */
+  abandon(): void {
+    this.#abandoned = true;
+    this.watcher = undefined;
+  }
+
   /** Cuts the connection: the client sees the response is incomplete. Once the response is complete, does nothing. */
   destroy(): void {
-    if (this.finished) return;
+    if (this.finished || this.#abandoned) return;
     this.finished = true;
     this.#owner.destroy();
   }

@@ -147,6 +147,46 @@ describe('Http1Server', () => {
     }
   });
 
+  it('answers a malformed chunked body with a 400 JSON naming the fault, even while the handler is reading it, and drops what the handler writes after', async () => {
+    const cases: [string, RegExp][] = [
+      ['zz\r\nabc\r\n0\r\n\r\n', /bad chunk size line "zz"/],
+      ['3;\r\nabc\r\n0\r\n\r\n', /bad chunk size line "3;"/],
+      ['3;a=\r\nabc\r\n0\r\n\r\n', /bad chunk size line/],
+      ['3\nabc\r\n0\r\n\r\n', /chunk size line does not end in CRLF/],
+      ['3\r\nabcX\r\n0\r\n\r\n', /chunk data not followed by CRLF/],
+      ['3\r\nabc\r\n0\r\nbad trailer\r\n\r\n', /bad trailer line "bad trailer"/],
+      [`${'f'.repeat(20)}\r\n`, /bad chunk size line|too long/],
+    ];
+    for (const [body, message] of cases) {
+      let read = 0;
+      let abandonedWrites = 0;
+      handler = (req, res) => {
+        // A proxy forwarding the body: it reads, answers only at the end, and learns of the client going away.
+        req.body?.on('data', (c: Buffer) => (read += c.length));
+        req.body?.on('error', () => {});
+        res.watcher = {
+          clientClosed() {
+            // A late answer from the instance's side must not reach the client.
+            setImmediate(() => {
+              abandonedWrites++;
+              res.writeHead(502, ['Content-Length', '3']);
+              res.end('bad');
+            });
+          },
+          drained() {},
+        };
+      };
+      const { got, closed } = await exchange(['POST /u HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n', '2\r\nok\r\n', body]);
+      assert.ok(closed, 'the connection is closed');
+      assert.ok(got.startsWith('HTTP/1.1 400 '), `${JSON.stringify(body)}: ${got.slice(0, 80)}`);
+      assert.match(got, /Connection: close\r\n/);
+      assert.match(JSON.parse(got.slice(got.indexOf('\r\n\r\n') + 4)).message, message);
+      assert.equal(count(got, /HTTP\/1\.1 /g), 1, 'one answer, not the handler\'s as well');
+      assert.ok(read >= 2, 'the handler had begun reading the body');
+      assert.equal(abandonedWrites, 1, 'the handler was told the client is gone');
+    }
+  });
+
   it('refuses response headers that would split the response', async () => {
     let err: unknown;
     handler = (_req, res) => {
