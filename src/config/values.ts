@@ -9,14 +9,21 @@ import { FlintError } from '../api/errors.ts';
 const Strict = { additionalProperties: false } as const;
 const Port = Type.Integer({ minimum: 0, maximum: 65535 });
 const Host = Type.String({ minLength: 1 });
+// Every listener's caps and timeouts (src/limits): 0 caps are derived from the fd limit.
+const ListenerLimits = {
+  maxConnections: Type.Integer({ minimum: 0, maximum: 10_000_000 }),
+  maxConnectionsPerClient: Type.Integer({ minimum: 0, maximum: 10_000_000 }),
+  headersTimeoutSeconds: Type.Number({ exclusiveMinimum: 0, maximum: 3600 }),
+  keepAliveTimeoutSeconds: Type.Number({ exclusiveMinimum: 0, maximum: 3600 }),
+};
 
 export const ValuesSchema = Type.Object(
   {
     mode: Type.Union([Type.Literal('local'), Type.Literal('kubernetes')]),
     dataDir: Type.String({ minLength: 1 }),
     logLevel: Type.Union(['trace', 'debug', 'info', 'warn', 'error', 'silent'].map((l) => Type.Literal(l))),
-    controller: Type.Object({ host: Host, port: Port }, Strict),
-    router: Type.Object({ host: Host, port: Port }, Strict),
+    controller: Type.Object({ host: Host, port: Port, ...ListenerLimits }, Strict),
+    router: Type.Object({ host: Host, port: Port, ...ListenerLimits }, Strict),
     ingress: Type.Object(
       {
         enabled: Type.Boolean(),
@@ -24,6 +31,7 @@ export const ValuesSchema = Type.Object(
         host: Host,
         port: Port,
         httpsPort: Port,
+        ...ListenerLimits,
       },
       Strict,
     ),

@@ -3,6 +3,8 @@
 // router still does everything else (auth, method checks, the function call),
 // so the gateway passes every end-to-end header, Authorization included,
 // through untouched.
+import type { ConnectionDrop } from '../limits/connection-admission.ts';
+import { limitNodeServer, type NodeServerLimits } from '../limits/node-server.ts';
 import http from 'node:http';
 import https from 'node:https';
 import type { AddressInfo, Socket } from 'node:net';
@@ -28,6 +30,10 @@ export interface BuiltinGatewayOptions {
   logger?: Logger;
   /** Most connections kept open to the router. */
   connections?: number;
+  /** Caps and timeouts of client connections, each listener (HTTP, HTTPS) on its own (install values ingress.*). */
+  limits?: NodeServerLimits;
+  /** Hears of connections the caps closed, by listener (`ingress`, `ingress-https`). */
+  onDrop?: (listener: string) => (why: ConnectionDrop) => void;
 }
 
 export interface BuiltinGateway extends IngressProvider {
@@ -519,11 +525,13 @@ export function createBuiltinGateway(opts: BuiltinGatewayOptions): BuiltinGatewa
       pool = new Pool(router.origin, { connections: opts.connections ?? 128, keepAliveTimeout: 30_000, pipelining: 1 });
       httpServer = http.createServer({ keepAliveTimeout: 30_000, shouldUpgradeCallback: wantsTunnel }, onRequest(false));
       httpServer.on('upgrade', onUpgrade(false));
+      if (opts.limits) limitNodeServer(httpServer, opts.limits, opts.onDrop?.('ingress'));
       const addr = await listen(httpServer, opts.port, listenHost);
       url = urlOf('http', addr);
       if (opts.httpsPort !== undefined) {
         httpsServer = https.createServer({ SNICallback: sni, keepAliveTimeout: 30_000, shouldUpgradeCallback: wantsTunnel }, onRequest(true));
         httpsServer.on('upgrade', onUpgrade(true));
+        if (opts.limits) limitNodeServer(httpsServer, opts.limits, opts.onDrop?.('ingress-https'));
         const saddr = await listen(httpsServer, opts.httpsPort, listenHost);
         httpsPort = saddr.port;
         httpsUrl = urlOf('https', saddr);

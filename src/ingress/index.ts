@@ -1,4 +1,6 @@
 // Builds the configured provider from install values, for `flint server`.
+import type { ConnectionDrop } from '../limits/connection-admission.ts';
+import type { NodeServerLimits } from '../limits/node-server.ts';
 import path from 'node:path';
 import type { Logger } from 'pino';
 import type { Values } from '../config/values.ts';
@@ -18,6 +20,9 @@ export interface IngressFromValuesOptions {
   logger?: Logger;
   /** Kubernetes provider: the API client; default the in-cluster service account. */
   kubeClient?: KubeClient;
+  /** The builtin gateway's connection caps and timeouts (nginx keeps its own). */
+  limits?: NodeServerLimits;
+  onDrop?: (listener: string) => (why: ConnectionDrop) => void;
 }
 
 /** The provider `ingress.provider` names, or undefined when `ingress.enabled` is false. Not started. */
@@ -27,7 +32,7 @@ export function createIngressProvider(o: IngressFromValuesOptions): IngressProvi
   const logger = o.logger;
   switch (v.provider) {
     case 'builtin':
-      return createBuiltinGateway({ routerUrl: o.routerUrl, host: v.host, port: v.port, httpsPort: v.httpsPort, logger });
+      return createBuiltinGateway({ routerUrl: o.routerUrl, host: v.host, port: v.port, httpsPort: v.httpsPort, logger, limits: o.limits, onDrop: o.onDrop });
     case 'nginx':
       return createNginxProvider({
         workDir: path.join(path.resolve(o.values.dataDir), 'nginx'),

@@ -12,6 +12,8 @@ import type { Http1Request } from './http1/request.ts';
 import type { Http1Response } from './http1/response.ts';
 import { Http1Server } from './http1/server.ts';
 import { INTERNAL_PREFIX, resolveInternal } from './internal-path.ts';
+import type { ConnectionDrop } from '../limits/connection-admission.ts';
+import type { NodeServerLimits } from '../limits/node-server.ts';
 import { RouterMetrics } from './metrics.ts';
 import { ProxyCall, type ProxyDeps } from './proxy.ts';
 import { REQUEST_ID_HEADER, sendEmpty, sendError } from './reply.ts';
@@ -61,6 +63,8 @@ export interface RouterOptions {
   endpoints?: RouterEndpoint[];
   /** How long stop() lets in-flight requests finish. Default 5 s. */
   drainMs?: number;
+  /** Caps and timeouts of client connections (install values router.*); no caps and 65/66 s when absent. */
+  connections?: Partial<NodeServerLimits> & { onDrop?: (why: ConnectionDrop) => void };
 }
 
 export const HEALTH_PATH = '/router-healthz';
@@ -133,9 +137,13 @@ export class Router {
     for (const e of own) this.#endpoints.set(e.path, e);
     // A load balancer in front usually keeps idle connections for 60 s; ours
     // must outlive them or it would close one just as a request is sent on it.
+    const c = opts.connections ?? {};
     this.#server = new Http1Server({
-      keepAliveTimeoutMs: 65_000,
-      headersTimeoutMs: 66_000,
+      keepAliveTimeoutMs: c.keepAliveTimeoutMs ?? 65_000,
+      headersTimeoutMs: c.headersTimeoutMs ?? 66_000,
+      maxConnections: c.maxConnections,
+      maxConnectionsPerClient: c.maxConnectionsPerClient,
+      onDrop: c.onDrop,
       handle: (req, res) => this.#handle(req, res),
       refuse: (res, err) => this.#refuse(res, err),
       handlerFailed: (err) => opts.logger.error({ err }, 'router request handler failed'),

@@ -37,6 +37,9 @@ import { createRouter } from '../router/router.ts';
 import { openKubeStore } from '../store/kubernetes.ts';
 import { openSqliteStore } from '../store/sqlite.ts';
 import type { Store } from '../store/store.ts';
+import { listenerCaps, type Listener, openFileLimit } from '../limits/fd-budget.ts';
+import { connectionDropCounter } from '../limits/metrics.ts';
+import { limitNodeServer } from '../limits/node-server.ts';
 import { makeDataDirPrivate, privateDatabaseFiles } from './data-dir.ts';
 import { kubeClientFromValues } from './kube.ts';
 import { VERSION } from './version.ts';
@@ -88,6 +91,15 @@ export async function startServer(src: ValuesSources, out: (line: string) => voi
         { field: 'executor.sandbox' },
       );
     }
+    // The control plane's /metrics; the connection caps of every listener count there too.
+    const metrics = new Registry();
+    const fdLimit = openFileLimit();
+    const dropped = connectionDropCounter(metrics);
+    const limitsOf = (listener: Listener, v: Values['router']) => ({
+      ...listenerCaps(listener, v, fdLimit),
+      headersTimeoutMs: v.headersTimeoutSeconds * 1000,
+      keepAliveTimeoutMs: v.keepAliveTimeoutSeconds * 1000,
+    });
     if (values.executor.sandbox === 'none') logger.warn('executor.sandbox=none: functions run unsandboxed, with this user\'s rights');
     // Authentication: everything is built only when it is on.
     const authValues = values.authentication;
@@ -159,7 +171,15 @@ export async function startServer(src: ValuesSources, out: (line: string) => voi
     const gc = new ArchiveGc({ store, archives, graceMs: values.archives.gcGraceMinutes * 60_000, intervalMs: 60_000, logger: logger.child({ component: 'archives' }) });
     gc.start();
     stops.push(async () => gc.stop());
-    const router = createRouter({ store, executor, logger: logger.child({ component: 'router' }), host: values.router.host, port: values.router.port, beforeRoute: auth?.guard });
+    const router = createRouter({
+      store,
+      executor,
+      logger: logger.child({ component: 'router' }),
+      host: values.router.host,
+      port: values.router.port,
+      beforeRoute: auth?.guard,
+      connections: { ...limitsOf('router', values.router), onDrop: dropped('router') },
+    });
     const routerUrl = (await router.start()).url;
     // The instances stop while upgraded connections still carry bytes, so WebSockets get the runtime's 1001 rather than a cut.
     // The executor's own entry, earlier in the list, then finds it stopped.
@@ -167,7 +187,14 @@ export async function startServer(src: ValuesSources, out: (line: string) => voi
     stops.push(stopRouter);
     out(`router listening on ${routerUrl}`);
     let ingressUrl: string | undefined;
-    const ingressProvider = createIngressProvider({ values, routerUrl, logger: logger.child({ component: 'ingress' }), kubeClient: kube });
+    const ingressProvider = createIngressProvider({
+      values,
+      routerUrl,
+      logger: logger.child({ component: 'ingress' }),
+      kubeClient: kube,
+      limits: limitsOf('ingress', values.ingress),
+      onDrop: dropped,
+    });
     if (ingressProvider) {
       // The builtin gateway swaps a table in memory: apply at once, so a route is
       // exposed by the time the CLI returns. nginx reloads and kubernetes API
@@ -227,7 +254,6 @@ export async function startServer(src: ValuesSources, out: (line: string) => voi
       authentication: { enabled: values.authentication.enabled, authUriPath: values.authentication.authUriPath },
     });
     // The control plane's /metrics: its own figures, plus the trigger manager's.
-    const metrics = new Registry();
     new Gauge({
       name: 'flint_mqtrigger_consumers',
       help: 'Message-queue triggers with a running consumer',
@@ -251,6 +277,7 @@ export async function startServer(src: ValuesSources, out: (line: string) => voi
       maxUploadBytes: values.archives.maxUploadMB * MIB,
       archiveLimits: { maxEntries: 100_000, maxBytes: maxUnpackedBytes },
     });
+    limitNodeServer(controller.server, limitsOf('controller', values.controller), dropped('controller'));
     await controller.listen({ host: values.controller.host, port: values.controller.port });
     stops.push(() => controller.close());
     controllerUrl = urlOf(controller.server.address());

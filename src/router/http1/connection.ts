@@ -47,9 +47,12 @@ export class ClientConnection implements RequestSink, ResponseOwner {
   idleSince: number;
   /** When the current head began arriving (ms), 0 when none is. */
   headSince = 0;
+  /** The client's address, for the per-client connection cap. */
+  readonly clientAddress: string;
 
   constructor(socket: net.Socket, host: ConnectionHost) {
     this.#socket = socket;
+    this.clientAddress = socket.remoteAddress ?? '';
     this.#host = host;
     this.#parser = new RequestParser(this);
     this.idleSince = Date.now();
@@ -61,6 +64,11 @@ export class ClientConnection implements RequestSink, ResponseOwner {
 
   get idle(): boolean {
     return this.#res === undefined && !this.#parser.midRequest;
+  }
+
+  /** A request is being answered: the connection is not closed to make room for another. */
+  get answering(): boolean {
+    return this.#res !== undefined;
   }
 
   get ending(): boolean {

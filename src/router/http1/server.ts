@@ -16,10 +16,13 @@
 import net from 'node:net';
 import type { FlintError } from '../../api/errors.ts';
 import { ClientConnection, type ConnectionHost } from './connection.ts';
+import { ConnectionAdmission, type ConnectionDrop, type ConnectionLimits } from '../../limits/connection-admission.ts';
 import type { Http1Request } from './request.ts';
 import type { Http1Response } from './response.ts';
 
-export interface Http1ServerOptions {
+export interface Http1ServerOptions extends Partial<ConnectionLimits> {
+  /** A connection the caps closed (connection-limits.ts says which and why). */
+  onDrop?(why: ConnectionDrop): void;
   /** Idle time after which a keep-alive connection is closed. */
   keepAliveTimeoutMs: number;
   /** The longest a request head may take to arrive (slow-header attacks). */
@@ -37,7 +40,9 @@ const SWEEP_MS = 1000;
 export class Http1Server implements ConnectionHost {
   readonly #o: Http1ServerOptions;
   readonly #server: net.Server;
+  /** Oldest first (a Set keeps insertion order): the caps close the oldest idle one. */
   readonly #conns = new Set<ClientConnection>();
+  readonly #admission: ConnectionAdmission<ClientConnection>;
   readonly keepAliveLine: string;
   #sweep: NodeJS.Timeout | undefined = undefined;
   #closing = false;
@@ -49,8 +54,20 @@ export class Http1Server implements ConnectionHost {
     this.keepAliveLine = `Keep-Alive: timeout=${Math.floor(opts.keepAliveTimeoutMs / 1000)}\r\n`;
     // Not half-open: a client that shuts its sending side has gone, as node:http
     // also takes it; the socket ends and the request under way is cancelled.
+    this.#admission = new ConnectionAdmission(
+      { maxConnections: opts.maxConnections ?? 0, maxConnectionsPerClient: opts.maxConnectionsPerClient ?? 0 },
+      opts.onDrop,
+    );
     this.#server = net.createServer({ noDelay: true, allowHalfOpen: false }, (socket) => {
-      this.#conns.add(new ClientConnection(socket, this));
+      if (!this.#admission.admit(socket.remoteAddress ?? '', this.#conns, this.#evict)) {
+        // Nothing is read from it: a refused connection costs its fd for as long as a close takes.
+        socket.on('error', noop);
+        socket.destroy();
+        return;
+      }
+      const conn = new ClientConnection(socket, this);
+      this.#conns.add(conn);
+      this.#admission.opened(conn);
     });
   }
 
@@ -129,8 +146,14 @@ export class Http1Server implements ConnectionHost {
     this.#o.handlerFailed(err);
   }
 
+  readonly #evict = (victim: ClientConnection): void => {
+    victim.destroy();
+    this.forget(victim);
+  };
+
   forget(conn: ClientConnection): void {
-    this.#conns.delete(conn);
+    if (!this.#conns.delete(conn)) return;
+    this.#admission.closed(conn);
     if (this.#conns.size === 0 && this.#allClosed !== undefined) {
       const done = this.#allClosed;
       this.#allClosed = undefined;
@@ -151,3 +174,5 @@ export class Http1Server implements ConnectionHost {
     }
   }
 }
+
+function noop(): void {}
