@@ -250,6 +250,28 @@ describe('router', () => {
     assert.equal((await echo('/where', { headers: { Host: 'other.example.com' } })).instance, 'a');
   });
 
+  it('takes an absolute-form target\'s authority over Host (RFC 9112 3.2.2), for matching and for X-Forwarded-Host', async () => {
+    const target = new URL(url);
+    const ask = async (requestTarget: string, host: string) => {
+      const sock = net.connect(Number(target.port), target.hostname);
+      await once(sock, 'connect');
+      const chunks: Buffer[] = [];
+      sock.on('data', (c) => chunks.push(c));
+      sock.write(`GET ${requestTarget} HTTP/1.1\r\nHost: ${host}\r\nConnection: close\r\n\r\n`);
+      await once(sock, 'close');
+      const text = Buffer.concat(chunks).toString('latin1');
+      assert.match(text, /^HTTP\/1\.1 200 /, text.slice(0, 200));
+      // The echo body is chunked: its one chunk holds the JSON.
+      const body = text.slice(text.indexOf('\r\n\r\n') + 4);
+      return JSON.parse(body.slice(body.indexOf('\r\n') + 2, body.lastIndexOf('}') + 1)) as Echo;
+    };
+    const viaAuthority = await ask('http://api.example.com/where?q=1', 'other.example.com');
+    assert.equal(viaAuthority.instance, 'b');
+    assert.equal(viaAuthority.headers['x-forwarded-host'], 'api.example.com');
+    assert.equal(viaAuthority.url, '/where?q=1');
+    assert.equal((await ask('http://other.example.com/where', 'api.example.com')).instance, 'a');
+  });
+
   it('ranks longer prefixes first', async () => {
     const deep = await echo('/p/deep/x');
     assert.equal(deep.instance, 'b');

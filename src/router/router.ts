@@ -71,19 +71,24 @@ export const HEALTH_PATH = '/router-healthz';
 export const METRICS_PATH = '/metrics';
 const FULL_URL_HEADER = 'X-Flint-Full-Url';
 
-/** Splits a request target into path and query (`?...` or ''), accepting the absolute form. */
-function splitTarget(url: string): [string, string] {
+/**
+ * Splits a request target into path and query (`?...` or ''), accepting the
+ * absolute form, whose authority comes third (undefined for the origin form).
+ */
+function splitTarget(url: string): [string, string, string | undefined] {
   const q = url.indexOf('?');
   let path = q < 0 ? url : url.slice(0, q);
   const query = q < 0 ? '' : url.slice(q);
+  let authority: string | undefined;
   if (path.charCodeAt(0) !== 47 /* / */) {
     const scheme = path.indexOf('://');
     if (scheme > 0) {
       const slash = path.indexOf('/', scheme + 3);
+      authority = path.slice(scheme + 3, slash < 0 ? path.length : slash);
       path = slash < 0 ? '/' : path.slice(slash);
     }
   }
-  return [path, query];
+  return [path, query, authority];
 }
 
 /** Percent-decoded when that gives printable ASCII; otherwise as sent (a header must stay valid). */
@@ -198,7 +203,9 @@ export class Router {
     const startedMs = performance.now();
     const scan = scanRequest(req.rawHeaders);
     const requestId = requestIdFrom(scan.requestId);
-    const [path, query] = splitTarget(req.url ?? '/');
+    const [path, query, authority] = splitTarget(req.url ?? '/');
+    // RFC 9112 3.2.2: an absolute-form target's authority wins over Host, for matching and for what the function is told.
+    if (authority !== undefined) scan.host = authority;
     const own = this.#endpoints.get(path);
     if (own?.public) {
       this.#serveOwn(own, req, res, { requestId, method: req.method as string, path });
