@@ -44,12 +44,15 @@ export class FlintError extends Error {
   readonly code: ErrorCode;
   /** Dotted path of the offending field (`spec.poolsize`), when one is to blame. */
   readonly field: string | undefined;
+  /** For a refusal that passes (a full queue, a spent budget): seconds the client should wait, sent as `Retry-After`. */
+  readonly retryAfterSeconds: number | undefined;
 
-  constructor(code: ErrorCode, message: string, options?: { field?: string; cause?: unknown }) {
+  constructor(code: ErrorCode, message: string, options?: { field?: string; cause?: unknown; retryAfterSeconds?: number }) {
     super(message, options?.cause === undefined ? undefined : { cause: options.cause });
     this.name = 'FlintError';
     this.code = code;
     this.field = options?.field;
+    this.retryAfterSeconds = options?.retryAfterSeconds;
   }
 
   get status(): number {

@@ -18,13 +18,19 @@ export class EnvPool {
   readonly #factory: WorkerFactory;
   readonly #log: Logger;
   readonly #defaultSize: number;
+  readonly #hasRoom: (env: Environment) => boolean;
 
-  /** `defaultSize`: the size when the environment sets no poolsize. */
-  constructor(env: Environment, defaultSize: number, factory: WorkerFactory, log: Logger) {
+  /**
+   * `defaultSize`: the size when the environment sets no poolsize.
+   * `hasRoom`: whether the instance budget lets one more warm worker start
+   * now; the pool stays short until it does, and is refilled on a release.
+   */
+  constructor(env: Environment, defaultSize: number, factory: WorkerFactory, log: Logger, hasRoom: (env: Environment) => boolean = () => true) {
     this.env = env;
     this.#defaultSize = defaultSize;
     this.#factory = factory;
     this.#log = log;
+    this.#hasRoom = hasRoom;
   }
 
   get size(): number {
@@ -47,7 +53,7 @@ export class EnvPool {
   }
 
   refill(): void {
-    while (!this.#closed && this.#idle.length + this.#starting < this.size) {
+    while (!this.#closed && this.#idle.length + this.#starting < this.size && this.#hasRoom(this.env)) {
       this.#starting++;
       this.#factory(this.env).then(
         (w) => {
@@ -74,6 +80,11 @@ export class EnvPool {
         },
       );
     }
+  }
+
+  /** An idle warm worker taken out to be stopped (to free budget for a function), without refilling; undefined when none. */
+  evictIdle(): WorkerHandle | undefined {
+    return this.#idle.shift();
   }
 
   /** New settings: idle workers started with the old ones are replaced. */

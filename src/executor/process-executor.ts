@@ -19,6 +19,7 @@ import type { Store, Watch } from '../store/store.ts';
 import { DeployCache } from './deploy-cache.ts';
 import { EnvPool } from './env-pool.ts';
 import { FunctionLogs } from './function-log.ts';
+import type { InstanceBudget, Reservation } from './instance-budget.ts';
 import { type CodeSource, materialize } from './materialize.ts';
 import { startWorker, type WorkerHandle } from './process/worker-process.ts';
 import type { Executor, Lease } from './types.ts';
@@ -38,7 +39,17 @@ export interface ProcessExecutorOptions {
   maxUnpackedBytes?: number;
   /** How long a draining instance that holds only long-lived connections keeps them (default 10 s; shorter in tests). */
   longLivedDrainMs?: number;
+  /** Workers (and their memory) for all functions together; unbounded when absent. */
+  budget?: InstanceBudget;
+  /** Requests waiting for one function's instances: how many at most, and how long one waits for a free slot (default 1000, 10 s). */
+  queue?: { maxLength: number; timeoutMs: number };
 }
+
+/** What a 429 or 503 for a full queue or a spent budget asks the client to wait, in seconds. */
+const RETRY_AFTER_S = 1;
+const DEFAULT_QUEUE = { maxLength: 1000, timeoutMs: 10_000 };
+/** A start that waited for the budget gives up: no request waits for it any more, or the function is gone. */
+const BUDGET_WAIT_ABANDONED = new Error('no request waits for this instance any more');
 
 const LONG_LIVED_DRAIN_MS = 10_000;
 
@@ -60,6 +71,8 @@ interface Waiter {
   resolve(lease: Lease): void;
   reject(err: unknown): void;
   timer: NodeJS.Timeout;
+  /** The wait was extended once for a specialization under way. */
+  extended: boolean;
 }
 
 interface FnState {
@@ -68,6 +81,10 @@ interface FnState {
   version: string;
   instances: Set<Instance>;
   starting: number;
+  /** Of `starting`, those waiting for the instance budget rather than specializing. */
+  budgetBlocked: number;
+  /** Aborted when no request waits any more: starts blocked on the budget give up. */
+  budgetWait: AbortController;
   waiters: Waiter[];
 }
 
@@ -104,6 +121,8 @@ export class ProcessExecutor implements Executor {
   readonly #watches: Watch[] = [];
   #reaper: NodeJS.Timeout | undefined;
   #stopped = false;
+  /** Function instances looking for room in the budget right now. */
+  #budgetDemand = 0;
 
   readonly #code: CodeSource;
 
@@ -197,7 +216,9 @@ export class ProcessExecutor implements Executor {
       else existing.env = env;
       return;
     }
-    const pool = new EnvPool(env, this.#o.poolSize, (e) => this.#startWorker(e), this.#log);
+    // Warm workers wait while a function's instance waits for the budget: they would take the room it is freeing.
+    const hasRoom = (e: Environment) => this.#budgetDemand === 0 && (this.#o.budget?.fits(memoryOf(e, this.#o.memoryMB)) ?? true);
+    const pool = new EnvPool(env, this.#o.poolSize, (e) => this.#startPoolWorker(e), this.#log, hasRoom);
     this.#pools.set(key, pool);
     pool.refill();
   }
@@ -208,9 +229,19 @@ export class ProcessExecutor implements Executor {
     this.#pools.delete(key);
   }
 
-  #startWorker(env: Environment, sink?: (line: string, stream: 'stdout' | 'stderr') => void): Promise<WorkerHandle> {
+  /** A warm worker for an environment's pool; the pool asks first whether the budget has room. */
+  #startPoolWorker(env: Environment): Promise<WorkerHandle> {
+    const reservation = this.#o.budget?.reserve(memoryOf(env, this.#o.memoryMB));
+    if (this.#o.budget && !reservation) return Promise.reject(new FlintError('FLINT_ERR_UNAVAILABLE', this.#o.budget.describe(memoryOf(env, this.#o.memoryMB))));
+    return this.#startWorker(env, reservation);
+  }
+
+  #startWorker(env: Environment, reservation: Reservation | undefined, sink?: (line: string, stream: 'stdout' | 'stderr') => void): Promise<WorkerHandle> {
     const runtime = runtimeForImage(env.spec.runtime.image);
-    if (!runtime) throw new FlintError('FLINT_ERR_VALIDATION', `environment '${env.metadata.name}' has an image no runtime serves`);
+    if (!runtime) {
+      reservation?.release();
+      throw new FlintError('FLINT_ERR_VALIDATION', `environment '${env.metadata.name}' has an image no runtime serves`);
+    }
     const id = `${env.metadata.name}-${randomBytes(4).toString('hex')}`;
     const instanceDir = path.join(this.#o.layout.instances, id);
     const box = { sink };
@@ -227,13 +258,97 @@ export class ProcessExecutor implements Executor {
       env: env.spec.runtime.env,
       onOutput: (line, stream) => (box.sink ?? outputSinks.get(id))?.(line, stream),
     });
-    return handle.then((w) => {
-      void w.exited.then(() => {
-        outputSinks.delete(id);
-        fs.rmSync(instanceDir, { recursive: true, force: true });
-      });
-      return w;
-    });
+    return handle.then(
+      (w) => {
+        void w.exited.then(() => {
+          outputSinks.delete(id);
+          fs.rmSync(instanceDir, { recursive: true, force: true });
+          this.#budgetFreed(reservation);
+        });
+        return w;
+      },
+      (err) => {
+        this.#budgetFreed(reservation);
+        throw err;
+      },
+    );
+  }
+
+  /** A worker is gone: its share of the budget goes back, and pools short of workers may refill. */
+  #budgetFreed(reservation: Reservation | undefined): void {
+    if (!reservation) return;
+    reservation.release();
+    if (this.#stopped) return;
+    for (const pool of this.#pools.values()) pool.refill();
+  }
+
+  /**
+   * A new worker for a function's instance within the budget: when it is
+   * spent, an idle warm worker of another environment is stopped to make
+   * room, else the least recently used idle instance of another function;
+   * with neither, the start waits for a release until no request waits for
+   * it any more.
+   */
+  async #startBudgetedWorker(st: FnState, env: Environment, sink: (line: string, stream: 'stdout' | 'stderr') => void): Promise<WorkerHandle> {
+    const budget = this.#o.budget;
+    if (!budget) return this.#startWorker(env, undefined, sink);
+    const mb = memoryOf(env, this.#o.memoryMB);
+    const first = budget.reserve(mb);
+    if (first) return this.#startWorker(env, first, sink);
+    this.#budgetDemand++;
+    try {
+      return await this.#waitForBudget(st, env, mb, sink);
+    } finally {
+      if (--this.#budgetDemand === 0 && !this.#stopped) for (const pool of this.#pools.values()) pool.refill();
+    }
+  }
+
+  async #waitForBudget(st: FnState, env: Environment, mb: number, sink: (line: string, stream: 'stdout' | 'stderr') => void): Promise<WorkerHandle> {
+    const budget = this.#o.budget as InstanceBudget;
+    for (;;) {
+      const reservation = budget.reserve(mb);
+      if (reservation) return this.#startWorker(env, reservation, sink);
+      const victim = this.#reclaimable(st);
+      if (victim) {
+        await victim;
+        continue;
+      }
+      if (st.waiters.length === 0 && !this.#isNewdeploy(st.fn)) throw BUDGET_WAIT_ABANDONED;
+      st.budgetBlocked++;
+      try {
+        await budget.nextRelease(st.budgetWait.signal);
+      } finally {
+        st.budgetBlocked--;
+      }
+      if (this.#stopped || this.#fns.get(st.key) !== st) throw BUDGET_WAIT_ABANDONED;
+      if (st.budgetWait.signal.aborted) {
+        st.budgetWait = new AbortController();
+        if (st.waiters.length === 0) throw BUDGET_WAIT_ABANDONED;
+      }
+    }
+  }
+
+  /** Stops something idle that is not `st`'s, to free budget; resolves when it has exited. */
+  #reclaimable(st: FnState): Promise<void> | undefined {
+    for (const pool of this.#pools.values()) {
+      const w = pool.evictIdle();
+      if (w) return w.kill(0);
+    }
+    let lru: { st: FnState; inst: Instance } | undefined;
+    for (const other of this.#fns.values()) {
+      if (other === st) continue;
+      const keep = this.#isNewdeploy(other.fn) ? (other.fn.spec.invokeStrategy?.executionStrategy?.minScale ?? 1) : 0;
+      let live = 0;
+      for (const inst of other.instances) if (!inst.draining) live++;
+      if (live <= keep) continue;
+      for (const inst of other.instances) {
+        if (inst.active === 0 && !inst.draining && (!lru || inst.lastUsed < lru.inst.lastUsed)) lru = { st: other, inst };
+      }
+    }
+    if (!lru) return undefined;
+    const { st: owner, inst } = lru;
+    this.#retire(owner, inst, `reclaimed for function '${st.fn.metadata.name}': the instance budget is spent`);
+    return inst.worker.exited.then(() => {});
   }
 
   // ---- functions -----------------------------------------------------------------
@@ -270,7 +385,7 @@ export class ProcessExecutor implements Executor {
     let st = this.#fns.get(key);
     if (!st || st.fn.metadata.uid !== fn.metadata.uid) {
       if (st) this.#drainAll(st);
-      st = { key, fn, version: this.#versionOf(fn), instances: new Set(), starting: 0, waiters: [] };
+      st = { key, fn, version: this.#versionOf(fn), instances: new Set(), starting: 0, budgetBlocked: 0, budgetWait: new AbortController(), waiters: [] };
       this.#fns.set(key, st);
     }
     return st;
@@ -375,15 +490,15 @@ export class ProcessExecutor implements Executor {
     const st = this.#current(fn);
     const ready = this.#freeInstance(st);
     if (ready) return Promise.resolve(this.#lease(st, ready, false));
+    const queue = this.#o.queue ?? DEFAULT_QUEUE;
+    if (st.waiters.length >= queue.maxLength) return Promise.reject(this.#queueFull(st, `${queue.maxLength} requests are already waiting (executor.maxQueueLength)`));
     return new Promise<Lease>((resolve, reject) => {
-      const timeoutMs = (st.fn.spec.invokeStrategy?.executionStrategy?.specializationTimeout ?? 120) * 1000 + (st.fn.spec.functionTimeout ?? 60) * 1000;
       const waiter: Waiter = {
         resolve,
         reject,
-        timer: setTimeout(() => {
-          this.#removeWaiter(st, waiter);
-          reject(new FlintError('FLINT_ERR_TOO_MANY_REQUESTS', `function '${fn.metadata.name}' has no free instance: all ${this.#maxInstances(st.fn)} are busy`));
-        }, timeoutMs),
+        extended: false,
+        // A request waits for a free slot at most the queue's timeout; one an instance is being specialized for waits for that too.
+        timer: setTimeout(() => this.#waitedTooLong(st, waiter), queue.timeoutMs),
       };
       signal?.addEventListener(
         'abort',
@@ -394,6 +509,39 @@ export class ProcessExecutor implements Executor {
       );
       st.waiters.push(waiter);
       this.#scale(st);
+    });
+  }
+
+  #waitedTooLong(st: FnState, waiter: Waiter): void {
+    const i = st.waiters.indexOf(waiter);
+    if (i < 0) return;
+    const rpp = st.fn.spec.requestsPerPod ?? 1;
+    const specializing = st.starting - st.budgetBlocked;
+    if (!waiter.extended && i < specializing * rpp) {
+      // An instance for it is being specialized: that has a deadline of its own.
+      waiter.extended = true;
+      waiter.timer = setTimeout(() => this.#waitedTooLong(st, waiter), (st.fn.spec.invokeStrategy?.executionStrategy?.specializationTimeout ?? 120) * 1000);
+      return;
+    }
+    this.#removeWaiter(st, waiter);
+    const timeoutS = (this.#o.queue ?? DEFAULT_QUEUE).timeoutMs / 1000;
+    const budget = this.#o.budget;
+    if (st.budgetBlocked > 0 && budget) {
+      const pool = this.#pools.get(fnKey(st.fn.spec.environment.namespace ?? st.fn.metadata.namespace, st.fn.spec.environment.name));
+      const mb = pool ? memoryOf(pool.env, this.#o.memoryMB) : this.#o.memoryMB;
+      waiter.reject(
+        new FlintError('FLINT_ERR_UNAVAILABLE', `no instance of function '${st.fn.metadata.name}' could be started within ${timeoutS} s: the instance budget is spent (${budget.describe(mb)}) and nothing idle could be stopped for it`, {
+          retryAfterSeconds: RETRY_AFTER_S,
+        }),
+      );
+    } else {
+      waiter.reject(this.#queueFull(st, `waited ${timeoutS} s (executor.queueTimeoutSeconds)`));
+    }
+  }
+
+  #queueFull(st: FnState, why: string): FlintError {
+    return new FlintError('FLINT_ERR_TOO_MANY_REQUESTS', `function '${st.fn.metadata.name}' has no free instance: all ${this.#maxInstances(st.fn)} it may have are busy and ${why}`, {
+      retryAfterSeconds: RETRY_AFTER_S,
     });
   }
 
@@ -415,6 +563,8 @@ export class ProcessExecutor implements Executor {
     if (i < 0) return false;
     st.waiters.splice(i, 1);
     clearTimeout(w.timer);
+    // Nobody left to serve: starts waiting for the budget give up.
+    if (st.waiters.length === 0 && st.budgetBlocked > 0) st.budgetWait.abort();
     return true;
   }
 
@@ -457,7 +607,7 @@ export class ProcessExecutor implements Executor {
         if (!pkg) throw new FlintError('FLINT_ERR_NOT_FOUND', `package '${ref.name}' not found in namespace '${ref.namespace ?? ns}'`);
         worker = this.#isNewdeploy(fn) ? undefined : pool.take();
         if (worker) outputSinks.set(worker.id, sink);
-        else worker = await this.#startWorker(pool.env, sink);
+        else worker = await this.#startBudgetedWorker(st, pool.env, sink);
         const timeoutMs = (fn.spec.invokeStrategy?.executionStrategy?.specializationTimeout ?? 120) * 1000;
         const m = await materialize(this.#code, fn, pkg, pool.env.spec.keeparchive === true, worker);
         await worker.specialize(m, timeoutMs);
@@ -481,6 +631,11 @@ export class ProcessExecutor implements Executor {
         this.#dispatch(st, inst);
       } catch (err) {
         st.starting--;
+        if (err === BUDGET_WAIT_ABANDONED) {
+          // Nobody waited for it any more; requests that came since get a start of their own.
+          this.#scale(st);
+          return;
+        }
         // Never served a request; it may be stuck loading the code.
         if (worker) void worker.kill(0);
         const e = err instanceof FlintError ? err : new FlintError('FLINT_ERR_SPECIALIZE_FAILED', String((err as Error)?.message ?? err));

@@ -138,7 +138,7 @@ export class ProxyCall implements ResponseHandler, ResponseWatcher {
     }
     if (isFlintError(err)) {
       if (err.status >= 500) this.#deps.logger.warn({ fn: this.#target.key, code: err.code, requestId: this.#requestId, err: err.message }, 'no instance');
-      this.#fail(err.code, err.message);
+      this.#fail(err.code, err.message, err.retryAfterSeconds);
       return;
     }
     this.#deps.logger.error({ fn: this.#target.key, err, requestId: this.#requestId }, 'executor failed');
@@ -293,10 +293,10 @@ export class ProxyCall implements ResponseHandler, ResponseWatcher {
 
   // ---- endings ----------------------------------------------------------------
 
-  #fail(code: ErrorCode, message: string): void {
+  #fail(code: ErrorCode, message: string, retryAfterSeconds?: number): void {
     const status = ErrorCodes[code].status;
     if (status >= 500) this.#deps.logger.debug({ fn: this.#target.key, code, requestId: this.#requestId }, message);
-    sendError(this.#res, code, message, this.#requestId);
+    sendError(this.#res, code, message, this.#requestId, undefined, retryAfterSeconds);
     this.#finish(status);
   }
 

@@ -5,14 +5,14 @@ import { type ErrorCode, ErrorCodes } from '../api/errors.ts';
 
 export const REQUEST_ID_HEADER = 'X-Flint-Request-Id';
 
-export function sendError(res: Http1Response, code: ErrorCode, message: string, requestId: string, allow?: string): number {
+export function sendError(res: Http1Response, code: ErrorCode, message: string, requestId: string, allow?: string, retryAfterSeconds?: number): number {
   const status = ErrorCodes[code].status;
   if (res.headersSent) {
     // Too late for a status: cut the response so the client sees it is incomplete.
     res.destroy();
     return status;
   }
-  const body = JSON.stringify({ code, message, requestId });
+  const body = JSON.stringify(retryAfterSeconds === undefined ? { code, message, requestId } : { code, message, requestId, retryAfterSeconds });
   const headers = [
     'Content-Type',
     'application/json',
@@ -24,6 +24,7 @@ export function sendError(res: Http1Response, code: ErrorCode, message: string, 
     requestId,
   ];
   if (allow !== undefined) headers.push('Allow', allow);
+  if (retryAfterSeconds !== undefined) headers.push('Retry-After', String(retryAfterSeconds));
   res.writeHead(status, headers);
   res.end(body);
   return status;

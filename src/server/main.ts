@@ -22,7 +22,9 @@ import { ensureRouterSecret } from '../auth/router-secret.ts';
 import { createTokenService } from '../auth/tokens.ts';
 import { sandboxAvailable } from '../sandbox/bwrap.ts';
 import { createKubeExecutor } from '../executor/kubernetes/kube-executor.ts';
-import { createProcessExecutor } from '../executor/process-executor.ts';
+import { budgetLimits, InstanceBudget } from '../executor/instance-budget.ts';
+import { registerExecutorMetrics } from '../executor/metrics.ts';
+import { createProcessExecutor, ProcessExecutor } from '../executor/process-executor.ts';
 import type { Executor } from '../executor/types.ts';
 import { createIngressController, createIngressProvider, ingressUrls } from '../ingress/index.ts';
 import { KafkaConnector } from '../mqtrigger/kafka.ts';
@@ -124,6 +126,7 @@ export async function startServer(src: ValuesSources, out: (line: string) => voi
       };
     }
     const archives = new LocalArchiveStore(layout.archives);
+    const budget = kube ? undefined : new InstanceBudget(budgetLimits(values.executor, values.executor.memoryMB));
     const MIB = 1024 * 1024;
     const maxUnpackedBytes = values.archives.maxUnpackedMB * MIB;
     let controllerUrl = '';
@@ -151,8 +154,11 @@ export async function startServer(src: ValuesSources, out: (line: string) => voi
           memoryMB: values.executor.memoryMB,
           poolSize: values.executor.poolSize,
           reapIntervalMs: values.executor.reapIntervalSeconds * 1000,
+          budget,
+          queue: { maxLength: values.executor.maxQueueLength, timeoutMs: values.executor.queueTimeoutSeconds * 1000 },
         });
     await executor.start();
+    if (executor instanceof ProcessExecutor) registerExecutorMetrics(metrics, executor, budget);
     stops.push(() => executor.stop());
     const builds = new BuildManager({
       store,
