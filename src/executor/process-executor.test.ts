@@ -77,7 +77,7 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 /**
  * A new function whose one instance holds a long-lived lease (a WebSocket's), then a change to the function so that
- * instance drains. `meanwhile` runs between the lease and the change.
+ * instance drains once an instance of the new version replaces it. `meanwhile` runs between the lease and the change.
  */
 async function drainingWithLongLived(name: string, meanwhile?: (fn: FunctionResource, lease: Lease) => Promise<void>): Promise<Lease> {
   const fn = await createFunction(name);
@@ -85,7 +85,7 @@ async function drainingWithLongLived(name: string, meanwhile?: (fn: FunctionReso
   lease.markLongLived?.();
   await meanwhile?.(fn, lease);
   await update(fn);
-  await eventually(() => log(name).includes('old ones drain'), 'the function change to reach the executor');
+  await logged(name, /replaced by one of the new version; it drains/);
   return lease;
 }
 
@@ -105,8 +105,8 @@ describe('process executor: warm pools', () => {
 describe('process executor: draining with long-lived connections', () => {
   it('stops a draining instance that holds only long-lived connections once the limit has passed', async () => {
     const lease = await drainingWithLongLived('ws-only');
-    assert.equal(instances('ws-only'), 1, 'the instance is kept while its long-lived connection is within the limit');
-    await eventually(() => instances('ws-only') === 0, 'the draining instance to be stopped');
+    assert.equal(instances('ws-only'), 2, 'the old instance is kept while its long-lived connection is within the limit, beside its replacement');
+    await eventually(() => instances('ws-only') === 1, 'the draining instance to be stopped');
     await logged('ws-only', /stopped \(draining, with only long-lived connections left after 0\.4 s\)/);
     lease.release();
   });
@@ -120,13 +120,13 @@ describe('process executor: draining with long-lived connections', () => {
       slow = unixRequest(reqLease.socketPath!, 'GET', `/?ms=${LIMIT_MS * 4}`, { timeoutMs: 20_000 });
     });
     await sleep(LIMIT_MS * 2);
-    assert.equal(instances('mixed'), 1, 'an instance with an ordinary request under way is not stopped by the long-lived limit');
+    assert.equal(instances('mixed'), 2, 'an instance with an ordinary request under way is not stopped by the long-lived limit');
     assert.doesNotMatch(log('mixed'), /stopped/);
     const reply = await slow;
     assert.deepEqual(reply, { status: 200, text: 'done' });
     reqLease!.release();
-    assert.equal(instances('mixed'), 1, 'the limit starts when the ordinary request ends, not before');
-    await eventually(() => instances('mixed') === 0, 'the draining instance to be stopped after the limit');
+    assert.equal(instances('mixed'), 2, 'the limit starts when the ordinary request ends, not before');
+    await eventually(() => instances('mixed') === 1, 'the draining instance to be stopped after the limit');
     await logged('mixed', /only long-lived connections left/);
     wsLease.release();
   });
@@ -134,7 +134,52 @@ describe('process executor: draining with long-lived connections', () => {
   it('stops a draining instance at once when its last connection closes, long-lived or not', async () => {
     const lease = await drainingWithLongLived('closing');
     lease.release();
-    assert.equal(instances('closing'), 0);
+    assert.equal(instances('closing'), 1, 'only the replacement is left');
     await logged('closing', /stopped \(drained\)/);
+  });
+});
+
+describe('process executor: rolling updates', () => {
+  const ids = (leases: Lease[]) => leases.map((l) => l.instanceId);
+
+  it('keeps old instances taking requests until new ones replace them, one for one', async () => {
+    const fn = await store.create<FunctionResource>({
+      apiVersion: 'flint.dev/v1',
+      kind: 'Function',
+      metadata: { name: 'rolling', namespace: 'default' },
+      spec: { environment: { name: 'node' }, package: { packageref: { name: 'slow-pkg' } }, requestsPerPod: 1 },
+    } as FunctionResource);
+    const first = [await executor.acquire(fn), await executor.acquire(fn)];
+    const old = new Set(ids(first));
+    assert.equal(old.size, 2);
+    for (const l of first) l.release();
+    await update(fn);
+    await logged('rolling', /function changed: new instances are started/);
+    // Right after the change a request is served at once, by whichever is free: an old instance or a replacement.
+    const now = executor.tryAcquire(fn);
+    assert.ok(now, 'a request finds an instance without waiting for a specialization');
+    now.release();
+    await eventually(() => (log('rolling').match(/replaced by one of the new version/g) ?? []).length === 2, 'both old instances replaced');
+    await eventually(() => instances('rolling') === 2, 'the old instances stopped once drained');
+    const after = executor.tryAcquire(fn);
+    assert.ok(after && !old.has(after.instanceId), 'requests now go to the new version');
+    after.release();
+  });
+
+  it('moves traffic to the new version at once when it fails to start, so its error is seen', async () => {
+    await store.create<Package>({
+      apiVersion: 'flint.dev/v1',
+      kind: 'Package',
+      metadata: { name: 'broken-pkg', namespace: 'default' },
+      spec: { environment: { name: 'node' }, deployment: { type: 'literal', literal: Buffer.from('module.exports = async () => {').toString('base64') } },
+    } as Package);
+    const fn = await createFunction('breaking');
+    (await executor.acquire(fn)).release();
+    const current = (await store.get('Function', 'default', 'breaking')) as FunctionResource;
+    await store.update({ ...current, spec: { ...current.spec, package: { packageref: { name: 'broken-pkg' } } } });
+    await logged('breaking', /specialization failed/);
+    await eventually(() => instances('breaking') === 0, 'the old instance drained');
+    const latest = (await store.get('Function', 'default', 'breaking')) as FunctionResource;
+    await assert.rejects(executor.acquire(latest), (err: Error & { code?: string }) => err.code === 'FLINT_ERR_SPECIALIZE_FAILED');
   });
 });

@@ -48,6 +48,8 @@ export interface ProcessExecutorOptions {
 /** What a 429 or 503 for a full queue or a spent budget asks the client to wait, in seconds. */
 const RETRY_AFTER_S = 1;
 const DEFAULT_QUEUE = { maxLength: 1000, timeoutMs: 10_000 };
+/** Instances of a new version started at once during a rolling update. */
+const ROLL_SURGE = 4;
 /** A start that waited for the budget gives up: no request waits for it any more, or the function is gone. */
 const BUDGET_WAIT_ABANDONED = new Error('no request waits for this instance any more');
 
@@ -418,15 +420,52 @@ export class ProcessExecutor implements Executor {
     this.#logs.close(fn.metadata.namespace, fn.metadata.name);
   }
 
-  /** A new function or package version: old instances finish what they have, then go. */
+  /**
+   * A new function or package version. Its instances are started at once,
+   * and each old instance keeps taking requests until one of the new version
+   * is ready to replace it (a rolling update, at most ROLL_SURGE starts at a
+   * time): a request never waits for a specialization just because the code
+   * changed. New requests prefer an instance of the new version as soon as
+   * one is ready.
+   */
   #refreshVersion(st: FnState): void {
     const v = this.#versionOf(st.fn);
     if (v === st.version) return;
     st.version = v;
-    this.#logs.write(st.fn.metadata.namespace, st.fn.metadata.name, 'flint', 'function changed: new requests go to new instances, old ones drain');
-    for (const inst of st.instances) if (inst.version !== v) this.#drain(st, inst);
+    this.#logs.write(st.fn.metadata.namespace, st.fn.metadata.name, 'flint', 'function changed: new instances are started; each old one serves until a new one replaces it, then drains');
     if (this.#isNewdeploy(st.fn)) this.#ensureMinScale(st);
+    this.#rollOn(st);
     this.#dispatch(st);
+  }
+
+  /** Instances of an older version that still take requests. */
+  #outdated(st: FnState): Instance[] {
+    const out: Instance[] = [];
+    for (const inst of st.instances) if (!inst.draining && inst.version !== st.version) out.push(inst);
+    return out;
+  }
+
+  /** Starts instances of the current version while old ones are left to replace, ROLL_SURGE at a time. */
+  #rollOn(st: FnState): void {
+    if (this.#stopped) return;
+    const left = this.#outdated(st).length;
+    while (st.starting < Math.min(ROLL_SURGE, left)) this.#startInstance(st);
+  }
+
+  /** An instance of the current version is ready: one old instance (the least busy) drains, and the rollout goes on. */
+  #replaceOne(st: FnState): void {
+    let victim: Instance | undefined;
+    for (const inst of this.#outdated(st)) if (!victim || inst.active < victim.active) victim = inst;
+    if (victim) {
+      this.#logs.write(st.fn.metadata.namespace, st.fn.metadata.name, 'flint', `instance ${victim.id} replaced by one of the new version; it drains`);
+      this.#drain(st, victim);
+    }
+    this.#rollOn(st);
+  }
+
+  /** The new version failed to start: traffic moves to it anyway, so its error is seen rather than the old code kept. */
+  #endRollout(st: FnState): void {
+    for (const inst of this.#outdated(st)) this.#drain(st, inst);
   }
 
   #drain(st: FnState, inst: Instance): void {
@@ -472,7 +511,7 @@ export class ProcessExecutor implements Executor {
 
   #ensureMinScale(st: FnState): void {
     const min = st.fn.spec.invokeStrategy?.executionStrategy?.minScale ?? 1;
-    const current = [...st.instances].filter((i) => !i.draining).length + st.starting;
+    const current = this.#liveCurrent(st) + st.starting;
     for (let i = current; i < min; i++) this.#startInstance(st);
   }
 
@@ -571,11 +610,22 @@ export class ProcessExecutor implements Executor {
   #freeInstance(st: FnState): Instance | undefined {
     const rpp = st.fn.spec.requestsPerPod ?? 1;
     let best: Instance | undefined;
+    let old: Instance | undefined;
     for (const inst of st.instances) {
-      if (inst.draining || inst.version !== st.version || inst.active >= rpp || !inst.worker.isAlive()) continue;
-      if (!best || inst.active < best.active) best = inst;
+      if (inst.draining || inst.active >= rpp || !inst.worker.isAlive()) continue;
+      if (inst.version !== st.version) {
+        // During a rollout: taken only when no instance of the new version is free.
+        if (!old || inst.active < old.active) old = inst;
+      } else if (!best || inst.active < best.active) best = inst;
     }
-    return best;
+    return best ?? old;
+  }
+
+  /** Instances of the current version that take requests, and those on the way. */
+  #liveCurrent(st: FnState): number {
+    let live = 0;
+    for (const inst of st.instances) if (!inst.draining && inst.version === st.version) live++;
+    return live;
   }
 
   /** Starts instances while waiting requests outnumber the slots on the way. */
@@ -583,8 +633,7 @@ export class ProcessExecutor implements Executor {
     const rpp = st.fn.spec.requestsPerPod ?? 1;
     const max = this.#maxInstances(st.fn);
     while (st.waiters.length > st.starting * rpp) {
-      const live = [...st.instances].filter((i) => !i.draining).length;
-      if (live + st.starting >= max) break;
+      if (this.#liveCurrent(st) + st.starting >= max) break;
       this.#startInstance(st);
     }
   }
@@ -628,14 +677,17 @@ export class ProcessExecutor implements Executor {
           }
         });
         if (version !== st.version) this.#drain(st, inst);
+        else this.#replaceOne(st);
         this.#dispatch(st, inst);
       } catch (err) {
         st.starting--;
         if (err === BUDGET_WAIT_ABANDONED) {
           // Nobody waited for it any more; requests that came since get a start of their own.
+          if (st.starting === 0) this.#endRollout(st);
           this.#scale(st);
           return;
         }
+        this.#endRollout(st);
         // Never served a request; it may be stuck loading the code.
         if (worker) void worker.kill(0);
         const e = err instanceof FlintError ? err : new FlintError('FLINT_ERR_SPECIALIZE_FAILED', String((err as Error)?.message ?? err));
