@@ -23,9 +23,9 @@ describe('openNoFollow', () => {
   it('appends to and replaces a plain file of its own', async () => {
     const f = path.join(dir, 'plain.log');
     const s = appendStreamNoFollow(f);
-    await new Promise((r) => s.end('one\n', r));
+    await new Promise<void>((r) => s.end('one\n', () => r()));
     const s2 = appendStreamNoFollow(f);
-    await new Promise((r) => s2.end('two\n', r));
+    await new Promise<void>((r) => s2.end('two\n', () => r()));
     assert.equal(fs.readFileSync(f, 'utf8'), 'one\ntwo\n');
     writeFileNoFollow(f, 'new', 'replace');
     assert.equal(fs.readFileSync(f, 'utf8'), 'new');
