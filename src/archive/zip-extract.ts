@@ -34,7 +34,7 @@ export const DEFAULT_EXTRACT_LIMITS: ExtractLimits = { maxEntries: 100_000, maxB
 const SMALL_FILE = 256 * 1024;
 
 const bad = (message: string) => new FlintError('FLINT_ERR_BAD_ARCHIVE', message);
-const tooLarge = (max: number) => new FlintError('FLINT_ERR_PAYLOAD_TOO_LARGE', `the archive unpacks to more than ${max} bytes`);
+const tooLarge = (max: number, name: string) => new FlintError('FLINT_ERR_PAYLOAD_TOO_LARGE', `the archive unpacks to more than ${max} bytes (at entry '${name}')`);
 
 /** Where each write goes wrong on disk (a link or a file in the way), said as the archive's fault. */
 function onDisk<T>(name: string, write: () => T): T {
@@ -51,14 +51,17 @@ async function unpack(zip: yauzl.ZipFile, dest: string, limits: ExtractLimits): 
   const links: { name: string; parts: string[]; target: string }[] = [];
   let entries = 0;
   let bytes = 0;
-  const count = (c: Buffer) => {
-    bytes += c.length;
-    if (bytes > limits.maxBytes) throw tooLarge(limits.maxBytes);
-  };
+  let declared = 0;
 
   for (let entry = await nextEntry(zip); entry; entry = await nextEntry(zip)) {
     if (++entries > limits.maxEntries) throw new FlintError('FLINT_ERR_PAYLOAD_TOO_LARGE', `the archive has more than ${limits.maxEntries} entries`);
     const name = entry.fileName;
+    declared += entry.uncompressedSize;
+    if (declared > limits.maxBytes) throw tooLarge(limits.maxBytes, name);
+    const count = (c: Buffer) => {
+      bytes += c.length;
+      if (bytes > limits.maxBytes) throw tooLarge(limits.maxBytes, name);
+    };
     await checkEntryName(zip, entry);
     const kind = entryKind(entry);
     if (kind === 'link') {

@@ -1,9 +1,10 @@
 // Reading a zip entry by entry, shared by inspection and extraction so both
 // see the same entries the same way: names taken from the central directory
 // and required to match the local header's (a zip whose two names differ
-// reads as different trees to different tools), a backslash in the raw name
-// refused (yauzl turns it into '/', another tool would not), and the
-// declared sizes checked against what actually inflates.
+// reads as different trees to different tools), a backslash in a name
+// refused (yauzl's strict names: a separator to Windows tools, a plain
+// character here), and the declared sizes checked against what actually
+// inflates.
 import type { Readable } from 'node:stream';
 import yauzl from 'yauzl';
 import { FlintError } from '../api/errors.ts';
@@ -15,7 +16,7 @@ const MAX_LINK_TARGET = 4096;
 
 const bad = (message: string) => new FlintError('FLINT_ERR_BAD_ARCHIVE', message);
 
-const OPTIONS = { lazyEntries: true, autoClose: true, strictFileNames: false, decodeStrings: true, validateEntrySizes: true };
+const OPTIONS = { lazyEntries: true, autoClose: true, strictFileNames: true, decodeStrings: true, validateEntrySizes: true };
 
 export function openZip(src: string | Buffer): Promise<yauzl.ZipFile> {
   return new Promise((resolve, reject) => {
@@ -28,12 +29,27 @@ export function openZip(src: string | Buffer): Promise<yauzl.ZipFile> {
   });
 }
 
+// yauzl refuses these names itself, before an entry is handed out: said here as every other refusal of a name is.
+const YAUZL_NAME_PROBLEMS: [RegExp, string][] = [
+  [/^invalid relative path: (.*)$/s, "leaves the archive's directory ('..')"],
+  [/^absolute path: (.*)$/s, 'has an absolute path'],
+  [/^invalid characters in fileName: (.*)$/s, 'uses backslashes'],
+];
+
+function nameProblem(message: string): string | undefined {
+  for (const [re, what] of YAUZL_NAME_PROBLEMS) {
+    const m = re.exec(message);
+    if (m) return `entry '${m[1]}' ${what}`;
+  }
+  return undefined;
+}
+
 /** The next entry, or undefined after the last. */
 export function nextEntry(zip: yauzl.ZipFile): Promise<yauzl.Entry | undefined> {
   return new Promise((resolve, reject) => {
     const onEntry = (e: yauzl.Entry) => done(() => resolve(e));
     const onEnd = () => done(() => resolve(undefined));
-    const onError = (err: Error) => done(() => reject(bad(`not a valid zip archive: ${err.message}`)));
+    const onError = (err: Error) => done(() => reject(bad(nameProblem(err.message) ?? `not a valid zip archive: ${err.message}`)));
     const done = (f: () => void) => {
       zip.off('entry', onEntry).off('end', onEnd).off('error', onError);
       f();
@@ -56,7 +72,6 @@ export function entryKind(entry: yauzl.Entry): EntryKind {
 
 /** Refuses an entry whose raw name holds a backslash, or whose local header names something else. */
 export async function checkEntryName(zip: yauzl.ZipFile, entry: yauzl.Entry): Promise<void> {
-  if (entry.fileNameRaw.includes(0x5c)) throw bad(`entry '${entry.fileName.replace(/\//g, '\\')}' uses backslashes`);
   const local = await new Promise<Buffer>((resolve, reject) => {
     zip.readLocalFileHeader(entry, {}, (err, header) => {
       if (err || !header) reject(bad(`entry '${entry.fileName}' cannot be read: ${err?.message}`));

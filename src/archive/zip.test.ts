@@ -103,7 +103,7 @@ describe('unsafe archives', () => {
   ] as const) {
     it(`refuses ${name} (${entry})`, async () => {
       const zip = file(`${name.replace(/ /g, '-')}.zip`, rawZip(entry, Buffer.from('x')));
-      await refused(zip, 'FLINT_ERR_BAD_ARCHIVE', new RegExp(entry.replace(/\\/g, '/').replace(/[.^$|?*+()[\]{}]/g, '\\$&')));
+      await refused(zip, 'FLINT_ERR_BAD_ARCHIVE', new RegExp(entry.replace(/[.^$|?*+()[\]{}\\]/g, '\\$&')));
       await assert.rejects(inspectZip(zip, { maxEntries: 10, maxBytes: 1e6 }), { code: 'FLINT_ERR_BAD_ARCHIVE' });
     });
   }
