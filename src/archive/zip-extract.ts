@@ -17,7 +17,7 @@ import { pipeline } from 'node:stream/promises';
 import type yauzl from 'yauzl';
 import { FlintError } from '../api/errors.ts';
 import { mkdirUnder } from '../fsafe/mkdir.ts';
-import { openNoFollow } from '../fsafe/open.ts';
+import { openNoFollow, unsafePath } from '../fsafe/open.ts';
 import { fsTree } from './fs-tree.ts';
 import { ArchiveTree, linkProblem } from './tree-model.ts';
 import { checkEntryName, entryKind, entryStream, nextEntry, openZip, readEntry, readLinkTarget } from './zip-read.ts';
@@ -131,7 +131,10 @@ async function unpack(zip: yauzl.ZipFile, dest: string, limits: ExtractLimits): 
 export async function extractZip(zipPath: string, destDir: string, limits: Partial<ExtractLimits> = {}): Promise<{ entries: number; bytes: number }> {
   const l = { ...DEFAULT_EXTRACT_LIMITS, ...limits };
   const dest = path.resolve(destDir);
-  const existing = fs.existsSync(dest);
+  const st = fs.lstatSync(dest, { throwIfNoEntry: false });
+  // A link here would have the tree renamed over whatever it points to.
+  if (st && !st.isDirectory()) throw unsafePath(dest, st.isSymbolicLink() ? 'it is a symbolic link' : 'it is not a directory');
+  const existing = st !== undefined;
   if (existing && fs.readdirSync(dest).length > 0) throw new FlintError('FLINT_ERR_INTERNAL', `cannot unpack into ${dest}: it is not empty`);
   const tmp = `${dest}.part-${randomBytes(4).toString('hex')}`;
   fs.mkdirSync(path.dirname(tmp), { recursive: true });
