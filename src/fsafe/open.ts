@@ -6,6 +6,7 @@
 // link planted by an archive or a function would turn "append to this log"
 // into "append to any file on the host".
 import fs from 'node:fs';
+import { pipeline } from 'node:stream/promises';
 import { FlintError } from '../api/errors.ts';
 
 const C = fs.constants;
@@ -62,6 +63,11 @@ export function writeFileNoFollow(file: string, data: string | Uint8Array, how: 
   } finally {
     fs.closeSync(fd);
   }
+}
+
+/** Copies the server's own file `from` to `to`, which is written as writeFileNoFollow does. */
+export async function copyFileNoFollow(from: string, to: string, how: 'create' | 'replace', mode = 0o644): Promise<void> {
+  await pipeline(fs.createReadStream(from), fs.createWriteStream(to, { fd: openNoFollow(to, how, mode) }));
 }
 
 /** A read stream on `file`, refusing a link at its last component. */
