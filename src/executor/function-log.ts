@@ -5,7 +5,7 @@
 // planted at `logs/<ns>/<fn>.log` can never turn a function's stdout into a
 // write to another file. Such a log is refused, said once, and its lines
 // dropped until the function's log is closed.
-import fs from 'node:fs';
+import type fs from 'node:fs';
 import path from 'node:path';
 import { type DataLayout, functionLogFile } from '../config/layout.ts';
 import { mkdirUnder } from '../fsafe/mkdir.ts';
