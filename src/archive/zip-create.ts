@@ -9,7 +9,7 @@ import path from 'node:path';
 import yazl from 'yazl';
 import { FlintError } from '../api/errors.ts';
 import { sha256File } from './checksum.ts';
-import { readStreamNoFollow } from '../fsafe/open.ts';
+import { openNoFollow, readStreamNoFollow } from '../fsafe/open.ts';
 import { fsTree } from './fs-tree.ts';
 import { linkProblem, type TreeView } from './tree-model.ts';
 
@@ -18,7 +18,8 @@ const MTIME = new Date('2000-01-01T00:00:00Z');
 
 function write(zip: yazl.ZipFile, outPath: string): Promise<{ sha256: string; size: number }> {
   return new Promise((resolve, reject) => {
-    const out = fs.createWriteStream(outPath);
+    // A build's zip goes into its work directory, where the build could have left a link by that name.
+    const out = fs.createWriteStream(outPath, { fd: openNoFollow(outPath, 'replace') });
     zip.outputStream.pipe(out).on('error', reject);
     out.on('close', () => {
       sha256File(outPath).then((sha256) => resolve({ sha256, size: fs.statSync(outPath).size }), reject);

@@ -56,6 +56,18 @@ describe('build output', () => {
     assert.deepEqual(await stored(), before);
   });
 
+  it('refuses to write its zip through a link the build left at deploy.zip in its work directory', async () => {
+    const before = await stored();
+    const w = work();
+    const deploy = path.join(w, 'deploy');
+    fs.mkdirSync(deploy);
+    fs.writeFileSync(path.join(deploy, 'index.js'), 'x');
+    fs.symlinkSync(path.join(dir, 'secret'), path.join(w, 'deploy.zip'));
+    await assert.rejects(storeBuildOutput(archives, deploy, w, false), (e: any) => e.code === 'FLINT_ERR_UNSAFE_PATH' && /deploy\.zip: it is a symbolic link/.test(e.message));
+    assert.equal(fs.readFileSync(path.join(dir, 'secret'), 'utf8'), 'host secret');
+    assert.deepEqual(await stored(), before);
+  });
+
   it('refuses a DEPLOY_PKG that is a link, for a kept archive as for a zipped one', async () => {
     const before = await stored();
     for (const keep of [true, false]) {

@@ -18,5 +18,5 @@ export async function storeBuildOutput(archives: ArchiveStore, deployPath: strin
   if (st.isDirectory()) await zipDirectory(deployPath, zip);
   else if (st.isFile()) await zipFiles([{ path: deployPath, name: path.basename(deployPath) }], zip);
   else throw new FlintError('FLINT_ERR_VALIDATION', 'the build left something at DEPLOY_PKG that is neither a file nor a directory');
-  return archives.putFile(zip);
+  return archives.put(readStreamNoFollow(zip));
 }
