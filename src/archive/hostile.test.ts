@@ -80,6 +80,17 @@ describe('hostile archives', () => {
   }
 });
 
+describe('too many entries', () => {
+  it('is refused by inspection and by extraction, writing nothing', async () => {
+    const zip = path.join(root, 'many.zip');
+    fs.writeFileSync(zip, rawZipOf(Array.from({ length: LIMITS.maxEntries + 1 }, (_, i) => ({ name: `e${i}` }))));
+    await assert.rejects(inspectZip(zip, LIMITS), (e: any) => e.code === 'FLINT_ERR_PAYLOAD_TOO_LARGE' && /more than 1000 entries/.test(e.message));
+    const before = snapshot(root);
+    await assert.rejects(extractZip(zip, path.join(parent, 'many'), LIMITS), (e: any) => e.code === 'FLINT_ERR_PAYLOAD_TOO_LARGE' && /more than 1000 entries/.test(e.message));
+    assert.deepEqual(snapshot(root), before);
+  });
+});
+
 describe('archives the model must keep accepting', () => {
   const link = (name: string, target: string) => ({ name, data: Buffer.from(target), symlink: true });
   const file = (name: string) => ({ name, data: Buffer.from(name) });

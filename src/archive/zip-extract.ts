@@ -48,6 +48,17 @@ function onDisk<T>(name: string, write: () => T): T {
 
 async function unpack(zip: yauzl.ZipFile, dest: string, limits: ExtractLimits): Promise<{ entries: number; bytes: number }> {
   const tree = new ArchiveTree();
+  // Directories already made and checked: the temporary tree is ours alone, so once is enough.
+  const made = new Map<string, string>([['', dest]]);
+  const dirOf = (name: string, parts: string[]) => {
+    const key = parts.join('/');
+    let at = made.get(key);
+    if (at === undefined) {
+      at = onDisk(name, () => mkdirUnder(dest, key));
+      made.set(key, at);
+    }
+    return at;
+  };
   const links: { name: string; parts: string[]; target: string }[] = [];
   let entries = 0;
   let bytes = 0;
@@ -71,10 +82,10 @@ async function unpack(zip: yauzl.ZipFile, dest: string, limits: ExtractLimits): 
     }
     const parts = tree.add(name, kind);
     if (kind === 'dir') {
-      onDisk(name, () => mkdirUnder(dest, parts.join('/')));
+      dirOf(name, parts);
       continue;
     }
-    const file = onDisk(name, () => path.join(mkdirUnder(dest, parts.slice(0, -1).join('/')), parts[parts.length - 1]));
+    const file = path.join(dirOf(name, parts.slice(0, -1)), parts[parts.length - 1]);
     const mode = (entry.externalFileAttributes >>> 16) & 0o111 ? 0o755 : 0o644;
     const fd = onDisk(name, () => openNoFollow(file, 'create', mode));
     if (entry.uncompressedSize <= SMALL_FILE) {

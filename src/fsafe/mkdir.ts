@@ -30,12 +30,17 @@ export function mkdirUnder(root: string, rel: string, mode = 0o755): string {
   if (!fs.statSync(at).isDirectory()) throw unsafePath(at, 'it is not a directory');
   for (const part of parts) {
     at = path.join(at, part);
-    try {
-      fs.mkdirSync(at, mode);
-    } catch (err) {
-      if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
+    let st = fs.lstatSync(at, { throwIfNoEntry: false });
+    if (!st) {
+      try {
+        fs.mkdirSync(at, mode);
+      } catch (err) {
+        // Made meanwhile by someone else: whatever it is, the lstat below judges it.
+        if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
+      }
+      st = fs.lstatSync(at);
     }
-    checkOwnDirectory(at);
+    checkOwnDirectory(at, st);
   }
   return at;
 }
