@@ -29,6 +29,8 @@ export const ErrorCodes = {
   FLINT_ERR_CONFIG: { status: 400, exit: 2 },
   FLINT_ERR_USAGE: { status: 400, exit: 2 },
   FLINT_ERR_INTERNAL: { status: 500, exit: 1 },
+  /** A path the server writes or reads is a link, or not its own directory: something planted it. */
+  FLINT_ERR_UNSAFE_PATH: { status: 500, exit: 1 },
   FLINT_ERR_FUNCTION_ERROR: { status: 500, exit: 1 },
   FLINT_ERR_SPECIALIZE_FAILED: { status: 500, exit: 1 },
   FLINT_ERR_NOT_IMPLEMENTED: { status: 501, exit: 1 },

@@ -62,6 +62,8 @@ describe('validation', () => {
     fail('Function', fnWith({ maxDuration: 5 }), 'spec.streaming.maxDuration', /./);
     assert.equal((validateResource('Function', fnWith({ idleTimeoutSeconds: 5 })) as any).spec.streaming.protocol, 'auto', 'protocol defaults to auto');
     assert.throws(() => validateResource('Secret', 'text'), { code: 'FLINT_ERR_VALIDATION' });
+    fail('Secret', { metadata: { name: 's' }, data: { '..': 'x' } }, 'data...', /may not be '\.' or '\.\.'/);
+    fail('ConfigMap', { metadata: { name: 'c' }, data: { '.': 'x' } }, 'data..', /may not be '\.' or '\.\.'/);
   });
 
   it('maps Fission and Flint images to built-in runtimes', () => {

@@ -209,6 +209,8 @@ function checkDataSize(obj: { data?: Record<string, string> }) {
   let size = 0;
   for (const [k, v] of Object.entries(obj.data ?? {})) {
     if (!/^[-._a-zA-Z0-9]{1,253}$/.test(k)) throw invalid(`data.${k}`, "keys may hold only letters, digits, '-', '_' and '.'");
+    // Each key is a file's name in the instance's secrets or configs directory.
+    if (k === '.' || k === '..') throw invalid(`data.${k}`, "a key may not be '.' or '..'");
     size += k.length + Buffer.byteLength(v);
   }
   if (size > MAX_DATA_BYTES) throw invalid('data', `total size ${size} bytes exceeds the limit of ${MAX_DATA_BYTES} bytes`);

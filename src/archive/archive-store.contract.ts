@@ -4,6 +4,7 @@ import { createHash } from 'node:crypto';
 import fs from 'node:fs';
 import { Readable } from 'node:stream';
 import { describe, it } from 'node:test';
+import { FlintError } from '../api/errors.ts';
 import type { ArchiveStore } from './store.ts';
 
 const sha = (b: Buffer) => createHash('sha256').update(b).digest('hex');
@@ -50,6 +51,19 @@ export function archiveStoreContract(name: string, make: () => ArchiveStore): vo
       await assert.rejects(s.put(chunks(bytes), { maxBytes: 4 }), { code: 'FLINT_ERR_PAYLOAD_TOO_LARGE' });
       assert.deepEqual(await all(s), []);
       assert.equal((await s.put(chunks(bytes), { expectedSha256: sha(bytes) })).sha256, sha(bytes));
+    });
+
+    it('keeps nothing when the check refuses the complete bytes', async () => {
+      const s = make();
+      const bytes = Buffer.from('inspected content');
+      let seen: Buffer | undefined;
+      const refuse = async (file: string) => {
+        seen = fs.readFileSync(file);
+        throw new FlintError('FLINT_ERR_BAD_ARCHIVE', 'refused by the check');
+      };
+      await assert.rejects(s.put(chunks(bytes), { check: refuse }), /refused by the check/);
+      assert.deepEqual(seen, bytes, 'the check saw every byte');
+      assert.deepEqual(await all(s), []);
     });
 
     it('refuses malformed ids', async () => {

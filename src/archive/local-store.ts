@@ -55,6 +55,7 @@ export class LocalArchiveStore implements ArchiveStore {
       if (opts.expectedSha256 !== undefined && sha !== opts.expectedSha256) {
         throw new FlintError('FLINT_ERR_BAD_ARCHIVE', `archive checksum mismatch: expected sha256 ${opts.expectedSha256}, got ${sha}`);
       }
+      await opts.check?.(tmp);
       const final = this.#file(sha);
       await fs.promises.mkdir(path.dirname(final), { recursive: true, mode: 0o700 });
       const existing = await this.get(sha);

@@ -14,6 +14,8 @@ export interface PutOptions {
   expectedSha256?: string;
   /** Refuse (FLINT_ERR_PAYLOAD_TOO_LARGE) past this many bytes. */
   maxBytes?: number;
+  /** Runs on the complete bytes (a file) before they are kept; a rejection keeps nothing. */
+  check?: (file: string) => Promise<void>;
 }
 
 export interface ArchiveStore {

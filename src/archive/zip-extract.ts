@@ -1,16 +1,26 @@
-// Safe unpacking of a zip: every entry name and symlink target checked (see
-// zip-inspect.ts), symlinks made last so no file is written through one, the
-// bytes actually inflated counted against the cap (declared sizes can lie),
-// and all of it into a temporary sibling directory renamed into place at the
-// end: a refused archive leaves nothing behind.
+// Unpacking a zip so that nothing lands outside its tree, whatever the
+// archive says. The entries are modelled as they are unpacked (tree-model.ts:
+// no path through a link or a file, no name used twice, links resolved
+// through the tree must stay in it), and independently of that model the
+// writes themselves cannot be led astray: every directory is made component
+// by component below the tree's root and lstat-checked to be a real one
+// (fsafe/mkdir.ts), every file is created with O_CREAT|O_EXCL|O_NOFOLLOW,
+// symlinks are made last, after every file, and then resolved again on disk.
+// The bytes actually inflated count against the cap (declared sizes can lie).
+// All of it goes into a temporary sibling directory renamed into place at
+// the end: a refused archive leaves nothing behind.
 import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 import { Transform } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
-import yauzl from 'yauzl';
+import type yauzl from 'yauzl';
 import { FlintError } from '../api/errors.ts';
-import { entryNameProblem, isSymlinkEntry, linkTargetProblem } from './zip-inspect.ts';
+import { mkdirUnder } from '../fsafe/mkdir.ts';
+import { openNoFollow, unsafePath } from '../fsafe/open.ts';
+import { fsTree } from './fs-tree.ts';
+import { ArchiveTree, linkProblem } from './tree-model.ts';
+import { checkEntryName, entryKind, entryStream, nextEntry, openZip, readEntry, readLinkTarget } from './zip-read.ts';
 
 export interface ExtractLimits {
   maxEntries: number;
@@ -24,109 +34,102 @@ export const DEFAULT_EXTRACT_LIMITS: ExtractLimits = { maxEntries: 100_000, maxB
 const SMALL_FILE = 256 * 1024;
 
 const bad = (message: string) => new FlintError('FLINT_ERR_BAD_ARCHIVE', message);
+const tooLarge = (max: number, name: string) => new FlintError('FLINT_ERR_PAYLOAD_TOO_LARGE', `the archive unpacks to more than ${max} bytes (at entry '${name}')`);
 
-function openZip(file: string): Promise<yauzl.ZipFile> {
-  return new Promise((resolve, reject) => {
-    yauzl.open(file, { lazyEntries: true, autoClose: true, strictFileNames: false, decodeStrings: true, validateEntrySizes: true }, (err, zip) => {
-      if (err || !zip) reject(bad(`not a zip archive: ${err?.message ?? 'unreadable'}`));
-      else resolve(zip);
-    });
-  });
-}
-
-function readStream(zip: yauzl.ZipFile, entry: yauzl.Entry): Promise<NodeJS.ReadableStream> {
-  return new Promise((resolve, reject) => {
-    zip.openReadStream(entry, (err, stream) => {
-      if (err || !stream) reject(bad(`entry '${entry.fileName}' cannot be read: ${err?.message}`));
-      else resolve(stream);
-    });
-  });
+/** Where each write goes wrong on disk (a link or a file in the way), said as the archive's fault. */
+function onDisk<T>(name: string, write: () => T): T {
+  try {
+    return write();
+  } catch (err) {
+    if (err instanceof FlintError && err.code !== 'FLINT_ERR_UNSAFE_PATH') throw err;
+    throw bad(`entry '${name}' cannot be unpacked: ${(err as Error).message}`);
+  }
 }
 
 async function unpack(zip: yauzl.ZipFile, dest: string, limits: ExtractLimits): Promise<{ entries: number; bytes: number }> {
-  const seen = new Set<string>();
-  const links: { at: string; target: string }[] = [];
-  const made = new Set<string>([dest]);
+  const tree = new ArchiveTree();
+  // Directories already made and checked: the temporary tree is ours alone, so once is enough.
+  const made = new Map<string, string>([['', dest]]);
+  const dirOf = (name: string, parts: string[]) => {
+    const key = parts.join('/');
+    let at = made.get(key);
+    if (at === undefined) {
+      at = onDisk(name, () => mkdirUnder(dest, key));
+      made.set(key, at);
+    }
+    return at;
+  };
+  const links: { name: string; parts: string[]; target: string }[] = [];
   let entries = 0;
   let bytes = 0;
-  const next = (): Promise<yauzl.Entry | undefined> =>
-    new Promise((resolve, reject) => {
-      const onEntry = (e: yauzl.Entry) => done(() => resolve(e));
-      const onEnd = () => done(() => resolve(undefined));
-      const onError = (err: Error) => done(() => reject(bad(`not a valid zip archive: ${err.message}`)));
-      const done = (f: () => void) => {
-        zip.off('entry', onEntry).off('end', onEnd).off('error', onError);
-        f();
-      };
-      zip.once('entry', onEntry).once('end', onEnd).once('error', onError);
-      zip.readEntry();
-    });
+  let declared = 0;
 
-  for (let entry = await next(); entry; entry = await next()) {
-    entries++;
-    if (entries > limits.maxEntries) throw new FlintError('FLINT_ERR_PAYLOAD_TOO_LARGE', `the archive has more than ${limits.maxEntries} entries`);
+  for (let entry = await nextEntry(zip); entry; entry = await nextEntry(zip)) {
+    if (++entries > limits.maxEntries) throw new FlintError('FLINT_ERR_PAYLOAD_TOO_LARGE', `the archive has more than ${limits.maxEntries} entries`);
     const name = entry.fileName;
-    const problem = entryNameProblem(name);
-    if (problem) throw bad(problem);
-    const rel = name.replace(/\/+$/, '');
-    if (rel === '' || rel === '.') continue;
-    if (seen.has(rel)) throw bad(`entry '${name}' appears twice`);
-    seen.add(rel);
-    const target = path.join(dest, rel);
-    if (name.endsWith('/')) {
-      fs.mkdirSync(target, { recursive: true, mode: 0o755 });
-      made.add(target);
+    declared += entry.uncompressedSize;
+    if (declared > limits.maxBytes) throw tooLarge(limits.maxBytes, name);
+    const count = (c: Buffer) => {
+      bytes += c.length;
+      if (bytes > limits.maxBytes) throw tooLarge(limits.maxBytes, name);
+    };
+    await checkEntryName(zip, entry);
+    const kind = entryKind(entry);
+    if (kind === 'link') {
+      const target = await readLinkTarget(zip, entry);
+      links.push({ name, parts: tree.add(name, kind, target), target });
       continue;
     }
-    if (isSymlinkEntry(entry)) {
-      const stream = await readStream(zip, entry);
-      const chunks: Buffer[] = [];
-      for await (const c of stream) chunks.push(c as Buffer);
-      const linkTarget = Buffer.concat(chunks).toString('utf8');
-      const linkProblem = linkTargetProblem(rel, linkTarget);
-      if (linkProblem) throw bad(linkProblem);
-      links.push({ at: target, target: linkTarget });
+    const parts = tree.add(name, kind);
+    if (kind === 'dir') {
+      dirOf(name, parts);
       continue;
     }
-    const parent = path.dirname(target);
-    if (!made.has(parent)) {
-      fs.mkdirSync(parent, { recursive: true, mode: 0o755 });
-      made.add(parent);
-    }
+    const file = path.join(dirOf(name, parts.slice(0, -1)), parts[parts.length - 1]);
     const mode = (entry.externalFileAttributes >>> 16) & 0o111 ? 0o755 : 0o644;
+    const fd = onDisk(name, () => openNoFollow(file, 'create', mode));
     if (entry.uncompressedSize <= SMALL_FILE) {
       // Most files of a package are small: one buffer and one write beat a stream pipeline each.
       const chunks: Buffer[] = [];
-      for await (const c of await readStream(zip, entry)) {
-        bytes += (c as Buffer).length;
-        if (bytes > limits.maxBytes) throw new FlintError('FLINT_ERR_PAYLOAD_TOO_LARGE', `the archive unpacks to more than ${limits.maxBytes} bytes`);
-        chunks.push(c as Buffer);
+      try {
+        await readEntry(zip, entry, (c) => {
+          count(c);
+          chunks.push(c);
+        });
+        fs.writeSync(fd, Buffer.concat(chunks));
+      } finally {
+        fs.closeSync(fd);
       }
-      await fs.promises.writeFile(target, Buffer.concat(chunks), { flag: 'wx', mode });
       continue;
     }
     const counter = new Transform({
       transform(chunk: Buffer, _enc, cb) {
-        bytes += chunk.length;
-        if (bytes > limits.maxBytes) cb(new FlintError('FLINT_ERR_PAYLOAD_TOO_LARGE', `the archive unpacks to more than ${limits.maxBytes} bytes`));
-        else cb(null, chunk);
+        try {
+          count(chunk);
+          cb(null, chunk);
+        } catch (err) {
+          cb(err as Error);
+        }
       },
     });
     try {
-      await pipeline(await readStream(zip, entry), counter, fs.createWriteStream(target, { flags: 'wx', mode }));
+      await pipeline(await entryStream(zip, entry), counter, fs.createWriteStream(file, { fd }));
     } catch (err) {
       if (err instanceof FlintError) throw err;
       throw bad(`entry '${name}' cannot be unpacked: ${(err as Error).message}`);
     }
   }
+  tree.finish();
   // Last, so that no entry above could have been written through a link.
   for (const l of links) {
-    fs.mkdirSync(path.dirname(l.at), { recursive: true, mode: 0o755 });
-    try {
-      fs.symlinkSync(l.target, l.at);
-    } catch (err) {
-      throw bad(`symlink '${path.relative(dest, l.at)}' conflicts with another entry: ${(err as NodeJS.ErrnoException).code}`);
-    }
+    const parent = onDisk(l.name, () => mkdirUnder(dest, l.parts.slice(0, -1).join('/')));
+    onDisk(l.name, () => fs.symlinkSync(l.target, path.join(parent, l.parts[l.parts.length - 1])));
+  }
+  // The links as they are on disk, resolved without the kernel's help: the model above is not trusted alone.
+  const disk = fsTree(dest);
+  for (const l of links) {
+    const problem = linkProblem(disk, l.name, l.parts, l.target);
+    if (problem) throw bad(problem);
   }
   return { entries, bytes };
 }
@@ -139,10 +142,14 @@ async function unpack(zip: yauzl.ZipFile, dest: string, limits: ExtractLimits): 
 export async function extractZip(zipPath: string, destDir: string, limits: Partial<ExtractLimits> = {}): Promise<{ entries: number; bytes: number }> {
   const l = { ...DEFAULT_EXTRACT_LIMITS, ...limits };
   const dest = path.resolve(destDir);
-  const existing = fs.existsSync(dest);
+  const st = fs.lstatSync(dest, { throwIfNoEntry: false });
+  // A link here would have the tree renamed over whatever it points to.
+  if (st && !st.isDirectory()) throw unsafePath(dest, st.isSymbolicLink() ? 'it is a symbolic link' : 'it is not a directory');
+  const existing = st !== undefined;
   if (existing && fs.readdirSync(dest).length > 0) throw new FlintError('FLINT_ERR_INTERNAL', `cannot unpack into ${dest}: it is not empty`);
   const tmp = `${dest}.part-${randomBytes(4).toString('hex')}`;
-  fs.mkdirSync(tmp, { recursive: true, mode: 0o755 });
+  fs.mkdirSync(path.dirname(tmp), { recursive: true });
+  fs.mkdirSync(tmp, { mode: 0o755 });
   let zip: yauzl.ZipFile | undefined;
   try {
     zip = await openZip(zipPath);

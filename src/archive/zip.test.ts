@@ -103,7 +103,7 @@ describe('unsafe archives', () => {
   ] as const) {
     it(`refuses ${name} (${entry})`, async () => {
       const zip = file(`${name.replace(/ /g, '-')}.zip`, rawZip(entry, Buffer.from('x')));
-      await refused(zip, 'FLINT_ERR_BAD_ARCHIVE', new RegExp(entry.replace(/\\/g, '/').replace(/[.^$|?*+()[\]{}]/g, '\\$&')));
+      await refused(zip, 'FLINT_ERR_BAD_ARCHIVE', new RegExp(entry.replace(/[.^$|?*+()[\]{}\\]/g, '\\$&')));
       await assert.rejects(inspectZip(zip, { maxEntries: 10, maxBytes: 1e6 }), { code: 'FLINT_ERR_BAD_ARCHIVE' });
     });
   }
@@ -115,13 +115,12 @@ describe('unsafe archives', () => {
   });
 
   it('never writes a file through a symlink', async () => {
-    // "d" is a link to a directory in the tree, and "d/f" a file: the file
-    // lands in a real directory "d", and the link then conflicts with it.
+    // "sub" is a link to a directory in the tree, and "sub/f" a file beneath it.
     const zip = await yazlZip((z) => {
       z.addBuffer(Buffer.from('sub'), 'sub', { mode: 0o120777 });
       z.addBuffer(Buffer.from('payload'), 'sub/f');
     });
-    await refused(zip, 'FLINT_ERR_BAD_ARCHIVE', /symlink 'sub' conflicts with another entry|appears twice/);
+    await refused(zip, 'FLINT_ERR_BAD_ARCHIVE', /entry 'sub\/f' passes through the symlink 'sub'/);
   });
 
   it('stops a zip bomb at the unpacked cap, whatever the entry declares', async () => {

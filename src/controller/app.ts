@@ -18,7 +18,7 @@ import { controllerMetrics, registerMetricsRoute } from './metrics.ts';
 import { registerLogRoutes } from './logs.ts';
 import { OPENAPI_INFO } from './openapi.ts';
 import { registerRebuildRoute } from './rebuild.ts';
-import { registerResourceRoutes } from './resources.ts';
+import { DEFAULT_ARCHIVE_LIMITS, registerResourceRoutes } from './resources.ts';
 import { registerTopicRoutes, type TopicAccess } from './topics.ts';
 import { registerWatchRoutes } from './watch.ts';
 
@@ -116,7 +116,7 @@ export async function createController(opts: ControllerOptions): Promise<Fastify
   registerWatchRoutes(app, opts.store);
   registerLogRoutes(app, opts.store, opts.layout);
   registerTopicRoutes(app, opts.topics);
-  registerArchiveRoutes(app, opts.archives, opts.maxUploadBytes ?? DEFAULT_MAX_UPLOAD);
+  registerArchiveRoutes(app, opts.archives, opts.maxUploadBytes ?? DEFAULT_MAX_UPLOAD, opts.archiveLimits ?? DEFAULT_ARCHIVE_LIMITS);
   registerRebuildRoute(app, opts.store);
   registerMetricsRoute(app, controllerMetrics(opts.store, opts.metrics));
   app.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger());

@@ -1,11 +1,13 @@
 // Archive upload and download: `POST /v1/archives` streams a zip (or any
 // file) into the content-addressed store and answers with the URL packages
-// refer to it by; `GET /v1/archives/<sha256>` streams it back.
+// refer to it by; `GET /v1/archives/<sha256>` streams it back. A zip is
+// inspected (zip-inspect.ts) before it is kept: an unsafe one is refused
+// here, naming the entry, and nothing of it is stored.
 import { Type } from '@sinclair/typebox';
 import type { FastifyInstance } from 'fastify';
 import { ARCHIVE_URL_PREFIX, SHA256_HEX } from '../api/build-command.ts';
 import { FlintError, invalid } from '../api/errors.ts';
-import type { ArchiveStore } from '../archive/index.ts';
+import { type ArchiveStore, type InspectLimits, inspectZip, isZipFile } from '../archive/index.ts';
 import { ErrorBody } from './openapi.ts';
 
 export const ARCHIVE_CONTENT_TYPES = ['application/octet-stream', 'application/zip'];
@@ -21,7 +23,7 @@ function checkSha(value: string, field: string): string {
   return value;
 }
 
-export function registerArchiveRoutes(app: FastifyInstance, archives: ArchiveStore | undefined, maxUploadBytes: number): void {
+export function registerArchiveRoutes(app: FastifyInstance, archives: ArchiveStore | undefined, maxUploadBytes: number, limits: InspectLimits): void {
   app.register(async (sub) => {
     // The body is the archive itself, streamed to disk: never parsed, never held in memory.
     sub.addContentTypeParser(ARCHIVE_CONTENT_TYPES, (_req, payload, done) => done(null, payload));
@@ -36,7 +38,7 @@ export function registerArchiveRoutes(app: FastifyInstance, archives: ArchiveSto
         schema: {
           tags: ['archives'],
           summary: 'Upload an archive',
-          description: `Send the bytes as ${ARCHIVE_CONTENT_TYPES.join(' or ')}. With ?sha256= the upload is refused (400 FLINT_ERR_BAD_ARCHIVE) unless the bytes match. Archives no package refers to are deleted after a grace period.`,
+          description: `Send the bytes as ${ARCHIVE_CONTENT_TYPES.join(' or ')}. With ?sha256= the upload is refused (400 FLINT_ERR_BAD_ARCHIVE) unless the bytes match. A zip with an unsafe entry is refused (400 FLINT_ERR_BAD_ARCHIVE, naming the entry) and not kept. Archives no package refers to are deleted after a grace period.`,
           querystring: Type.Object({ sha256: Type.Optional(Type.String()) }),
           response: { 201: Uploaded, 400: ErrorBody, 413: ErrorBody, 415: ErrorBody },
         },
@@ -51,7 +53,10 @@ export function registerArchiveRoutes(app: FastifyInstance, archives: ArchiveSto
         if (Number.isFinite(declared) && declared > maxUploadBytes) {
           throw new FlintError('FLINT_ERR_PAYLOAD_TOO_LARGE', `archive of ${declared} bytes is larger than the limit of ${maxUploadBytes} bytes (archives.maxUploadMB)`);
         }
-        const info = await store().put(req.body as NodeJS.ReadableStream, { expectedSha256: expected, maxBytes: maxUploadBytes });
+        const check = async (file: string) => {
+          if (await isZipFile(file)) await inspectZip(file, limits);
+        };
+        const info = await store().put(req.body as NodeJS.ReadableStream, { expectedSha256: expected, maxBytes: maxUploadBytes, check });
         reply.code(201);
         return { url: `${ARCHIVE_URL_PREFIX}${info.sha256}`, checksum: { type: 'sha256' as const, sum: info.sha256 }, size: info.size };
       },

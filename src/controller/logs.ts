@@ -1,10 +1,13 @@
 // `GET /v1/namespaces/{ns}/functions/{name}/logs`: the function's log file,
-// its last lines, and with follow=true everything appended after them.
+// its last lines, and with follow=true everything appended after them. The
+// file is read without following a link (src/fsafe): a link planted there
+// is refused, not served.
 import fs from 'node:fs';
 import { Type } from '@sinclair/typebox';
 import type { FastifyInstance } from 'fastify';
 import { FlintError, invalid } from '../api/errors.ts';
 import { type DataLayout, functionLogFile } from '../config/layout.ts';
+import { openNoFollow, readStreamNoFollow } from '../fsafe/open.ts';
 import type { Store } from '../store/store.ts';
 import { ErrorBody } from './openapi.ts';
 
@@ -14,9 +17,10 @@ const TAIL_READ_LIMIT = 4 * 1024 * 1024;
 function lastLines(file: string, count: number): { text: string; size: number } {
   let fd: number;
   try {
-    fd = fs.openSync(file, 'r');
-  } catch {
-    return { text: '', size: 0 };
+    fd = openNoFollow(file, 'read');
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return { text: '', size: 0 };
+    throw err;
   }
   try {
     const { size } = fs.fstatSync(fd);
@@ -68,13 +72,18 @@ export function registerLogRoutes(app: FastifyInstance, store: Store, layout: Da
       const timer = setInterval(() => {
         let st: fs.Stats;
         try {
-          st = fs.statSync(file);
+          st = fs.lstatSync(file);
         } catch {
           return;
         }
         if (st.size < offset) offset = 0;
         if (st.size === offset) return;
-        const stream = fs.createReadStream(file, { start: offset, end: st.size - 1 });
+        let stream: fs.ReadStream;
+        try {
+          stream = readStreamNoFollow(file, { start: offset, end: st.size - 1 });
+        } catch {
+          return;
+        }
         offset = st.size;
         stream.on('data', (chunk) => reply.raw.write(chunk));
       }, FOLLOW_POLL_MS);

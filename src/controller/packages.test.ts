@@ -5,6 +5,7 @@ import { createHash } from 'node:crypto';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { Readable } from 'node:stream';
 import { after, before, describe, it } from 'node:test';
 import type { FastifyInstance } from 'fastify';
 import { LocalArchiveStore } from '../archive/index.ts';
@@ -146,8 +147,16 @@ describe('package status through the API', () => {
     assert.equal(r.json.code, 'FLINT_ERR_BAD_ARCHIVE');
     assert.equal(r.json.field, 'spec.deployment');
     assert.match(r.json.message, /^spec\.deployment: .*'?\.\.\/\.\.\/escape\.js/);
-    const up = (await call('POST', '/v1/archives', slip, 'application/zip')).json;
-    const u = await call('POST', `${NS}/packages`, { metadata: { name: 'slip' }, spec: { environment: { name: 'nodejs' }, source: { type: 'url', url: up.url } } });
+    // Uploaded on its own, it is refused the same way and not kept.
+    const up = await call('POST', '/v1/archives', slip, 'application/zip');
+    assert.equal(up.status, 400);
+    assert.equal(up.json.code, 'FLINT_ERR_BAD_ARCHIVE');
+    assert.match(up.json.message, /'\.\.\/\.\.\/escape\.js'/);
+    assert.equal((await call('GET', `/v1/archives/${sha(slip)}`)).status, 404);
+    // One already in the store (kept before uploads were checked) is refused when a package names it.
+    const kept = await archives.put(Readable.from([slip]));
+    const u = await call('POST', `${NS}/packages`, { metadata: { name: 'slip' }, spec: { environment: { name: 'nodejs' }, source: { type: 'url', url: `/v1/archives/${kept.sha256}` } } });
+    assert.equal(u.status, 400);
     assert.equal(u.json.field, 'spec.source');
     const missing = await call('POST', `${NS}/packages`, { metadata: { name: 'slip' }, spec: { environment: { name: 'nodejs' }, source: { type: 'url', url: `/v1/archives/${'b'.repeat(64)}` } } });
     assert.equal(missing.status, 400);

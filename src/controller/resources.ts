@@ -17,7 +17,7 @@ const NAME_PARAMS = Type.Object({
   namespace: Type.String({ pattern: DNS1123_LABEL }),
   name: Type.String({ pattern: DNS1123_LABEL }),
 });
-const DEFAULT_ARCHIVE_LIMITS = { maxEntries: 100_000, maxBytes: 2 * 1024 ** 3 };
+export const DEFAULT_ARCHIVE_LIMITS = { maxEntries: 100_000, maxBytes: 2 * 1024 ** 3 };
 const ERRORS = { 400: ErrorBody, 404: ErrorBody, 409: ErrorBody };
 
 interface NsParams {

@@ -5,9 +5,15 @@
 // archive is kept ready and a cold start only renames it into place; the next
 // copy is made in the background. Entries of code no package deploys any
 // more are removed.
+//
+// Every directory here is the server's own and made without following a
+// link (src/fsafe); a link found where one should be fails the unpacking or
+// the copy instead of sending an archive's files, or an instance's code,
+// somewhere else.
 import fs from 'node:fs';
 import path from 'node:path';
 import { extractZip } from '../archive/index.ts';
+import { checkOwnDirectory, mkdirUnder } from '../fsafe/mkdir.ts';
 
 export class DeployCache {
   readonly #dir: string;
@@ -23,6 +29,7 @@ export class DeployCache {
     // A previous run's entries may be half-written or of code long gone.
     fs.rmSync(dir, { recursive: true, force: true });
     fs.mkdirSync(dir, { recursive: true, mode: 0o700 });
+    checkOwnDirectory(dir);
   }
 
   /** The unpacked tree of the zip at `zipPath` (whose content hash is `sha256`). */
@@ -65,7 +72,10 @@ export class DeployCache {
 
   #makeSpare(sha256: string, tree: string): void {
     const at = path.join(this.#dir, 'spares', `${sha256}-${++this.#seq}`);
-    const made = linkTree(tree, at).then(
+    const made = Promise.resolve()
+      .then(() => mkdirUnder(this.#dir, 'spares', 0o700))
+      .then(() => linkTree(tree, at))
+      .then(
       () => at,
       async () => {
         await fs.promises.rm(at, { recursive: true, force: true });
@@ -98,13 +108,17 @@ function readOnly(dir: string): void {
   for (const e of fs.readdirSync(dir, { withFileTypes: true })) {
     const p = path.join(dir, e.name);
     if (e.isDirectory()) readOnly(p);
-    else if (e.isFile()) fs.chmodSync(p, fs.statSync(p).mode & 0o555);
+    else if (e.isFile()) fs.chmodSync(p, fs.lstatSync(p).mode & 0o555);
   }
 }
 
-/** Recreates `src` at `dest` with hard links (copies across file systems). */
+/**
+ * Recreates `src` at `dest` (which must not exist; its parent must) with
+ * hard links (copies across file systems). Each directory is made anew, so
+ * a link already at `dest` fails the copy rather than being written through.
+ */
 export async function linkTree(src: string, dest: string): Promise<void> {
-  await fs.promises.mkdir(dest, { recursive: true });
+  await fs.promises.mkdir(dest);
   const entries = await fs.promises.readdir(src, { withFileTypes: true });
   // One directory's entries at once: the thread pool overlaps the system calls.
   await Promise.all(

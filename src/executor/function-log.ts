@@ -1,32 +1,50 @@
 // Appends worker output and lifecycle events to each function's log file,
-// which the controller serves (`flint fn log`).
-import fs from 'node:fs';
+// which the controller serves (`flint fn log`). The server may run as root
+// and the lines are the function's own: the file is opened without following
+// a link and its directory made without following one (src/fsafe), so a link
+// planted at `logs/<ns>/<fn>.log` can never turn a function's stdout into a
+// write to another file. Such a log is refused, said once, and its lines
+// dropped until the function's log is closed.
+import type fs from 'node:fs';
 import path from 'node:path';
 import { type DataLayout, functionLogFile } from '../config/layout.ts';
+import { mkdirUnder } from '../fsafe/mkdir.ts';
+import { appendStreamNoFollow } from '../fsafe/open.ts';
+
+export type LogRefused = (namespace: string, name: string, err: Error) => void;
 
 export class FunctionLogs {
   readonly #layout: DataLayout;
+  readonly #onRefused: LogRefused;
   readonly #streams = new Map<string, fs.WriteStream>();
+  /** Functions whose log file was refused: their lines go nowhere until close(). */
+  readonly #refused = new Set<string>();
 
-  constructor(layout: DataLayout) {
+  constructor(layout: DataLayout, onRefused: LogRefused = () => {}) {
     this.#layout = layout;
+    this.#onRefused = onRefused;
   }
 
-  #stream(namespace: string, name: string): fs.WriteStream {
+  #stream(namespace: string, name: string): fs.WriteStream | undefined {
     const key = `${namespace}/${name}`;
     let s = this.#streams.get(key);
-    if (!s) {
-      const file = functionLogFile(this.#layout, namespace, name);
-      fs.mkdirSync(path.dirname(file), { recursive: true });
-      s = fs.createWriteStream(file, { flags: 'a' });
-      s.on('error', () => this.#streams.delete(key));
-      this.#streams.set(key, s);
+    if (s || this.#refused.has(key)) return s;
+    const file = functionLogFile(this.#layout, namespace, name);
+    try {
+      mkdirUnder(this.#layout.logs, path.relative(this.#layout.logs, path.dirname(file)));
+      s = appendStreamNoFollow(file);
+    } catch (err) {
+      this.#refused.add(key);
+      this.#onRefused(namespace, name, err as Error);
+      return undefined;
     }
+    s.on('error', () => this.#streams.delete(key));
+    this.#streams.set(key, s);
     return s;
   }
 
   write(namespace: string, name: string, stream: 'stdout' | 'stderr' | 'flint', line: string): void {
-    this.#stream(namespace, name).write(`${new Date().toISOString()} [${stream}] ${line}\n`);
+    this.#stream(namespace, name)?.write(`${new Date().toISOString()} [${stream}] ${line}\n`);
   }
 
   /** Closes a function's file (deleted functions); it reopens on the next write. */
@@ -34,10 +52,12 @@ export class FunctionLogs {
     const key = `${namespace}/${name}`;
     this.#streams.get(key)?.end();
     this.#streams.delete(key);
+    this.#refused.delete(key);
   }
 
   async closeAll(): Promise<void> {
     await Promise.all([...this.#streams.values()].map((s) => new Promise((r) => s.end(r))));
     this.#streams.clear();
+    this.#refused.clear();
   }
 }

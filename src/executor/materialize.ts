@@ -2,12 +2,16 @@
 // before specialization: the deployment at userfunc/deployarchive (a file, or
 // the unpacked zip as a directory, unless the environment keeps archives as
 // they are), secrets and configmaps as files <dir>/<namespace>/<name>/<key>.
-import fs from 'node:fs';
+// Nothing here follows a link (src/fsafe): a link standing in place of a
+// directory or file of the instance fails the materialization rather than
+// putting a secret, or the code, wherever it points.
 import path from 'node:path';
 import { FlintError } from '../api/errors.ts';
 import type { Archive, FunctionResource, Package } from '../api/kinds.ts';
 import { type ArchiveStore, isZipBuffer, isZipFile } from '../archive/index.ts';
 import { literalBytes, resolveArchive, storeLiteral } from '../archive/resolve.ts';
+import { mkdirUnder } from '../fsafe/mkdir.ts';
+import { copyFileNoFollow, writeFileNoFollow } from '../fsafe/open.ts';
 import type { Store } from '../store/store.ts';
 import type { DeployCache } from './deploy-cache.ts';
 import type { WorkerHandle } from './process/worker-process.ts';
@@ -29,10 +33,9 @@ async function writeData(store: Store, kind: 'Secret' | 'ConfigMap', refs: Funct
     const ns = ref.namespace ?? fnNs;
     const obj = await store.get(kind, ns, ref.name);
     if (!obj) throw new FlintError('FLINT_ERR_NOT_FOUND', `${kind === 'Secret' ? 'secret' : 'configmap'} '${ref.name}' not found in namespace '${ns}'`);
-    const target = path.join(dir, ns, ref.name);
-    fs.mkdirSync(target, { recursive: true });
+    const target = mkdirUnder(dir, `${ns}/${ref.name}`);
     for (const [key, value] of Object.entries(obj.data ?? {})) {
-      fs.writeFileSync(path.join(target, key), value, { mode: kind === 'Secret' ? 0o400 : 0o444 });
+      writeFileNoFollow(path.join(target, key), value, 'replace', kind === 'Secret' ? 0o400 : 0o444);
     }
   }
 }
@@ -52,11 +55,11 @@ export async function materialize(src: CodeSource, fn: FunctionResource, pkg: Pa
   const literal = archive.type === 'literal' ? literalBytes(archive) : undefined;
   if (literal !== undefined && (keepArchive || !isZipBuffer(literal.bytes))) {
     // A single-file function straight from the package: no store round trip on its cold start.
-    fs.writeFileSync(target, literal.bytes);
+    writeFileNoFollow(target, literal.bytes, 'replace');
   } else {
     const resolved = literal !== undefined ? await storeLiteral(src.archives, literal) : await resolveArchive(src.archives, archive);
     if (!keepArchive && (await isZipFile(resolved.path))) await src.deployCache.checkout(resolved.sha256, resolved.path, target);
-    else fs.copyFileSync(resolved.path, target);
+    else await copyFileNoFollow(resolved.path, target, 'replace');
   }
   await writeData(src.store, 'Secret', fn.spec.secrets, fn.metadata.namespace, worker.hostDirs.secrets);
   await writeData(src.store, 'ConfigMap', fn.spec.configmaps, fn.metadata.namespace, worker.hostDirs.configs);

@@ -131,7 +131,7 @@ export class ProcessExecutor implements Executor {
   constructor(opts: ProcessExecutorOptions) {
     this.#o = opts;
     this.#log = opts.logger;
-    this.#logs = new FunctionLogs(opts.layout);
+    this.#logs = new FunctionLogs(opts.layout, (namespace, name, err) => this.#log.error({ namespace, fn: name, err: err.message }, "refusing to write this function's log: its file or directory is not the server's own"));
     this.#code = { store: opts.store, archives: opts.archives, deployCache: new DeployCache(opts.layout.deployCache, opts.maxUnpackedBytes ?? 2 * 1024 ** 3) };
   }
 

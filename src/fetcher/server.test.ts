@@ -126,6 +126,22 @@ describe('fetcher', () => {
     }
   });
 
+  it("refuses to write a Secret through a link planted in the pod's secrets volume, writing nothing where it points", async () => {
+    const p = await pod();
+    const outside = path.join(dir, 'outside-secrets');
+    fs.mkdirSync(outside);
+    try {
+      fs.mkdirSync(p.secrets, { recursive: true });
+      fs.symlinkSync(outside, path.join(p.secrets, 'default'));
+      const res = await post(p.fetcher.url, literalRequest(p.userfunc, HELLO, { secrets: { 'default/db': { password: 's3cret' } } }));
+      assert.equal(res.status, 500);
+      assert.match(res.json.error, /secrets\/default: it is a symbolic link/);
+      assert.deepEqual(fs.readdirSync(outside), []);
+    } finally {
+      await p.close();
+    }
+  });
+
   it('refuses an archive whose sha256 differs, and leaves nothing of it', async () => {
     const p = await pod();
     try {

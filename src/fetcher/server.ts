@@ -13,6 +13,8 @@ import type { AddressInfo } from 'node:net';
 import path from 'node:path';
 import { extractZip, isZipFile, sha256File } from '../archive/index.ts';
 import { secretMatcher } from '../auth/secret-util.ts';
+import { mkdirUnder } from '../fsafe/mkdir.ts';
+import { openNoFollow, writeFileNoFollow } from '../fsafe/open.ts';
 import { BadSpecializeRequest, type FetchRequest, type LoadRequest, parseSpecializeRequest } from './request.ts';
 
 export interface FetcherOptions {
@@ -79,7 +81,7 @@ export async function startFetcher(o: FetcherOptions): Promise<RunningFetcher> {
   /** Downloads with retries: a mesh's sidecar may not pass traffic for the first seconds of a pod. */
   async function download(f: FetchRequest, file: string): Promise<void> {
     if (f.literal !== undefined) {
-      fs.writeFileSync(file, Buffer.from(f.literal, 'base64'));
+      writeFileNoFollow(file, Buffer.from(f.literal, 'base64'), 'replace', 0o600);
       return;
     }
     const url = f.url as string;
@@ -99,7 +101,7 @@ export async function startFetcher(o: FetcherOptions): Promise<RunningFetcher> {
         continue;
       }
       if (res.status !== 200 || !res.body) throw new SpecializeFailed(502, `downloading the archive from ${url} answered ${res.status}: ${(await res.text()).slice(0, 300)}`);
-      const out = fs.createWriteStream(file, { mode: 0o600 });
+      const out = fs.createWriteStream(file, { fd: openNoFollow(file, 'replace', 0o600) });
       let size = 0;
       try {
         for await (const chunk of res.body as unknown as AsyncIterable<Uint8Array>) {
@@ -118,9 +120,9 @@ export async function startFetcher(o: FetcherOptions): Promise<RunningFetcher> {
   function writeData(dir: string, data: FetchRequest['secrets'], mode: number): void {
     for (const [ref, values] of Object.entries(data ?? {})) {
       const [ns, name] = ref.split('/');
-      const target = path.join(dir, ns, name);
-      fs.mkdirSync(target, { recursive: true, mode: 0o755 });
-      for (const [key, value] of Object.entries(values)) fs.writeFileSync(path.join(target, key), value, { mode });
+      // The pod's volumes are shared with the environment container, which runs user code: follow no link there.
+      const target = mkdirUnder(dir, `${ns}/${name}`);
+      for (const [key, value] of Object.entries(values)) writeFileNoFollow(path.join(target, key), value, 'replace', mode);
     }
   }
 

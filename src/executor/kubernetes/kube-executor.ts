@@ -120,7 +120,7 @@ export class KubeExecutor implements Executor {
     this.#o = o;
     this.#poolSize = o.poolSize ?? 3;
     this.#log = o.logger;
-    this.#logs = o.layout ? new FunctionLogs(o.layout) : undefined;
+    this.#logs = o.layout ? new FunctionLogs(o.layout, (namespace, name, err) => this.#log.error({ namespace, fn: name, err: err.message }, "refusing to write this function's log: its file or directory is not the server's own")) : undefined;
     this.#functionDeployments = new FunctionDeployments({
       client: o.client,
       namespace: o.functionNamespace,

@@ -16,6 +16,8 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { FlintError } from '../../api/errors.ts';
+import { mkdirUnder } from '../../fsafe/mkdir.ts';
+import { writeFileNoFollow } from '../../fsafe/open.ts';
 import type { RuntimeName } from '../../api/images.ts';
 import { type RuntimeLaunch, runtimeLaunch } from '../../runtimes/index.ts';
 import { BWRAP, bwrapArgs, SANDBOX_PATHS, SANDBOX_UID, sandboxAvailable, sandboxBinaryPath } from '../../sandbox/bwrap.ts';
@@ -113,7 +115,7 @@ const PIDS_MAX = 512;
 function socketDir(instanceDir: string): { dir: string; temporary: boolean } {
   const preferred = path.join(instanceDir, 'sock');
   if (Buffer.byteLength(path.join(preferred, SOCKET_NAME)) <= MAX_SOCKET_PATH) {
-    fs.mkdirSync(preferred, { recursive: true });
+    mkdirUnder(instanceDir, 'sock');
     return { dir: preferred, temporary: false };
   }
   // A deep data directory would make the socket path too long to bind.
@@ -174,7 +176,8 @@ export async function startWorker(opts: WorkerOptions): Promise<WorkerHandle> {
     configs: path.join(instanceDir, 'configs'),
   };
   const hostTmp = path.join(instanceDir, 'tmp');
-  for (const d of [...Object.values(hostDirs), hostTmp]) fs.mkdirSync(d, { recursive: true });
+  // A function writes its tmp/ (and a previous one may have left links there): the server's own directories are made following no link.
+  for (const d of [...Object.values(hostDirs), hostTmp]) mkdirUnder(instanceDir, path.basename(d));
   const sock = socketDir(instanceDir);
   const socketPath = path.join(sock.dir, SOCKET_NAME);
   fs.rmSync(socketPath, { force: true });
@@ -184,14 +187,14 @@ export async function startWorker(opts: WorkerOptions): Promise<WorkerHandle> {
 
   const etc = path.join(instanceDir, 'etc');
   if (sandboxed) {
-    fs.mkdirSync(etc, { recursive: true });
-    fs.writeFileSync(path.join(etc, 'passwd'), `nobody:x:${SANDBOX_UID}:${SANDBOX_UID}:nobody:/tmp:/usr/sbin/nologin\n`);
-    fs.writeFileSync(path.join(etc, 'group'), `nogroup:x:${SANDBOX_UID}:\n`);
+    mkdirUnder(instanceDir, 'etc');
+    writeFileNoFollow(path.join(etc, 'passwd'), `nobody:x:${SANDBOX_UID}:${SANDBOX_UID}:nobody:/tmp:/usr/sbin/nologin\n`, 'replace');
+    writeFileNoFollow(path.join(etc, 'group'), `nogroup:x:${SANDBOX_UID}:\n`, 'replace');
   } else {
     // Module format is decided by the nearest package.json above the code; a
     // data directory inside some "type": "module" project would turn the
     // function's CommonJS into ESM. A neutral one here stops that search.
-    fs.writeFileSync(path.join(instanceDir, 'package.json'), '{}\n');
+    writeFileNoFollow(path.join(instanceDir, 'package.json'), '{}\n', 'replace');
   }
 
   const cg = opts.cgroups === false ? undefined : createWorkerCgroups(opts.id, { memoryBytes: Math.max(opts.memoryMB, MIN_CGROUP_MB) * MIB, pidsMax: PIDS_MAX, cpuMillis: opts.cpuMillis });

@@ -1,0 +1,72 @@
+// Files opened where user content can reach: a link, a FIFO or a second hard
+// link at the name is refused and nothing is written through it.
+import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { after, before, describe, it } from 'node:test';
+import { appendStreamNoFollow, openNoFollow, readStreamNoFollow, writeFileNoFollow } from './open.ts';
+
+let dir: string;
+let outside: string;
+before(() => {
+  dir = fs.mkdtempSync(path.join(os.tmpdir(), 'flint-fsafe-'));
+  outside = path.join(dir, 'outside.txt');
+  fs.writeFileSync(outside, 'precious\n');
+});
+after(() => fs.rmSync(dir, { recursive: true, force: true }));
+
+const unsafe = (re: RegExp) => (e: any) => e.code === 'FLINT_ERR_UNSAFE_PATH' && re.test(e.message);
+
+describe('openNoFollow', () => {
+  it('appends to and replaces a plain file of its own', async () => {
+    const f = path.join(dir, 'plain.log');
+    const s = appendStreamNoFollow(f);
+    await new Promise<void>((r) => s.end('one\n', () => r()));
+    const s2 = appendStreamNoFollow(f);
+    await new Promise<void>((r) => s2.end('two\n', () => r()));
+    assert.equal(fs.readFileSync(f, 'utf8'), 'one\ntwo\n');
+    writeFileNoFollow(f, 'new', 'replace');
+    assert.equal(fs.readFileSync(f, 'utf8'), 'new');
+    const chunks: Buffer[] = [];
+    for await (const c of readStreamNoFollow(f)) chunks.push(c as Buffer);
+    assert.equal(Buffer.concat(chunks).toString(), 'new');
+  });
+
+  it('refuses a symbolic link at the name for every way of opening, leaving its target alone', () => {
+    const link = path.join(dir, 'planted.log');
+    fs.symlinkSync(outside, link);
+    for (const how of ['read', 'append', 'replace', 'create'] as const) {
+      assert.throws(() => openNoFollow(link, how), how === 'create' ? /EEXIST/ : unsafe(/symbolic link/), how);
+    }
+    assert.throws(() => appendStreamNoFollow(link), unsafe(/symbolic link/));
+    assert.throws(() => writeFileNoFollow(link, 'x', 'replace'), unsafe(/symbolic link/));
+    assert.equal(fs.readFileSync(outside, 'utf8'), 'precious\n');
+  });
+
+  it('refuses a dangling link instead of creating its target', () => {
+    const link = path.join(dir, 'dangling.log');
+    const target = path.join(dir, 'would-be-created');
+    fs.symlinkSync(target, link);
+    assert.throws(() => openNoFollow(link, 'append'), unsafe(/symbolic link/));
+    assert.equal(fs.existsSync(target), false);
+  });
+
+  it('refuses a second hard link to a file for writing', () => {
+    const hard = path.join(dir, 'hard.log');
+    fs.linkSync(outside, hard);
+    assert.throws(() => openNoFollow(hard, 'append'), unsafe(/2 hard links/));
+    assert.equal(fs.readFileSync(outside, 'utf8'), 'precious\n');
+  });
+
+  it('refuses a FIFO without blocking on it', () => {
+    const fifo = path.join(dir, 'fifo.log');
+    execFileSync('mkfifo', [fifo]);
+    assert.throws(() => openNoFollow(fifo, 'read'), unsafe(/not a regular file/));
+  });
+
+  it('refuses a directory', () => {
+    assert.throws(() => openNoFollow(dir, 'read'), unsafe(/not a regular file/));
+  });
+});
