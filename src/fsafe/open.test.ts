@@ -57,6 +57,8 @@ describe('openNoFollow', () => {
     const hard = path.join(dir, 'hard.log');
     fs.linkSync(outside, hard);
     assert.throws(() => openNoFollow(hard, 'append'), unsafe(/2 hard links/));
+    // Replacing it must not empty the file it is linked to on the way to refusing.
+    assert.throws(() => openNoFollow(hard, 'replace'), unsafe(/2 hard links/));
     assert.equal(fs.readFileSync(outside, 'utf8'), 'precious\n');
   });
 

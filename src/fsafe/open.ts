@@ -18,7 +18,8 @@ const FLAGS: Record<OpenHow, number> = {
   read: C.O_RDONLY,
   append: C.O_WRONLY | C.O_CREAT | C.O_APPEND,
   create: C.O_WRONLY | C.O_CREAT | C.O_EXCL,
-  replace: C.O_WRONLY | C.O_CREAT | C.O_TRUNC,
+  // Not O_TRUNC: that would empty a file hard-linked from elsewhere before the checks below could refuse it.
+  replace: C.O_WRONLY | C.O_CREAT,
 };
 
 export function unsafePath(file: string, why: string): FlintError {
@@ -43,6 +44,7 @@ export function openNoFollow(file: string, how: OpenHow, mode = 0o644): number {
     const st = fs.fstatSync(fd);
     if (!st.isFile()) throw unsafePath(file, 'it is not a regular file');
     if (how !== 'read' && st.nlink > 1) throw unsafePath(file, `it has ${st.nlink} hard links`);
+    if (how === 'replace') fs.ftruncateSync(fd, 0);
     return fd;
   } catch (err) {
     fs.closeSync(fd);
