@@ -1,9 +1,11 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
+import { ARCHIVES_AUDIENCE, CONTROL_PLANE_AUDIENCE, ROUTER_AUDIENCE } from './audiences.ts';
 import { createRouterGuard } from './guard.ts';
 import { bearerToken } from './http.ts';
 import { createLoginHandler } from './login.ts';
 import { craftToken, listen, nowSeconds, request, type TestServer } from './testing.ts';
+import { TokenScope } from './scope.ts';
 import { createTokenService } from './tokens.ts';
 
 const KEY = 'k'.repeat(43);
@@ -92,6 +94,40 @@ describe('router guard', () => {
     const r = await request(`${server.url}/flint-function/hello`, { method: 'POST', body: 'msg', headers: { authorization: `Bearer ${minted}` } });
     assert.equal(r.status, 200);
     assert.ok(routed.includes('/hello?x=1'));
+  });
+});
+
+describe('router guard audiences and scopes', () => {
+  const guard = createRouterGuard({ tokens, authUriPath: '/auth/login', login: () => {} });
+  function run(token: string): { go: ReturnType<typeof guard>; status: number; body: string } {
+    let body = '';
+    const res = { statusCode: 200, headersSent: false, setHeader: () => {}, end: (b?: Buffer) => (body = b?.toString() ?? ''), destroy: () => {} };
+    const req = { method: 'GET', url: '/hello', headers: { authorization: `Bearer ${token}` }, socket: {}, on: () => {} };
+    const go = guard(req, res);
+    return { go, status: res.statusCode, body };
+  }
+
+  it('refuses control-plane, archive and audience-less tokens with a message that says why', () => {
+    const cp = run(tokens.issueFor({ audience: CONTROL_PLANE_AUDIENCE, username: 'admin', ttlSeconds: 60 }).token);
+    assert.equal(cp.go, false);
+    assert.equal(cp.status, 401);
+    assert.deepEqual(JSON.parse(cp.body), {
+      message: 'Unauthorized: this is a control-plane token (audience flint-control-plane); the router takes router tokens (audience flint-router): flint token create',
+      statusCode: 401,
+    });
+    assert.match(run(tokens.mint('flint:fetcher', 30, ARCHIVES_AUDIENCE)).body, /this is a fetcher's archive token \(audience flint-archives\)/);
+    const bare = craftToken({ alg: 'HS256', typ: 'JWT' }, { iss: 'flint', sub: 'admin', exp: nowSeconds() + 60 }, KEY);
+    assert.match(run(bare).body, /this token names no audience/);
+  });
+
+  it('hands a scoped token\'s scope on to the router, and an unscoped one as true', () => {
+    assert.equal(run(tokens.issue('admin')).go, true);
+    const scope = new TokenScope(['default/hello'], ['GET']);
+    const go = run(tokens.issueFor({ audience: ROUTER_AUDIENCE, username: 'admin', ttlSeconds: 60, scope }).token).go;
+    assert.ok(go instanceof TokenScope);
+    assert.equal(go.refusal('GET', 'default/hello'), undefined);
+    assert.equal(go.refusal('GET', 'default/other'), 'Forbidden: function default/other is not in this token\'s scope');
+    assert.equal(go.refusal('POST', 'default/hello'), "Forbidden: method POST is not allowed by this token's scope (it allows GET)");
   });
 });
 
