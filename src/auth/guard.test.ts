@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { ARCHIVES_AUDIENCE, CONTROL_PLANE_AUDIENCE, ROUTER_AUDIENCE } from './audiences.ts';
 import { createRouterGuard } from './guard.ts';
-import { bearerToken } from './http.ts';
+import { basicCredentials, bearerToken } from './http.ts';
 import { createLoginHandler } from './login.ts';
 import { craftToken, listen, nowSeconds, request, type TestServer } from './testing.ts';
 import { TokenScope } from './scope.ts';
@@ -147,5 +147,17 @@ describe('bearerToken', () => {
     assert.equal(bearerToken('Bearer a b'), undefined);
     assert.equal(bearerToken('Bearerabc'), undefined);
     assert.equal(bearerToken(undefined), undefined);
+  });
+});
+
+describe('basicCredentials', () => {
+  it('reads user:password of a Basic header, scheme in any case, and nothing else', () => {
+    const b64 = (v: string) => Buffer.from(v).toString('base64');
+    assert.deepEqual(basicCredentials(`Basic ${b64('admin:p:w')}`), { username: 'admin', password: 'p:w' });
+    assert.deepEqual(basicCredentials(`basic ${b64('admin:')}`), { username: 'admin', password: '' });
+    assert.equal(basicCredentials(`Basic ${b64('no-colon')}`), undefined);
+    assert.equal(basicCredentials('Basic !!!'), undefined);
+    assert.equal(basicCredentials('Bearer abc'), undefined);
+    assert.equal(basicCredentials(undefined), undefined);
   });
 });
