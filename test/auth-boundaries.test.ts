@@ -152,7 +152,7 @@ describe('token boundaries', { timeout: 240_000 }, () => {
     // Issued for the username and password too, and only for the right ones.
     const withLogin = ok(['token', 'create', '--audience', 'control-plane', '--username', 'admin', '--password', password], elsewhere).trim();
     assert.equal((await call('/v1/namespaces/default/functions', withLogin, 'GET', server.controllerUrl)).status, 200);
-    refused(['token', 'create', '--audience', 'control-plane', '--username', 'admin', '--password', 'wrong'], /invalid username or password/, elsewhere);
+    refused(['token', 'create', '--audience', 'control-plane', '--username', 'admin', '--password', 'wrong'], /^Error: Unauthorized: invalid username or password$/m, elsewhere);
   });
 
   it("does not pass the caller's Authorization on to functions", async () => {
@@ -267,7 +267,12 @@ describe('token boundaries', { timeout: 240_000 }, () => {
     // A control-plane token kept in FLINT_ADMIN_TOKEN, as docs/kubernetes.md shows.
     const cp = ok(['token', 'create', '--audience', 'control-plane', '--username', 'admin', '--password', password, '--ttl', '1h'], elsewhere).trim();
     assert.match(ok(['env', 'list'], { ...elsewhere, FLINT_ADMIN_TOKEN: cp }), /nodejs/);
-    // Without any: the hint says what to set.
+    // A wrong password, or none: the hint says what to set.
+    refused(
+      ['env', 'list'],
+      /the credentials from FLINT_USERNAME and FLINT_PASSWORD were refused.*\(the control plane said: Unauthorized: invalid username or password\)/,
+      { ...elsewhere, FLINT_USERNAME: 'admin', FLINT_PASSWORD: 'wrong' },
+    );
     refused(['env', 'list'], /^Error: the control plane requires authentication and no token was sent/m, elsewhere);
   });
 });

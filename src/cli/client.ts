@@ -2,7 +2,7 @@
 // with the server's code, so the CLI exits with the registry's exit code.
 import fs from 'node:fs';
 import { Readable } from 'node:stream';
-import { errorFromBody, FlintError } from '../api/errors.ts';
+import { errorFromBody, FlintError, isFlintError } from '../api/errors.ts';
 import type { AnyResource, KindMap, KindName } from '../api/kinds.ts';
 import { KINDS } from '../api/kinds.ts';
 import type { TokenResponse } from '../api/token-request.ts';
@@ -44,7 +44,13 @@ export class ApiClient {
   #auth(): Promise<string | undefined> {
     if (this.#authorization === undefined) {
       const { username, password } = this.#login as { username: string; password: string };
-      this.#authorization = this.issueToken({ audience: 'control-plane' }, basicAuthorization(username, password)).then((t) => `Bearer ${t.accesstoken}`);
+      this.#authorization = this.issueToken({ audience: 'control-plane' }, basicAuthorization(username, password)).then(
+        (t) => `Bearer ${t.accesstoken}`,
+        (err: unknown) => {
+          if (!isFlintError(err) || err.code !== 'FLINT_ERR_UNAUTHORIZED' || this.#unauthorizedHint === undefined) throw err;
+          throw new FlintError('FLINT_ERR_UNAUTHORIZED', `${this.#unauthorizedHint} (the control plane said: ${err.message})`);
+        },
+      );
       // A failed exchange is tried again by the next call rather than remembered.
       this.#authorization.catch(() => {
         this.#authorization = undefined;
@@ -84,7 +90,8 @@ export class ApiClient {
         this.#onWarning(warnings);
       }
     }
-    if (res.status === 401 && this.#unauthorizedHint) {
+    // With credentials of its own (token create --username), the server's answer says it best.
+    if (res.status === 401 && this.#unauthorizedHint && authorization === undefined) {
       const said = (errorFromBody(await res.json().catch(() => undefined), 401) as FlintError).message;
       throw new FlintError('FLINT_ERR_UNAUTHORIZED', `${this.#unauthorizedHint} (the control plane said: ${said})`);
     }
