@@ -7,7 +7,7 @@
 //      ratio of forking a fresh `node` that serves one request;
 //   1b. a WebSocket message's round trip through the router's tunnel vs
 //      straight to the same kind of worker;
-//   4. authentication's added latency (bench/auth.ts);
+//   4. authentication's added latency, and a scoped token's over an unscoped one (bench/auth.ts);
 //   5. packages (bench/packages.ts) and Kafka triggers (bench/mq.ts).
 // Results print as a markdown table; bench/RESULTS.md records them.
 import fs from 'node:fs';

@@ -83,7 +83,10 @@ describe('router token authentication', { timeout: 180_000 }, () => {
     assert.deepEqual(JSON.parse(issuer.text), { message: 'Unauthorized: invalid Token', statusCode: 401 });
     const none = await call(`Bearer ${b64url({ alg: 'none', typ: 'JWT' })}.${b64url({ iss: 'flint', exp: now + 60 })}.`);
     assert.equal(none.status, 401);
-    assert.equal((await call(`Bearer ${forge(key, { iss: 'flint', nbf: now - 1, exp: now + 60 })}`)).status, 200, 'a token signed with the key passes');
+    assert.equal((await call(`Bearer ${forge(key, { iss: 'flint', aud: 'flint-router', nbf: now - 1, exp: now + 60 })}`)).status, 200, 'a router token signed with the key passes');
+    const noAudience = await call(`Bearer ${forge(key, { iss: 'flint', nbf: now - 1, exp: now + 60 })}`);
+    assert.equal(noAudience.status, 401, 'every token names its audience');
+    assert.match(JSON.parse(noAudience.text).message, /this token names no audience/);
     await eventually(async () => (await call(`Bearer ${token}`)).status === 401, 'the 2 s token to expire');
     assert.deepEqual(JSON.parse((await call(`Bearer ${token}`)).text), { message: 'Unauthorized: token is expired', statusCode: 401 });
   });
@@ -112,7 +115,7 @@ describe('router token authentication', { timeout: 180_000 }, () => {
     // This server's tokens live 2 s; one signed with its key lives long enough for the checks.
     const key = ok(['secret', 'get', '--name', 'router', '--namespace', 'flint', '--key', 'jwtSigninKey']).trim();
     const now = Math.floor(Date.now() / 1000);
-    const token = forge(key, { iss: 'flint', sub: 'admin', nbf: now - 1, exp: now + 600 });
+    const token = forge(key, { iss: 'flint', aud: 'flint-router', sub: 'admin', nbf: now - 1, exp: now + 600 });
     assert.equal(ok(['fn', 'test', '--name', 'hello'], { FLINT_AUTH_TOKEN: token }), 'hello, world\n');
     assert.equal(ok(['fn', 'test', '--name', 'hello', '--header', `Authorization: Bearer ${token}`]), 'hello, world\n');
     const explicitWins = flint(server, ['fn', 'test', '--name', 'hello', '--header', 'Authorization: Bearer junk'], { cwd: work, env: { FLINT_AUTH_TOKEN: token } });

@@ -61,7 +61,13 @@ describe('kubernetes mode (fake API server, fake kubelet)', { skip: !usable && '
     assert.equal(pool.spec.template.spec.containers[1].image, FETCHER);
     // The router secret of authentication is a Secret of the cluster.
     assert.ok(fake.objects('secrets', 'flint').some((s) => s.metadata.name === 'router'));
-    credentials = { FLINT_USERNAME: 'admin', FLINT_PASSWORD: (await ok(['secret', 'get', '--name', 'router', '--namespace', 'flint', '--key', 'password'])).trim() };
+    // From here on the CLI works as docs/kubernetes.md shows, away from the server's data directory: it exchanges the
+    // administrator's username and password for a control-plane token, and logs in at the router for fn test.
+    credentials = {
+      FLINT_USERNAME: 'admin',
+      FLINT_PASSWORD: (await ok(['secret', 'get', '--name', 'router', '--namespace', 'flint', '--key', 'password'])).trim(),
+      FLINT_DATA_DIR: path.join(work, 'not-the-data-dir'),
+    };
   });
 
   it('runs a function in a pool pod and exposes its route through an Ingress', async () => {

@@ -4,7 +4,8 @@ import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { dataLayout } from '../config/layout.ts';
 import { ensureAdminToken } from './admin-token.ts';
-import { controllerUnauthorizedHint, fetchToken, loginUrl, resolveControllerToken, resolveInvokeAuthorization } from './client.ts';
+import { CONTROL_PLANE_AUDIENCE, ROUTER_AUDIENCE } from './audiences.ts';
+import { claimedAudience, controllerUnauthorizedHint, fetchToken, loginUrl, resolveControllerToken, resolveInvokeAuthorization } from './client.ts';
 import { createRouterGuard } from './guard.ts';
 import { createLoginHandler } from './login.ts';
 import { createLoginThrottle } from './login-throttle.ts';
@@ -147,14 +148,24 @@ describe('resolveInvokeAuthorization', () => {
 });
 
 describe('resolveControllerToken', () => {
-  it('prefers FLINT_ADMIN_TOKEN, then the admin-token file, then FLINT_AUTH_TOKEN', () => {
+  const jwt = (aud: string) => `${Buffer.from('{"alg":"HS256"}').toString('base64url')}.${Buffer.from(JSON.stringify({ aud })).toString('base64url')}.sig`;
+  const cpToken = jwt(CONTROL_PLANE_AUDIENCE);
+  const routerToken = jwt(ROUTER_AUDIENCE);
+
+  it('prefers FLINT_ADMIN_TOKEN, then the admin-token file, then a control-plane FLINT_AUTH_TOKEN, then FLINT_USERNAME/FLINT_PASSWORD', () => {
     const t = tempDir();
     try {
       const dataDir = path.join(t.dir, 'data');
+      const login = { FLINT_USERNAME: 'admin', FLINT_PASSWORD: 'pw' };
       assert.equal(resolveControllerToken({ FLINT_DATA_DIR: dataDir }), undefined);
-      assert.deepEqual(resolveControllerToken({ FLINT_DATA_DIR: dataDir, FLINT_AUTH_TOKEN: 'jwt' }), { token: 'jwt', source: 'FLINT_AUTH_TOKEN' });
+      assert.equal(resolveControllerToken({ FLINT_DATA_DIR: dataDir, FLINT_AUTH_TOKEN: routerToken }), undefined, 'a router token is not sent to the control plane');
+      assert.deepEqual(resolveControllerToken({ FLINT_DATA_DIR: dataDir, FLINT_AUTH_TOKEN: cpToken }), { token: cpToken, source: 'FLINT_AUTH_TOKEN' });
+      assert.deepEqual(resolveControllerToken({ FLINT_DATA_DIR: dataDir, FLINT_AUTH_TOKEN: routerToken, ...login }), {
+        login: { username: 'admin', password: 'pw' },
+        source: 'FLINT_USERNAME and FLINT_PASSWORD',
+      });
       const admin = ensureAdminToken(dataLayout(dataDir));
-      const fromFile = resolveControllerToken({ FLINT_DATA_DIR: dataDir, FLINT_AUTH_TOKEN: 'jwt' });
+      const fromFile = resolveControllerToken({ FLINT_DATA_DIR: dataDir, FLINT_AUTH_TOKEN: cpToken, ...login });
       assert.equal(fromFile?.token, admin);
       assert.equal(fromFile?.source, 'admin-token file');
       assert.deepEqual(resolveControllerToken({ FLINT_DATA_DIR: dataDir, FLINT_ADMIN_TOKEN: 'env-admin' }), {
@@ -165,7 +176,7 @@ describe('resolveControllerToken', () => {
       if (process.getuid?.() !== 0) {
         fs.chmodSync(path.join(dataDir, 'private'), 0o000);
         try {
-          assert.deepEqual(resolveControllerToken({ FLINT_DATA_DIR: dataDir, FLINT_AUTH_TOKEN: 'jwt' }), { token: 'jwt', source: 'FLINT_AUTH_TOKEN' });
+          assert.deepEqual(resolveControllerToken({ FLINT_DATA_DIR: dataDir, FLINT_AUTH_TOKEN: cpToken }), { token: cpToken, source: 'FLINT_AUTH_TOKEN' });
         } finally {
           fs.chmodSync(path.join(dataDir, 'private'), 0o700);
         }
@@ -173,6 +184,12 @@ describe('resolveControllerToken', () => {
     } finally {
       t.cleanup();
     }
+  });
+
+  it('reads the audience a token claims, and nothing from what is not a JWT', () => {
+    assert.equal(claimedAudience(cpToken), CONTROL_PLANE_AUDIENCE);
+    assert.equal(claimedAudience('not.a.jwt'), undefined);
+    assert.equal(claimedAudience('opaque'), undefined);
   });
 
   it('defaults the data directory to .flint-data in the working directory', () => {
@@ -188,8 +205,9 @@ describe('resolveControllerToken', () => {
     }
   });
 
-  it('has a hint for a refused token', () => {
+  it('has a hint for a refused token, and says when FLINT_AUTH_TOKEN was a router token', () => {
     assert.match(controllerUnauthorizedHint(undefined), /no token was sent/);
-    assert.match(controllerUnauthorizedHint({ token: 'x', source: 'FLINT_AUTH_TOKEN' }), /FLINT_AUTH_TOKEN was refused/);
+    assert.match(controllerUnauthorizedHint({ token: 'x', source: 'FLINT_AUTH_TOKEN' }), /credentials from FLINT_AUTH_TOKEN were refused/);
+    assert.match(controllerUnauthorizedHint(undefined, { FLINT_AUTH_TOKEN: routerToken }), /FLINT_AUTH_TOKEN holds a router token, which the control plane does not take/);
   });
 });

@@ -4,6 +4,7 @@
 import { FlintError } from '../api/errors.ts';
 import { dataLayout } from '../config/layout.ts';
 import { readAdminToken } from './admin-token.ts';
+import { CONTROL_PLANE_AUDIENCE } from './audiences.ts';
 
 export const DEFAULT_AUTH_URI_PATH = '/auth/login';
 export const DEFAULT_DATA_DIR = '.flint-data';
@@ -149,24 +150,46 @@ export async function resolveInvokeAuthorization(env: Env, explicitHeaders: Expl
   return { authorization: undefined, source: 'none' };
 }
 
-export type ControllerTokenSource = 'FLINT_ADMIN_TOKEN' | 'admin-token file' | 'FLINT_AUTH_TOKEN';
+export type ControllerTokenSource = 'FLINT_ADMIN_TOKEN' | 'admin-token file' | 'FLINT_AUTH_TOKEN' | 'FLINT_USERNAME and FLINT_PASSWORD';
 
 export interface ControllerToken {
-  token: string;
+  /** The bearer token to send; absent when `login` is to be exchanged for one first. */
+  token?: string;
+  /** The administrator's username and password, exchanged at POST /v1/tokens for a control-plane token. */
+  login?: { username: string; password: string };
   source: ControllerTokenSource;
   /** The admin-token file, when that is where the token came from. */
   file?: string;
 }
 
 /**
- * The bearer token the CLI sends to the control plane: FLINT_ADMIN_TOKEN;
- * else the admin-token file under FLINT_DATA_DIR (default .flint-data,
- * relative to the working directory, like the server's) when this user can
- * read it; else FLINT_AUTH_TOKEN (a router login token); else undefined.
+ * The `aud` a JWT says it has, read without checking its signature: only to
+ * choose where the CLI sends it (the server checks everything). Undefined
+ * for anything that is not a JWT with a string `aud`.
+ */
+export function claimedAudience(token: string): string | undefined {
+  const parts = token.split('.');
+  if (parts.length !== 3) return undefined;
+  try {
+    const aud = (JSON.parse(Buffer.from(parts[1], 'base64url').toString('utf8')) as { aud?: unknown }).aud;
+    return typeof aud === 'string' ? aud : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * What the CLI authenticates to the control plane with: FLINT_ADMIN_TOKEN
+ * (the admin token, or a control-plane token); else the admin-token file
+ * under FLINT_DATA_DIR (default .flint-data, relative to the working
+ * directory, like the server's) when this user can read it; else
+ * FLINT_AUTH_TOKEN when it is a control-plane token (a router token would be
+ * refused); else FLINT_USERNAME and FLINT_PASSWORD, to exchange for a
+ * control-plane token; else undefined.
  */
 export function resolveControllerToken(env: Env): ControllerToken | undefined {
   const admin = set(env.FLINT_ADMIN_TOKEN);
-  if (admin !== undefined) return { token: admin.trim(), source: 'FLINT_ADMIN_TOKEN' };
+  if (admin !== undefined) return { token: admin.trim().replace(/^Bearer\s+/i, ''), source: 'FLINT_ADMIN_TOKEN' };
   const layout = dataLayout(set(env.FLINT_DATA_DIR) ?? DEFAULT_DATA_DIR);
   try {
     const fromFile = readAdminToken(layout);
@@ -174,16 +197,20 @@ export function resolveControllerToken(env: Env): ControllerToken | undefined {
   } catch {
     // Unreadable (another user's data directory): fall through to the next source.
   }
-  const routerToken = set(env.FLINT_AUTH_TOKEN);
-  if (routerToken !== undefined) return { token: routerToken.trim().replace(/^Bearer\s+/i, ''), source: 'FLINT_AUTH_TOKEN' };
+  const authToken = set(env.FLINT_AUTH_TOKEN)?.trim().replace(/^Bearer\s+/i, '');
+  if (authToken !== undefined && claimedAudience(authToken) === CONTROL_PLANE_AUDIENCE) return { token: authToken, source: 'FLINT_AUTH_TOKEN' };
+  const username = set(env.FLINT_USERNAME);
+  const password = set(env.FLINT_PASSWORD);
+  if (username !== undefined && password !== undefined) return { login: { username, password }, source: 'FLINT_USERNAME and FLINT_PASSWORD' };
   return undefined;
 }
 
 /** What the CLI prints when the control plane answers 401. */
-export function controllerUnauthorizedHint(used: ControllerToken | undefined): string {
-  const tried = used === undefined ? 'no token was sent' : `the token from ${used.source}${used.file ? ` (${used.file})` : ''} was refused`;
+export function controllerUnauthorizedHint(used: ControllerToken | undefined, env: Env = {}): string {
+  const tried = used === undefined ? 'no token was sent' : `the credentials from ${used.source}${used.file ? ` (${used.file})` : ''} were refused`;
+  const routerToken = used === undefined && set(env.FLINT_AUTH_TOKEN) !== undefined ? ' (FLINT_AUTH_TOKEN holds a router token, which the control plane does not take)' : '';
   return (
-    `the control plane requires authentication and ${tried}: set FLINT_ADMIN_TOKEN to the content of <dataDir>/private/admin-token, ` +
-    `run the CLI where FLINT_DATA_DIR points at the server's data directory, or set FLINT_AUTH_TOKEN to a token from 'flint token create'`
+    `the control plane requires authentication and ${tried}${routerToken}: set FLINT_ADMIN_TOKEN to the content of <dataDir>/private/admin-token, ` +
+    `run the CLI where FLINT_DATA_DIR points at the server's data directory, or set FLINT_USERNAME and FLINT_PASSWORD to the router secret's username and password`
   );
 }

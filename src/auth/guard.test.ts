@@ -1,9 +1,11 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
+import { ARCHIVES_AUDIENCE, CONTROL_PLANE_AUDIENCE, ROUTER_AUDIENCE } from './audiences.ts';
 import { createRouterGuard } from './guard.ts';
-import { bearerToken } from './http.ts';
+import { basicCredentials, bearerToken } from './http.ts';
 import { createLoginHandler } from './login.ts';
 import { craftToken, listen, nowSeconds, request, type TestServer } from './testing.ts';
+import { TokenScope } from './scope.ts';
 import { createTokenService } from './tokens.ts';
 
 const KEY = 'k'.repeat(43);
@@ -95,6 +97,40 @@ describe('router guard', () => {
   });
 });
 
+describe('router guard audiences and scopes', () => {
+  const guard = createRouterGuard({ tokens, authUriPath: '/auth/login', login: () => {} });
+  function run(token: string): { go: ReturnType<typeof guard>; status: number; body: string } {
+    let body = '';
+    const res = { statusCode: 200, headersSent: false, setHeader: () => {}, end: (b?: Buffer) => (body = b?.toString() ?? ''), destroy: () => {} };
+    const req = { method: 'GET', url: '/hello', headers: { authorization: `Bearer ${token}` }, socket: {}, on: () => {} };
+    const go = guard(req, res);
+    return { go, status: res.statusCode, body };
+  }
+
+  it('refuses control-plane, archive and audience-less tokens with a message that says why', () => {
+    const cp = run(tokens.issueFor({ audience: CONTROL_PLANE_AUDIENCE, username: 'admin', ttlSeconds: 60 }).token);
+    assert.equal(cp.go, false);
+    assert.equal(cp.status, 401);
+    assert.deepEqual(JSON.parse(cp.body), {
+      message: 'Unauthorized: this is a control-plane token (audience flint-control-plane); the router takes router tokens (audience flint-router): flint token create',
+      statusCode: 401,
+    });
+    assert.match(run(tokens.mint('flint:fetcher', 30, ARCHIVES_AUDIENCE)).body, /this is a fetcher's archive token \(audience flint-archives\)/);
+    const bare = craftToken({ alg: 'HS256', typ: 'JWT' }, { iss: 'flint', sub: 'admin', exp: nowSeconds() + 60 }, KEY);
+    assert.match(run(bare).body, /this token names no audience/);
+  });
+
+  it('hands a scoped token\'s scope on to the router, and an unscoped one as true', () => {
+    assert.equal(run(tokens.issue('admin')).go, true);
+    const scope = new TokenScope(['default/hello'], ['GET']);
+    const go = run(tokens.issueFor({ audience: ROUTER_AUDIENCE, username: 'admin', ttlSeconds: 60, scope }).token).go;
+    assert.ok(go instanceof TokenScope);
+    assert.equal(go.refusal('GET', 'default/hello'), undefined);
+    assert.equal(go.refusal('GET', 'default/other'), 'Forbidden: function default/other is not in this token\'s scope');
+    assert.equal(go.refusal('POST', 'default/hello'), "Forbidden: method POST is not allowed by this token's scope (it allows GET)");
+  });
+});
+
 describe('router guard path', () => {
   it("uses the router's parsed path when given one", async () => {
     const guard = createRouterGuard({ tokens, authUriPath: '/auth/login', login: () => {} });
@@ -111,5 +147,17 @@ describe('bearerToken', () => {
     assert.equal(bearerToken('Bearer a b'), undefined);
     assert.equal(bearerToken('Bearerabc'), undefined);
     assert.equal(bearerToken(undefined), undefined);
+  });
+});
+
+describe('basicCredentials', () => {
+  it('reads user:password of a Basic header, scheme in any case, and nothing else', () => {
+    const b64 = (v: string) => Buffer.from(v).toString('base64');
+    assert.deepEqual(basicCredentials(`Basic ${b64('admin:p:w')}`), { username: 'admin', password: 'p:w' });
+    assert.deepEqual(basicCredentials(`basic ${b64('admin:')}`), { username: 'admin', password: '' });
+    assert.equal(basicCredentials(`Basic ${b64('no-colon')}`), undefined);
+    assert.equal(basicCredentials('Basic !!!'), undefined);
+    assert.equal(basicCredentials('Bearer abc'), undefined);
+    assert.equal(basicCredentials(undefined), undefined);
   });
 });

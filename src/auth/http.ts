@@ -66,3 +66,18 @@ export function sendJson(res: AuthResponse, status: number, body: JsonBody, head
   for (const [k, v] of Object.entries(headers)) res.setHeader(k, v);
   res.end(body.bytes);
 }
+
+/**
+ * The username and password of an `Authorization: Basic <base64>` value
+ * (RFC 7617), or undefined when the header is absent, uses another scheme
+ * or does not decode to `user:password`.
+ */
+export function basicCredentials(header: string | undefined): { username: string; password: string } | undefined {
+  if (header === undefined || header.length < 7 || header.slice(0, 6).toLowerCase() !== 'basic ') return undefined;
+  const encoded = header.slice(6).trim();
+  if (encoded === '' || !/^[A-Za-z0-9+/]+=*$/.test(encoded)) return undefined;
+  const decoded = Buffer.from(encoded, 'base64').toString('utf8');
+  const colon = decoded.indexOf(':');
+  if (colon < 0) return undefined;
+  return { username: decoded.slice(0, colon), password: decoded.slice(colon + 1) };
+}

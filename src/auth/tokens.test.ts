@@ -1,7 +1,9 @@
 import assert from 'node:assert/strict';
 import { generateKeyPairSync, sign as rsaSign } from 'node:crypto';
 import { describe, it } from 'node:test';
+import { ARCHIVES_AUDIENCE, CONTROL_PLANE_AUDIENCE, ROUTER_AUDIENCE } from './audiences.ts';
 import { createMintedTokenSource } from './minted.ts';
+import { TokenScope } from './scope.ts';
 import { eventually } from '../testing/eventually.ts';
 import { craftToken, nowSeconds } from './testing.ts';
 import { VerifiedTokenCache } from './token-cache.ts';
@@ -42,6 +44,31 @@ describe('token service', () => {
     assert.throws(() => tokens.mint('x', 0), { code: 'FLINT_ERR_VALIDATION' });
     assert.throws(() => tokens.mint('x', 86400), { code: 'FLINT_ERR_VALIDATION' });
     assert.throws(() => tokens.mint(''), { code: 'FLINT_ERR_VALIDATION' });
+  });
+
+  it('gives every token one audience: router for logins and minted tokens unless told otherwise', () => {
+    const tokens = svc();
+    assert.equal(decode(tokens.issue('admin')).payload.aud, ROUTER_AUDIENCE);
+    assert.equal(decode(tokens.mint('flint:mqtrigger', 30)).payload.aud, ROUTER_AUDIENCE);
+    const fetcher = tokens.verify(tokens.mint('flint:fetcher', 30, ARCHIVES_AUDIENCE));
+    assert.ok(fetcher.ok && fetcher.audience === ARCHIVES_AUDIENCE);
+    const cp = tokens.issueFor({ audience: CONTROL_PLANE_AUDIENCE, username: 'admin', ttlSeconds: 600 });
+    const r = tokens.verify(cp.token);
+    assert.ok(r.ok && r.audience === CONTROL_PLANE_AUDIENCE && r.username === 'admin' && r.scope === undefined && r.expiresAt === cp.expiresAt);
+  });
+
+  it('carries a router token\'s scope through signing and verification, and refuses a scope it cannot read', () => {
+    const tokens = svc();
+    const issued = tokens.issueFor({ audience: ROUTER_AUDIENCE, username: 'admin', ttlSeconds: 60, scope: new TokenScope(['default/a', 'ns/b'], undefined) });
+    assert.deepEqual(decode(issued.token).payload.flint_scope, { f: ['default/a', 'ns/b'] });
+    const r = tokens.verify(issued.token);
+    assert.ok(r.ok && r.scope !== undefined);
+    assert.equal(r.scope.refusal('DELETE', 'ns/b'), undefined, 'no methods named: any method');
+    assert.throws(() => tokens.issueFor({ audience: CONTROL_PLANE_AUDIENCE, username: 'admin', ttlSeconds: 60, scope: new TokenScope(['default/a'], undefined) }));
+    for (const scope of [{}, { f: [] }, { f: 'default/a' }, { f: ['default/a'], x: 1 }, { m: [1] }, null, []]) {
+      const token = craftToken({ alg: 'HS256', typ: 'JWT' }, { iss: 'flint', aud: ROUTER_AUDIENCE, exp: nowSeconds() + 60, flint_scope: scope }, KEY);
+      assert.deepEqual(tokens.verify(token), { ok: false, message: INVALID_TOKEN }, JSON.stringify(scope));
+    }
   });
 
   it('refuses an empty signing key or issuer and a bad expiry', () => {

@@ -1,8 +1,11 @@
-// Router tokens: HS256 JWTs carrying iss, sub, iat, nbf and exp. The
-// verifier is pinned to HS256, requires exp and iss, and maps every failure
-// to one of the three 401 messages DESIGN.md §5 fixes.
+// Flint's tokens: HS256 JWTs carrying iss, aud, sub, iat, nbf and exp (and a
+// scope on scoped router tokens). The verifier is pinned to HS256, requires
+// exp and iss, and maps every failure to one of the three 401 messages
+// DESIGN.md §5 fixes; which audience a service takes is its own check.
 import { createSigner, createVerifier } from 'fast-jwt';
 import { FlintError } from '../api/errors.ts';
+import { type Audience, ROUTER_AUDIENCE } from './audiences.ts';
+import { SCOPE_CLAIM, scopeFromClaim, type TokenScope } from './scope.ts';
 import { VerifiedTokenCache } from './token-cache.ts';
 
 export const MALFORMED_TOKEN = 'Unauthorized: malformed Token';
@@ -14,8 +17,12 @@ export interface VerifiedToken {
   ok: true;
   /** `sub`: the login's username, or the subject a component minted for itself. */
   subject: string;
-  /** Set only on tokens issued by the login endpoint; minted tokens carry none. */
+  /** Set only on tokens issued to a person (login, POST /v1/tokens); minted ones carry none. */
   username: string | undefined;
+  /** `aud`, when it is a single string; a token with none (or several) has no audience any service takes. */
+  audience: string | undefined;
+  /** Undefined: the token reaches every function (an unscoped router token). */
+  scope: TokenScope | undefined;
   /** Epoch ms at which the token stops being accepted. */
   expiresAt: number;
 }
@@ -37,12 +44,27 @@ export interface TokenServiceOptions {
 export interface TokenService {
   readonly issuer: string;
   readonly expirySeconds: number;
-  /** A login token for `username`, valid for `expirySeconds`. */
+  /** A router login token for `username`, valid for `expirySeconds`. */
   issue(username: string): string;
-  /** A short-lived token for Flint's own callers (the trigger manager); no `username` claim. */
-  mint(subject: string, ttlSeconds?: number): string;
+  /** A token for the administrator, of any audience, lifetime and (router tokens) scope. */
+  issueFor(req: IssueRequest): IssuedToken;
+  /** A short-lived token for Flint's own callers (the trigger manager, fetchers); no `username` claim. */
+  mint(subject: string, ttlSeconds?: number, audience?: Audience): string;
   verify(token: string | undefined): VerifyResult;
   readonly cacheStats: { readonly hits: number; readonly misses: number; readonly size: number };
+}
+
+export interface IssueRequest {
+  audience: Audience;
+  username: string;
+  ttlSeconds: number;
+  scope?: TokenScope;
+}
+
+export interface IssuedToken {
+  token: string;
+  /** Epoch ms. */
+  expiresAt: number;
 }
 
 export const MAX_MINT_TTL_SECONDS = 3600;
@@ -98,24 +120,34 @@ export function createTokenService(opts: TokenServiceOptions): TokenService {
   });
   const cache = new VerifiedTokenCache<VerifiedToken>(opts.cacheSize ?? 10_000);
 
-  const signFor = (claims: Record<string, unknown>, ttlSeconds: number): string => {
+  const signWith = (claims: Record<string, unknown>, ttlSeconds: number): IssuedToken => {
     const iat = Math.floor(Date.now() / 1000);
-    return sign({ iss: issuer, ...claims, iat, nbf: iat, exp: iat + ttlSeconds });
+    const exp = iat + ttlSeconds;
+    return { token: sign({ iss: issuer, ...claims, iat, nbf: iat, exp }), expiresAt: exp * 1000 };
   };
+  const signFor = (claims: Record<string, unknown>, ttlSeconds: number): string => signWith(claims, ttlSeconds).token;
 
   return {
     issuer,
     expirySeconds,
     issue(username) {
       if (typeof username !== 'string' || username === '') throw new FlintError('FLINT_ERR_VALIDATION', 'username must not be empty');
-      return signFor({ sub: username, username }, expirySeconds);
+      return signFor({ aud: ROUTER_AUDIENCE, sub: username, username }, expirySeconds);
     },
-    mint(subject, ttlSeconds = DEFAULT_MINT_TTL_SECONDS) {
+    issueFor({ audience, username, ttlSeconds, scope }) {
+      if (typeof username !== 'string' || username === '') throw new FlintError('FLINT_ERR_VALIDATION', 'username must not be empty');
+      if (!Number.isInteger(ttlSeconds) || ttlSeconds < 1) throw new FlintError('FLINT_ERR_VALIDATION', `a token lives 1 second or more, got ${ttlSeconds}`);
+      if (scope !== undefined && audience !== ROUTER_AUDIENCE) throw new FlintError('FLINT_ERR_VALIDATION', 'only router tokens have a scope');
+      const claims: Record<string, unknown> = { aud: audience, sub: username, username };
+      if (scope !== undefined) claims[SCOPE_CLAIM] = scope.toClaim();
+      return signWith(claims, ttlSeconds);
+    },
+    mint(subject, ttlSeconds = DEFAULT_MINT_TTL_SECONDS, audience = ROUTER_AUDIENCE) {
       if (typeof subject !== 'string' || subject === '') throw new FlintError('FLINT_ERR_VALIDATION', 'subject must not be empty');
       if (!Number.isInteger(ttlSeconds) || ttlSeconds < 1 || ttlSeconds > MAX_MINT_TTL_SECONDS) {
         throw new FlintError('FLINT_ERR_VALIDATION', `a minted token lives 1 to ${MAX_MINT_TTL_SECONDS} seconds, got ${ttlSeconds}`);
       }
-      return signFor({ sub: subject }, ttlSeconds);
+      return signFor({ aud: audience, sub: subject }, ttlSeconds);
     },
     verify(token) {
       if (typeof token !== 'string' || token === '') return rejected.malformed;
@@ -133,11 +165,15 @@ export function createTokenService(opts: TokenServiceOptions): TokenService {
       // RFC 7519: the token is expired *at* exp; fast-jwt still accepts that
       // very millisecond, and the cache must agree with whichever is stricter.
       if (Date.now() >= expiresAt) return rejected.expired;
+      const scope = scopeFromClaim(payload[SCOPE_CLAIM]);
+      if (scope === false) return rejected.invalid;
       // Frozen: the same object is handed to every caller on a cache hit.
       const result: VerifiedToken = Object.freeze({
         ok: true,
         subject: typeof payload.sub === 'string' ? payload.sub : '',
         username: typeof payload.username === 'string' ? payload.username : undefined,
+        audience: typeof payload.aud === 'string' ? payload.aud : undefined,
+        scope,
         expiresAt,
       });
       cache.set(token, result, expiresAt);

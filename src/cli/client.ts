@@ -2,15 +2,23 @@
 // with the server's code, so the CLI exits with the registry's exit code.
 import fs from 'node:fs';
 import { Readable } from 'node:stream';
-import { errorFromBody, FlintError } from '../api/errors.ts';
+import { errorFromBody, FlintError, isFlintError } from '../api/errors.ts';
 import type { AnyResource, KindMap, KindName } from '../api/kinds.ts';
 import { KINDS } from '../api/kinds.ts';
+import type { TokenResponse } from '../api/token-request.ts';
+
+/** An `Authorization: Basic` value (RFC 7617). */
+export function basicAuthorization(username: string, password: string): string {
+  return `Basic ${Buffer.from(`${username}:${password}`, 'utf8').toString('base64')}`;
+}
 
 export const DEFAULT_URL = 'http://127.0.0.1:8888';
 
 export interface ClientOptions {
   baseUrl: string;
   token?: string;
+  /** The administrator's username and password: exchanged once, at the first call, for a control-plane token. */
+  login?: { username: string; password: string };
   /** What to say when the control plane answers 401. */
   unauthorizedHint?: string;
   onWarning?: (message: string) => void;
@@ -18,22 +26,51 @@ export interface ClientOptions {
 
 export class ApiClient {
   readonly baseUrl: string;
-  readonly #token: string | undefined;
+  readonly #login: { username: string; password: string } | undefined;
+  #authorization: Promise<string | undefined> | undefined;
   readonly #onWarning: (m: string) => void;
   readonly #unauthorizedHint: string | undefined;
 
   constructor(opts: ClientOptions) {
     this.baseUrl = opts.baseUrl.replace(/\/+$/, '');
-    this.#token = opts.token;
+    this.#login = opts.login;
+    if (opts.token) this.#authorization = Promise.resolve(`Bearer ${opts.token}`);
+    else if (opts.login === undefined) this.#authorization = Promise.resolve(undefined);
     this.#onWarning = opts.onWarning ?? (() => {});
     this.#unauthorizedHint = opts.unauthorizedHint;
   }
 
-  async raw(method: string, path: string, body?: unknown, bytes?: { stream: ReadableStream<Uint8Array>; contentType: string }): Promise<Response> {
+  /** The Authorization value of every call: the token given, or the control-plane token the login is exchanged for (once). */
+  #auth(): Promise<string | undefined> {
+    if (this.#authorization === undefined) {
+      const { username, password } = this.#login as { username: string; password: string };
+      this.#authorization = this.issueToken({ audience: 'control-plane' }, basicAuthorization(username, password)).then(
+        (t) => `Bearer ${t.accesstoken}`,
+        (err: unknown) => {
+          if (!isFlintError(err) || err.code !== 'FLINT_ERR_UNAUTHORIZED' || this.#unauthorizedHint === undefined) throw err;
+          throw new FlintError('FLINT_ERR_UNAUTHORIZED', `${this.#unauthorizedHint} (the control plane said: ${err.message})`);
+        },
+      );
+      // A failed exchange is tried again by the next call rather than remembered.
+      this.#authorization.catch(() => {
+        this.#authorization = undefined;
+      });
+    }
+    return this.#authorization;
+  }
+
+  async raw(
+    method: string,
+    path: string,
+    body?: unknown,
+    bytes?: { stream: ReadableStream<Uint8Array>; contentType: string },
+    authorization?: string,
+  ): Promise<Response> {
     const headers: Record<string, string> = {};
     if (body !== undefined) headers['content-type'] = 'application/json';
     if (bytes) headers['content-type'] = bytes.contentType;
-    if (this.#token) headers.authorization = `Bearer ${this.#token}`;
+    const auth = authorization ?? (await this.#auth());
+    if (auth) headers.authorization = auth;
     let res: Response;
     try {
       const payload = bytes ? bytes.stream : body === undefined ? undefined : JSON.stringify(body);
@@ -53,9 +90,10 @@ export class ApiClient {
         this.#onWarning(warnings);
       }
     }
-    if (res.status === 401 && this.#unauthorizedHint) {
-      await res.body?.cancel();
-      throw new FlintError('FLINT_ERR_UNAUTHORIZED', this.#unauthorizedHint);
+    // With credentials of its own (token create --username), the server's answer says it best.
+    if (res.status === 401 && this.#unauthorizedHint && authorization === undefined) {
+      const said = (errorFromBody(await res.json().catch(() => undefined), 401) as FlintError).message;
+      throw new FlintError('FLINT_ERR_UNAUTHORIZED', `${this.#unauthorizedHint} (the control plane said: ${said})`);
     }
     if (!res.ok) {
       const text = await res.text();
@@ -120,6 +158,11 @@ export class ApiClient {
       checksum: { type: 'sha256'; sum: string };
       size: number;
     };
+  }
+
+  /** POST /v1/tokens: a token for the administrator; `authorization` overrides the client's own (Basic credentials). */
+  async issueToken(request: Record<string, unknown>, authorization?: string): Promise<TokenResponse> {
+    return (await (await this.raw('POST', '/v1/tokens', request, undefined, authorization)).json()) as TokenResponse;
   }
 
   info(): Promise<{ mode: 'local' | 'kubernetes'; routerUrl: string; authentication: { enabled: boolean; authUriPath: string } }> {

@@ -39,7 +39,8 @@ export function makeCtx(io: Io, namespace: string | undefined): Ctx {
       client ??= new ApiClient({
         baseUrl: io.env.FLINT_URL || DEFAULT_URL,
         token: credentials?.token,
-        unauthorizedHint: controllerUnauthorizedHint(credentials),
+        login: credentials?.login,
+        unauthorizedHint: controllerUnauthorizedHint(credentials, io.env),
         onWarning: warn,
       });
       return client;

@@ -4,6 +4,9 @@ import os from 'node:os';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import type { FastifyInstance } from 'fastify';
+import { createControllerAuthCheck } from '../auth/controller-auth.ts';
+import { createTokenIssuer } from '../auth/issuer.ts';
+import { createTokenService } from '../auth/tokens.ts';
 import { dataLayout, functionLogFile } from '../config/layout.ts';
 import { openSqliteStore } from '../store/sqlite.ts';
 import type { Store } from '../store/store.ts';
@@ -227,6 +230,13 @@ describe('controller API', () => {
     await refused('GET', '/v1/watch?kind=Nope', undefined, 400, 'FLINT_ERR_VALIDATION', 'kind');
   });
 
+  it('issues no tokens with authentication off', async () => {
+    const r = await call('POST', '/v1/tokens', { audience: 'control-plane' });
+    assert.equal(r.status, 409);
+    assert.equal(r.json.code, 'FLINT_ERR_CONFLICT');
+    assert.match(r.json.message, /authentication is off/);
+  });
+
   it('serves the OpenAPI document, identical to the committed docs/openapi.json', async () => {
     const served = await call('GET', '/openapi.json');
     assert.equal(served.status, 200);
@@ -234,5 +244,64 @@ describe('controller API', () => {
     const rendered = await renderOpenApi(app);
     const committed = fs.existsSync(OPENAPI_FILE) ? fs.readFileSync(OPENAPI_FILE, 'utf8') : '';
     assert.equal(rendered, committed, 'docs/openapi.json is stale: run `npm run generate` and commit the result');
+  });
+});
+
+describe('controller API with authentication on', () => {
+  const tokens = createTokenService({ signingKey: 'k'.repeat(43), issuer: 'flint', expirySeconds: 120 });
+  const adminToken = 'A'.repeat(43);
+  const basic = (u: string, p: string) => `Basic ${Buffer.from(`${u}:${p}`).toString('base64')}`;
+  let authDir: string;
+  let authStore: Store;
+  let authApp: FastifyInstance;
+  let url: string;
+  before(async () => {
+    authDir = fs.mkdtempSync(path.join(os.tmpdir(), 'flint-ctl-auth-'));
+    authStore = openSqliteStore(path.join(authDir, 'flint.db'));
+    authApp = await createController({
+      store: authStore,
+      layout: dataLayout(authDir),
+      info: () => ({ version: 't', mode: 'local', routerUrl: 'http://127.0.0.1:1', authentication: { enabled: true, authUriPath: '/auth/login' } }),
+      localImages: true,
+      reservedPaths: [],
+      authCheck: createControllerAuthCheck({ adminToken, tokens, credentials: { username: 'admin', password: 'pw' } }),
+      issueToken: createTokenIssuer(tokens, 'admin'),
+    });
+    await authApp.listen({ host: '127.0.0.1', port: 0 });
+    url = `http://127.0.0.1:${(authApp.server.address() as { port: number }).port}`;
+  });
+  after(async () => {
+    await authApp.close();
+    await authStore.close();
+    fs.rmSync(authDir, { recursive: true, force: true });
+  });
+
+  const post = async (body: unknown, authorization: string) => {
+    const res = await fetch(`${url}/v1/tokens`, { method: 'POST', headers: { authorization, 'content-type': 'application/json' }, body: JSON.stringify(body) });
+    return { status: res.status, json: (await res.json()) as any, headers: res.headers };
+  };
+
+  it('issues control-plane tokens for the Basic credentials, which then open the API', async () => {
+    const r = await post({ audience: 'control-plane', ttl: '10m' }, basic('admin', 'pw'));
+    assert.equal(r.status, 201);
+    assert.equal(r.json.tokentype, 'Bearer');
+    assert.equal(r.json.audience, 'flint-control-plane');
+    assert.ok(Date.parse(r.json.expiresAt) > Date.now());
+    const list = await fetch(`${url}/v1/functions`, { headers: { authorization: `Bearer ${r.json.accesstoken}` } });
+    assert.equal(list.status, 200);
+    assert.equal((await post({}, basic('admin', 'nope'))).status, 401);
+  });
+
+  it('issues scoped router tokens to the admin token, warning about functions that do not exist', async () => {
+    const r = await post({ functions: ['ghost'], methods: ['get'] }, `Bearer ${adminToken}`);
+    assert.equal(r.status, 201);
+    assert.equal(r.json.audience, 'flint-router');
+    assert.match(JSON.parse(r.headers.get('x-flint-warnings') ?? '[]')[0], /function 'ghost' does not exist \(yet\) in namespace 'default'/);
+    const v = tokens.verify(r.json.accesstoken);
+    assert.ok(v.ok && v.scope !== undefined);
+    assert.equal(v.scope.refusal('GET', 'default/ghost'), undefined);
+    assert.match(v.scope.refusal('POST', 'default/ghost') ?? '', /method POST/);
+    const refusedRouter = await fetch(`${url}/v1/functions`, { headers: { authorization: `Bearer ${r.json.accesstoken}` } });
+    assert.equal(refusedRouter.status, 401);
   });
 });

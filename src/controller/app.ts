@@ -9,7 +9,8 @@ import type { Registry } from 'prom-client';
 import { FlintError, isFlintError } from '../api/errors.ts';
 import type { ArchiveStore } from '../archive/index.ts';
 import type { InspectLimits } from '../archive/zip-inspect.ts';
-import { CONTROLLER_UNAUTHORIZED, isControllerExempt } from '../auth/controller-auth.ts';
+import { type ControllerAuthCheck, isControllerExempt } from '../auth/controller-auth.ts';
+import type { TokenIssuer } from '../auth/issuer.ts';
 import type { DataLayout } from '../config/layout.ts';
 import type { Store } from '../store/store.ts';
 import { registerArchiveRoutes } from './archives.ts';
@@ -19,6 +20,7 @@ import { registerLogRoutes } from './logs.ts';
 import { OPENAPI_INFO } from './openapi.ts';
 import { registerRebuildRoute } from './rebuild.ts';
 import { DEFAULT_ARCHIVE_LIMITS, registerResourceRoutes } from './resources.ts';
+import { registerTokenRoute } from './tokens.ts';
 import { registerTopicRoutes, type TopicAccess } from './topics.ts';
 import { registerWatchRoutes } from './watch.ts';
 
@@ -32,8 +34,10 @@ export interface ControllerOptions {
   localImages: boolean;
   /** Paths the router owns, refused as route URLs. */
   reservedPaths: readonly string[];
-  /** With authentication on: whether an Authorization header may use the API. */
-  authCheck?: (authorization: string | undefined, req?: { method: string; url: string }) => boolean;
+  /** With authentication on: why an Authorization header may not make a request (undefined: it may). */
+  authCheck?: ControllerAuthCheck;
+  /** With authentication on: issues the tokens of POST /v1/tokens. */
+  issueToken?: TokenIssuer;
   /** Broker access for the topic read-back endpoint; absent when no broker is configured. */
   topics?: TopicAccess;
   /** Largest accepted request body. */
@@ -89,12 +93,12 @@ export async function createController(opts: ControllerOptions): Promise<Fastify
   const authCheck = opts.authCheck;
   if (authCheck) {
     app.addHook('onRequest', async (req, reply) => {
-      if (isControllerExempt(req.url) || authCheck(req.headers.authorization, { method: req.method, url: req.url })) return;
-      return reply
-        .code(401)
-        .header('www-authenticate', 'Bearer')
-        .type('application/json')
-        .send(new FlintError('FLINT_ERR_UNAUTHORIZED', CONTROLLER_UNAUTHORIZED).toJSON());
+      if (isControllerExempt(req.url)) return;
+      const refusal = authCheck(req.headers.authorization, { method: req.method, url: req.url, remoteAddress: req.socket.remoteAddress });
+      if (refusal === undefined) return;
+      if (refusal.retryAfter !== undefined) reply.header('retry-after', String(refusal.retryAfter));
+      const code = refusal.status === 429 ? 'FLINT_ERR_TOO_MANY_REQUESTS' : 'FLINT_ERR_UNAUTHORIZED';
+      return reply.code(refusal.status).header('www-authenticate', 'Bearer').type('application/json').send(new FlintError(code, refusal.message).toJSON());
     });
   }
 
@@ -118,6 +122,7 @@ export async function createController(opts: ControllerOptions): Promise<Fastify
   registerTopicRoutes(app, opts.topics);
   registerArchiveRoutes(app, opts.archives, opts.maxUploadBytes ?? DEFAULT_MAX_UPLOAD, opts.archiveLimits ?? DEFAULT_ARCHIVE_LIMITS);
   registerRebuildRoute(app, opts.store);
+  registerTokenRoute(app, opts.store, opts.issueToken);
   registerMetricsRoute(app, controllerMetrics(opts.store, opts.metrics));
   app.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger());
   return app;

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { responseHeaders, scanRequest } from './forward-headers.ts';
+import { requestClasses, responseHeaders, scanRequest } from './forward-headers.ts';
 
 describe('responseHeaders', () => {
   it('drops hop-by-hop headers in any case, and the ones Connection names, keeping the rest verbatim', () => {
@@ -47,5 +47,13 @@ describe('scanRequest', () => {
     assert.equal(s.hasBody, true);
     assert.equal(scanRequest(['Content-Length', '0']).hasBody, false);
     assert.equal(scanRequest(['Transfer-Encoding', 'chunked']).hasBody, true);
+  });
+});
+
+describe('request classes', () => {
+  it("keeps the caller's Authorization from the function when told to, in any case, and only that", () => {
+    const raw = ['AUTHORIZATION', 'Bearer caller', 'X-Other', 'kept', 'Proxy-Authorization', 'Basic eA=='];
+    assert.deepEqual(scanRequest(raw, requestClasses({ forwardAuthorization: false })).headers, ['X-Other', 'kept']);
+    assert.deepEqual(scanRequest(raw, requestClasses({ forwardAuthorization: true })).headers, ['AUTHORIZATION', 'Bearer caller', 'X-Other', 'kept']);
   });
 });

@@ -16,6 +16,9 @@ function table(entries: Record<string, number>): Record<string, number> {
   return Object.assign(Object.create(null), entries);
 }
 
+/** How request headers are classified; one table per router, chosen at start, so the per-header cost does not change. */
+export type RequestClasses = Readonly<Record<string, number>>;
+
 const REQUEST_CLASS = table({
   // Hop-by-hop (RFC 9110 7.6.1 and the ones proxies traditionally drop).
   'keep-alive': DROP,
@@ -41,6 +44,15 @@ const REQUEST_CLASS = table({
   'transfer-encoding': TRANSFER_ENCODING,
   connection: CONNECTION,
 });
+
+// With authentication on, Authorization carries the caller's Flint token: a
+// function that saw it could replay it (DESIGN.md §5, Trust).
+const REQUEST_CLASS_NO_AUTHORIZATION: RequestClasses = table({ ...REQUEST_CLASS, authorization: DROP });
+
+/** The classification table for a router that does, or does not, pass `Authorization` on to functions. */
+export function requestClasses(opts: { forwardAuthorization: boolean }): RequestClasses {
+  return opts.forwardAuthorization ? REQUEST_CLASS : REQUEST_CLASS_NO_AUTHORIZATION;
+}
 
 const RESPONSE_DROP = table({
   connection: 1,
@@ -95,7 +107,7 @@ function dropNamed(headers: string[], names: string[]): string[] {
   return out;
 }
 
-export function scanRequest(raw: string[]): ScannedRequest {
+export function scanRequest(raw: string[], classes: RequestClasses = REQUEST_CLASS): ScannedRequest {
   let headers: string[] = [];
   let host = '';
   let requestId: string | undefined;
@@ -106,7 +118,7 @@ export function scanRequest(raw: string[]): ScannedRequest {
   for (let i = 0; i < raw.length; i += 2) {
     const name = raw[i];
     const lower = name.toLowerCase();
-    const cls = REQUEST_CLASS[lower];
+    const cls = classes[lower];
     if (cls === undefined) {
       // Parameters come only from the route; a client's would be trusted as ours.
       if (lower.startsWith(PARAMS_PREFIX)) continue;

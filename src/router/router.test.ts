@@ -18,6 +18,7 @@ import { call, upgradeCall } from './testing/client.ts';
 import type { Echo, EchoWorker } from './testing/echo-worker.ts';
 import { startEchoWorker } from './testing/echo-worker.ts';
 import { FakeExecutor, type Placement } from './testing/fake-executor.ts';
+import { TokenScope } from '../auth/scope.ts';
 import { fnObj, type RouteSpec, routeObj } from './testing/fixtures.ts';
 
 const logger = pino({ level: 'silent' });
@@ -819,6 +820,56 @@ describe('router hooks', () => {
       assert.equal((await call(u, '/hello')).status, 200);
     } finally {
       await r2.stop();
+    }
+  });
+
+  it('limits a request to the gate beforeRoute returns, once the route names the function', async () => {
+    const gated = (scope: TokenScope) =>
+      createRouter({ store, executor, logger, host: '127.0.0.1', port: 0, beforeRoute: (req) => (req.headers.authorization === 'Bearer scoped' ? scope : true) });
+    const only = gated(new TokenScope(['default/hello'], ['GET']));
+    const both = gated(new TokenScope(['default/hello', 'default/fb'], undefined));
+    const u = (await only.start()).url;
+    const v = (await both.start()).url;
+    const scoped = { headers: { authorization: 'Bearer scoped' } };
+    try {
+      assert.equal((await call(u, '/hello', scoped)).status, 200, 'its function, through a route');
+      assert.equal((await call(u, '/flint-function/hello', scoped)).status, 200, 'its function, through the internal path');
+      const other = await call(u, '/flint-function/fb', scoped);
+      assertJsonError(other, 403, 'FLINT_ERR_FORBIDDEN');
+      assert.equal(other.json().message, "Forbidden: function default/fb is not in this token's scope");
+      assert.equal((await call(u, '/where', { headers: { ...scoped.headers, host: 'api.example.com' } })).status, 403, 'another function through a route');
+      assert.match((await call(u, '/flint-function/a/b', scoped)).json().message, /function a\/b is not in this token's scope/, 'another namespace');
+      const post = await call(u, '/flint-function/hello', { ...scoped, method: 'POST' });
+      assertJsonError(post, 403, 'FLINT_ERR_FORBIDDEN');
+      assert.match(post.json().message, /method POST is not allowed by this token's scope \(it allows GET\)/);
+      const canary = await call(u, '/canary', scoped);
+      assert.equal(canary.status, 403, 'a weighted route needs every function it may pick in scope');
+      assert.match(canary.json().message, /function default\/fb is not in this token's scope \(this route may send the request to any of its functions\)/);
+      assert.equal((await call(v, '/canary', scoped)).status, 200);
+      assert.equal((await call(v, '/flint-function/fb', { ...scoped, method: 'DELETE' })).status, 200, 'no methods named: any method');
+      assertJsonError(await call(u, '/metrics', scoped), 403, 'FLINT_ERR_FORBIDDEN');
+      assert.equal((await call(u, '/metrics')).status, 200, 'an unscoped request keeps its meaning');
+      assert.equal((await call(u, '/flint-function/fb')).status, 200);
+      assert.equal((await call(u, '/nothing-here', scoped)).status, 404);
+    } finally {
+      await only.stop();
+      await both.stop();
+    }
+  });
+
+  it("passes the caller's Authorization on unless told not to", async () => {
+    const withAuth = { headers: { authorization: 'Bearer caller-token' } };
+    assert.equal((await echo('/hello', withAuth)).headers.authorization, 'Bearer caller-token', 'by default (no auth of the router consumes it)');
+    const dropping = createRouter({ store, executor, logger, host: '127.0.0.1', port: 0, forwardAuthorization: false });
+    const u = (await dropping.start()).url;
+    try {
+      const r = await call(u, '/hello', { headers: { Authorization: 'Bearer caller-token', 'X-Other': 'kept' } });
+      assert.equal(r.status, 200);
+      const e: Echo = r.json();
+      assert.equal(e.headers.authorization, undefined);
+      assert.equal(e.headers['x-other'], 'kept');
+    } finally {
+      await dropping.stop();
     }
   });
 });

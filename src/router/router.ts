@@ -7,7 +7,7 @@ import type { Registry } from 'prom-client';
 import type { FlintError } from '../api/errors.ts';
 import type { Executor } from '../executor/types.ts';
 import type { Store } from '../store/store.ts';
-import { forwardedHost, type ScannedRequest, scanRequest } from './forward-headers.ts';
+import { forwardedHost, type RequestClasses, requestClasses, type ScannedRequest, scanRequest } from './forward-headers.ts';
 import type { Http1Request } from './http1/request.ts';
 import type { Http1Response } from './http1/response.ts';
 import { Http1Server } from './http1/server.ts';
@@ -20,7 +20,7 @@ import { REQUEST_ID_HEADER, sendEmpty, sendError } from './reply.ts';
 import { requestIdFrom } from './request-id.ts';
 import { RouteSource } from './route-source.ts';
 import { FORWARD_BELOW, FORWARD_ROOT, type RouteHit } from './route-table.ts';
-import { type FnTarget, pickTarget } from './targets.ts';
+import { type Backend, FnTarget, pickTarget } from './targets.ts';
 import { Tunnels } from './tunnel.ts';
 import { Upstreams } from './upstreams.ts';
 
@@ -35,11 +35,20 @@ export interface RequestInfo {
 }
 
 /**
- * Runs before route matching (the auth seam). Return true to go on; return
- * false once the hook has answered the request itself. The response already
- * carries `X-Flint-Request-Id`.
+ * Limits on where a request the auth seam let through may go (a scoped
+ * token's). Checked once the route names the function, before it is called.
  */
-export type BeforeRoute = (req: Http1Request, res: Http1Response, info: RequestInfo) => boolean | Promise<boolean>;
+export interface TargetGate {
+  /** Why `method` may not reach function `key` (`<namespace>/<name>`); undefined when it may. */
+  refusal(method: string, key: string): string | undefined;
+}
+
+/**
+ * Runs before route matching (the auth seam). Return true to go on, or a
+ * gate to go on within its limits; return false once the hook has answered
+ * the request itself. The response already carries `X-Flint-Request-Id`.
+ */
+export type BeforeRoute = (req: Http1Request, res: Http1Response, info: RequestInfo) => boolean | TargetGate | Promise<boolean>;
 
 /** A path the router answers itself; never shadowed by a route. */
 export interface RouterEndpoint {
@@ -65,11 +74,18 @@ export interface RouterOptions {
   drainMs?: number;
   /** Caps and timeouts of client connections (install values router.*); no caps and 65/66 s when absent. */
   connections?: Partial<NodeServerLimits> & { onDrop?: (why: ConnectionDrop) => void };
+  /**
+   * Pass the caller's `Authorization` header on to functions. Off when the
+   * header is the router's own credential (authentication on): a function
+   * that saw it could replay it.
+   */
+  forwardAuthorization?: boolean;
 }
 
 export const HEALTH_PATH = '/router-healthz';
 export const METRICS_PATH = '/metrics';
 const FULL_URL_HEADER = 'X-Flint-Full-Url';
+const SCOPED_OWN_ENDPOINT = "Forbidden: a scoped token reaches only its functions, not the router's own endpoints";
 
 /**
  * Splits a request target into path and query (`?...` or ''), accepting the
@@ -123,12 +139,14 @@ export class Router {
   readonly #tunnels = new Tunnels();
   readonly #deps: ProxyDeps;
   readonly #endpoints = new Map<string, RouterEndpoint>();
+  readonly #classes: RequestClasses;
   readonly metrics: RouterMetrics;
   #url = '';
   #stopping: Promise<void> | undefined = undefined;
 
   constructor(opts: RouterOptions) {
     this.#o = opts;
+    this.#classes = requestClasses({ forwardAuthorization: opts.forwardAuthorization ?? true });
     this.metrics = new RouterMetrics(opts.registry, () => this.#tunnels.size);
     this.#source = new RouteSource(opts.store, opts.logger);
     this.#deps = { executor: opts.executor, upstreams: this.#upstreams, metrics: this.metrics, logger: opts.logger, tunnels: this.#tunnels };
@@ -201,7 +219,7 @@ export class Router {
 
   #handle(req: Http1Request, res: Http1Response): void {
     const startedMs = performance.now();
-    const scan = scanRequest(req.rawHeaders);
+    const scan = scanRequest(req.rawHeaders, this.#classes);
     const requestId = requestIdFrom(scan.requestId);
     const [path, query, authority] = splitTarget(req.url ?? '/');
     // RFC 9112 3.2.2: an absolute-form target's authority wins over Host, for matching and for what the function is told.
@@ -215,7 +233,7 @@ export class Router {
     if (hook !== undefined) {
       const info: RequestInfo = { requestId, method: req.method as string, path };
       res.setHeader(REQUEST_ID_HEADER, requestId);
-      let go: boolean | Promise<boolean>;
+      let go: boolean | TargetGate | Promise<boolean>;
       try {
         go = hook(req, res, info);
       } catch (err) {
@@ -224,16 +242,20 @@ export class Router {
       }
       if (go === false) return;
       if (go !== true) {
-        go.then(
-          (ok) => {
-            if (ok) this.#afterHook(own, req, res, scan, requestId, path, query, startedMs);
-          },
-          (err) => this.#hookFailed(res, requestId, err),
-        );
+        if (go instanceof Promise) {
+          go.then(
+            (ok) => {
+              if (ok) this.#afterHook(own, req, res, scan, requestId, path, query, startedMs, undefined);
+            },
+            (err) => this.#hookFailed(res, requestId, err),
+          );
+        } else {
+          this.#afterHook(own, req, res, scan, requestId, path, query, startedMs, go);
+        }
         return;
       }
     }
-    this.#afterHook(own, req, res, scan, requestId, path, query, startedMs);
+    this.#afterHook(own, req, res, scan, requestId, path, query, startedMs, undefined);
   }
 
   #afterHook(
@@ -245,12 +267,33 @@ export class Router {
     path: string,
     query: string,
     startedMs: number,
+    gate: TargetGate | undefined,
   ): void {
-    if (own !== undefined) this.#serveOwn(own, req, res, { requestId, method: req.method as string, path });
-    else this.#route(req, res, scan, requestId, path, query, startedMs);
+    if (own === undefined) this.#route(req, res, scan, requestId, path, query, startedMs, gate);
+    else if (gate !== undefined) this.#countMiss(req.method as string, sendError(res, 'FLINT_ERR_FORBIDDEN', SCOPED_OWN_ENDPOINT, requestId));
+    else this.#serveOwn(own, req, res, { requestId, method: req.method as string, path });
   }
 
-  #route(req: Http1Request, res: Http1Response, scan: ScannedRequest, requestId: string, path: string, query: string, startedMs: number): void {
+  /** Why the gate keeps this request from `backend` (every function a weighted route may draw); undefined when it does not. */
+  #refusal(gate: TargetGate, method: string, backend: Backend): string | undefined {
+    if (backend instanceof FnTarget) return gate.refusal(method, backend.key);
+    for (const t of backend.targets) {
+      const why = gate.refusal(method, t.key);
+      if (why !== undefined) return backend.targets.length > 1 ? `${why} (this route may send the request to any of its functions)` : why;
+    }
+    return undefined;
+  }
+
+  #route(
+    req: Http1Request,
+    res: Http1Response,
+    scan: ScannedRequest,
+    requestId: string,
+    path: string,
+    query: string,
+    startedMs: number,
+    gate: TargetGate | undefined,
+  ): void {
     const method = req.method as string;
     const table = this.#source.table;
     const headers = scan.headers;
@@ -263,6 +306,13 @@ export class Router {
         return;
       }
       target = hit.target;
+      if (gate !== undefined) {
+        const why = gate.refusal(method, target.key);
+        if (why !== undefined) {
+          this.#countMiss(method, sendError(res, 'FLINT_ERR_FORBIDDEN', why, requestId));
+          return;
+        }
+      }
       fwd = hit.forwardPath + query;
     } else {
       const m = table.match(scan.host, path, method);
@@ -274,6 +324,13 @@ export class Router {
         const msg = `method ${method} is not allowed on ${path.slice(0, 256)}`;
         this.#countMiss(method, sendError(res, 'FLINT_ERR_METHOD_NOT_ALLOWED', msg, requestId, m.allow));
         return;
+      }
+      if (gate !== undefined) {
+        const why = this.#refusal(gate, method, m.entry.backend);
+        if (why !== undefined) {
+          this.#countMiss(method, sendError(res, 'FLINT_ERR_FORBIDDEN', why, requestId));
+          return;
+        }
       }
       target = pickTarget(m.entry.backend);
       fwd = forwardPath(m, path, query);

@@ -14,8 +14,10 @@ import { createController } from '../controller/app.ts';
 import { ArchiveGc } from '../controller/archive-gc.ts';
 import type { ServerInfo } from '../controller/info.ts';
 import { ensureAdminToken } from '../auth/admin-token.ts';
+import { ARCHIVES_AUDIENCE } from '../auth/audiences.ts';
 import { createControllerAuthCheck, FETCHER_SUBJECT } from '../auth/controller-auth.ts';
 import { createRouterGuard } from '../auth/guard.ts';
+import { createTokenIssuer, type TokenIssuer } from '../auth/issuer.ts';
 import { createLoginHandler } from '../auth/login.ts';
 import { createMintedTokenSource } from '../auth/minted.ts';
 import { ensureRouterSecret } from '../auth/router-secret.ts';
@@ -97,7 +99,7 @@ export async function startServer(src: ValuesSources, out: (line: string) => voi
     const metrics = new Registry();
     const fdLimit = openFileLimit();
     const dropped = connectionDropCounter(metrics);
-    const limitsOf = (listener: Listener, v: Values['router']) => ({
+    const limitsOf = (listener: Listener, v: Values['controller']) => ({
       ...listenerCaps(listener, v, fdLimit),
       headersTimeoutMs: v.headersTimeoutSeconds * 1000,
       keepAliveTimeoutMs: v.keepAliveTimeoutSeconds * 1000,
@@ -109,6 +111,7 @@ export async function startServer(src: ValuesSources, out: (line: string) => voi
       | {
           guard: ReturnType<typeof createRouterGuard>;
           controllerCheck: ReturnType<typeof createControllerAuthCheck>;
+          issueToken: TokenIssuer;
           mint: () => string;
           mintFetcher: () => string;
         }
@@ -119,10 +122,11 @@ export async function startServer(src: ValuesSources, out: (line: string) => voi
       const tokens = createTokenService({ signingKey: creds.signingKey, issuer: authValues.jwtIssuer, expirySeconds: authValues.jwtExpiryTime });
       auth = {
         guard: createRouterGuard({ tokens, authUriPath: authValues.authUriPath, login: createLoginHandler({ tokens, credentials: creds, logger: authLog }) }),
-        controllerCheck: createControllerAuthCheck({ adminToken: ensureAdminToken(layout), tokens }),
+        controllerCheck: createControllerAuthCheck({ adminToken: ensureAdminToken(layout), tokens, credentials: creds }),
+        issueToken: createTokenIssuer(tokens, creds.username),
         mint: createMintedTokenSource({ tokens, subject: 'flint:mqtrigger' }),
-        // Pool pods' fetchers download archives from the control plane with it (kubernetes mode).
-        mintFetcher: createMintedTokenSource({ tokens, subject: FETCHER_SUBJECT }),
+        // Pool pods' fetchers download archives from the control plane with it (kubernetes mode); the router refuses it.
+        mintFetcher: createMintedTokenSource({ tokens, subject: FETCHER_SUBJECT, audience: ARCHIVES_AUDIENCE }),
       };
     }
     const archives = new LocalArchiveStore(layout.archives);
@@ -185,6 +189,8 @@ export async function startServer(src: ValuesSources, out: (line: string) => voi
       port: values.router.port,
       beforeRoute: auth?.guard,
       connections: { ...limitsOf('router', values.router), onDrop: dropped('router') },
+      // With authentication off the header is not a Flint credential: a function may do its own auth with it.
+      forwardAuthorization: auth === undefined || values.router.forwardAuthorization,
     });
     const routerUrl = (await router.start()).url;
     // The instances stop while upgraded connections still carry bytes, so WebSockets get the runtime's 1001 rather than a cut.
@@ -279,6 +285,7 @@ export async function startServer(src: ValuesSources, out: (line: string) => voi
       reservedPaths: ['/router-healthz', '/metrics', values.authentication.authUriPath],
       topics: readback,
       authCheck: auth?.controllerCheck,
+      issueToken: auth?.issueToken,
       archives,
       maxUploadBytes: values.archives.maxUploadMB * MIB,
       archiveLimits: { maxEntries: 100_000, maxBytes: maxUnpackedBytes },
