@@ -4,12 +4,12 @@ import { readKnobs } from './knobs.ts';
 
 describe('benchmark knobs', () => {
   it('has defaults for everything', () => {
-    assert.deepEqual(readKnobs({}), { requests: 3000, seconds: 4, rounds: 3, authPairs: 3, cold: 15, messages: 2000, sandbox: 'bubblewrap', packages: true, kafka: true });
+    assert.deepEqual(readKnobs({}), { requests: 3000, seconds: 4, rounds: 3, authPairs: 3, cold: 15, messages: 2000, sandbox: 'bubblewrap', packages: true, kafka: true, overload: true });
   });
 
   it('reads every knob', () => {
-    const k = readKnobs({ BENCH_REQUESTS: '500', BENCH_SECONDS: '2', BENCH_ROUNDS: '5', BENCH_AUTH_PAIRS: '1', BENCH_COLD: '3', BENCH_MESSAGES: '100', BENCH_SANDBOX: 'none', BENCH_PACKAGES: '0', BENCH_KAFKA: '1' });
-    assert.deepEqual(k, { requests: 500, seconds: 2, rounds: 5, authPairs: 1, cold: 3, messages: 100, sandbox: 'none', packages: false, kafka: true });
+    const k = readKnobs({ BENCH_REQUESTS: '500', BENCH_SECONDS: '2', BENCH_ROUNDS: '5', BENCH_AUTH_PAIRS: '1', BENCH_COLD: '3', BENCH_MESSAGES: '100', BENCH_SANDBOX: 'none', BENCH_PACKAGES: '0', BENCH_KAFKA: '1', BENCH_OVERLOAD: '0' });
+    assert.deepEqual(k, { requests: 500, seconds: 2, rounds: 5, authPairs: 1, cold: 3, messages: 100, sandbox: 'none', packages: false, kafka: true, overload: false });
   });
 
   it('refuses what is not a knob value, naming the knob', () => {

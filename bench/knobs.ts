@@ -18,6 +18,8 @@ export interface BenchKnobs {
   sandbox: 'bubblewrap' | 'none';
   packages: boolean;
   kafka: boolean;
+  /** Goodput under rising load beside nginx, and tails during updates (bench/overload.ts). */
+  overload: boolean;
 }
 
 function whole(env: NodeJS.ProcessEnv, name: string, fallback: number, min: number): number {
@@ -48,5 +50,6 @@ export function readKnobs(env: NodeJS.ProcessEnv = process.env): BenchKnobs {
     sandbox,
     packages: toggle(env, 'BENCH_PACKAGES'),
     kafka: toggle(env, 'BENCH_KAFKA'),
+    overload: toggle(env, 'BENCH_OVERLOAD'),
   };
 }

@@ -100,6 +100,9 @@ export async function timedFirstCall(router: Pool, name: string): Promise<number
 
 export interface WrkResult {
   rps: number;
+  /** Responses in all (wrk's "N requests in"), and the 2xx ones per second among them. */
+  requests: number;
+  goodput: number;
   p50Us: number;
   p99Us: number;
   non2xx: number;
@@ -126,8 +129,9 @@ export async function hasWrk(): Promise<boolean> {
 }
 
 /** Load from a second process (wrk), bounded in time, loopback only. */
-export async function wrk(url: string, opts: { seconds: number; connections: number; threads?: number; headers?: string[] }): Promise<WrkResult> {
+export async function wrk(url: string, opts: { seconds: number; connections: number; threads?: number; headers?: string[]; timeoutSeconds?: number }): Promise<WrkResult> {
   const args = ['-t', String(opts.threads ?? 1), '-c', String(opts.connections), '-d', `${opts.seconds}s`, '--latency'];
+  if (opts.timeoutSeconds !== undefined) args.push('--timeout', `${opts.timeoutSeconds}s`);
   for (const h of opts.headers ?? []) args.push('-H', h);
   args.push(url);
   const { stdout } = await run('wrk', args, { timeout: (opts.seconds + 30) * 1000 });
@@ -137,7 +141,10 @@ export async function wrk(url: string, opts: { seconds: number; connections: num
   const non2xx = Number(/Non-2xx or 3xx responses:\s+(\d+)/.exec(stdout)?.[1] ?? 0);
   const errLine = /Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)/.exec(stdout);
   const errors = errLine ? errLine.slice(1).reduce((a, b) => a + Number(b), 0) : 0;
-  return { rps, p50Us: toUs(p50), p99Us: toUs(p99), non2xx, errors };
+  const requests = Number(/(\d+) requests in ([\d.]+)(ms|s|m)/.exec(stdout)?.[1] ?? 0);
+  const took = /\d+ requests in ([\d.]+)(ms|s|m)/.exec(stdout);
+  const tookS = took ? Number(took[1]) * (took[2] === 'ms' ? 0.001 : took[2] === 'm' ? 60 : 1) : opts.seconds;
+  return { rps, requests, goodput: (requests - non2xx) / tookS, p50Us: toUs(p50), p99Us: toUs(p99), non2xx, errors };
 }
 
 /** A bare node:http hello server in its own process: the throughput baseline. */

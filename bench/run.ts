@@ -8,7 +8,9 @@
 //   1b. a WebSocket message's round trip through the router's tunnel vs
 //      straight to the same kind of worker;
 //   4. authentication's added latency, and a scoped token's over an unscoped one (bench/auth.ts);
-//   5. packages (bench/packages.ts) and Kafka triggers (bench/mq.ts).
+//   5. packages (bench/packages.ts) and Kafka triggers (bench/mq.ts);
+//   6. goodput at 50/500/2,000 connections beside nginx, and tails while the
+//      package is replaced every 2 s (bench/overload.ts).
 // Results print as a markdown table; bench/RESULTS.md records them.
 import fs from 'node:fs';
 import os from 'node:os';
@@ -23,6 +25,7 @@ import { authBench } from './auth.ts';
 import { createFunction, createResource, deployHello, fmt, forkUntilServed, hasWrk, interleavedLatency, percentiles, startBareServer, HELLO, timedFirstCall, type WrkResult, wrk } from './lib.ts';
 import { readKnobs } from './knobs.ts';
 import { kafkaBench } from './mq.ts';
+import { overloadBench } from './overload.ts';
 import { packagesBench } from './packages.ts';
 
 const WS_ECHO = 'module.exports = (ws) => ws.on("message", (m) => ws.send(m));';
@@ -213,6 +216,14 @@ if (knobs.kafka) {
     rows.push(...(await kafkaBench(sandbox, knobs.messages)));
   } catch (err) {
     rows.push(['Kafka trigger throughput / hand-written consumer', 'failed', String((err as Error).message), '≥ 0.7x']);
+  }
+}
+
+if (knobs.overload) {
+  try {
+    rows.push(...(await overloadBench(sandbox, SECONDS)));
+  } catch (err) {
+    rows.push(['overload and updates', 'failed', String((err as Error).message), '']);
   }
 }
 

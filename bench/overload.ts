@@ -1,0 +1,157 @@
+// Overload and change, against baselines measured in the same run:
+//   - goodput (2xx per second) at 50, 500 and 2,000 connections against a
+//     function that takes 5 ms, beside nginx (one worker, keep-alive
+//     upstream) in front of a plain Node server of the same 5 ms;
+//   - throughput and p99 latency while the function's package is replaced
+//     every 2 s, against the same load without updates, in alternating rounds.
+import { spawn } from 'node:child_process';
+import { once } from 'node:events';
+import fs from 'node:fs';
+import net from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+import { startServer } from '../test/helpers/server.ts';
+import { createFunction, createResource, fmt, hasWrk, wrk, type WrkResult } from './lib.ts';
+
+const SLOW = 'module.exports = async () => { await new Promise((r) => setTimeout(r, 5)); return { status: 200, body: "ok\\n" }; };';
+const CONNECTIONS = [50, 500, 2000];
+
+function findNginx(): string | undefined {
+  for (const dir of [...(process.env.PATH ?? '').split(':'), '/usr/sbin', '/usr/local/sbin']) {
+    const p = path.join(dir, 'nginx');
+    if (fs.existsSync(p)) return p;
+  }
+  return undefined;
+}
+
+/** A plain Node server answering after 5 ms, and nginx in front of it; the peer a user would put up instead. */
+async function startNginxPeer(dir: string, nginx: string): Promise<{ url: string; stop(): Promise<void> }> {
+  const code = `
+    const http = require('node:http');
+    const s = http.createServer((req, res) => setTimeout(() => { res.writeHead(200, {'content-type': 'text/plain'}); res.end('ok\\n'); }, 5));
+    s.keepAliveTimeout = 60000;
+    s.listen(0, '127.0.0.1', () => console.log(s.address().port));`;
+  const node = spawn(process.execPath, ['-e', code], { stdio: ['ignore', 'pipe', 'inherit'] });
+  const [chunk] = (await once(node.stdout!, 'data')) as [Buffer];
+  const upstream = Number(chunk.toString().trim());
+  const port = await new Promise<number>((resolve) => {
+    const s = net.createServer();
+    s.listen(0, '127.0.0.1', () => {
+      const p = (s.address() as net.AddressInfo).port;
+      s.close(() => resolve(p));
+    });
+  });
+  fs.writeFileSync(
+    path.join(dir, 'nginx.conf'),
+    `worker_processes 1;
+daemon off;
+pid ${dir}/nginx.pid;
+error_log ${dir}/error.log warn;
+worker_rlimit_nofile 20000;
+events { worker_connections 8192; }
+http {
+  access_log off;
+  upstream fn { server 127.0.0.1:${upstream}; keepalive 256; }
+  server {
+    listen 127.0.0.1:${port} backlog=4096;
+    location / { proxy_pass http://fn; proxy_http_version 1.1; proxy_set_header Connection ""; }
+  }
+}
+`,
+  );
+  const proc = spawn(nginx, ['-p', dir, '-c', path.join(dir, 'nginx.conf')], { stdio: ['ignore', 'ignore', 'inherit'] });
+  const url = `http://127.0.0.1:${port}/`;
+  for (let i = 0; i < 100; i++) {
+    if ((await fetch(url).catch(() => undefined))?.status === 200) break;
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  return {
+    url,
+    async stop() {
+      proc.kill('SIGQUIT');
+      node.kill();
+      await Promise.all([once(proc, 'exit'), once(node, 'exit')]);
+    },
+  };
+}
+
+const share = (r: WrkResult) => `${fmt(r.goodput)} 2xx/s, ${r.non2xx} non-2xx, ${r.errors} socket errors/timeouts, p99 ${fmt(r.p99Us / 1000, 1)} ms`;
+
+export async function overloadBench(sandbox: string, seconds: number): Promise<string[][]> {
+  const rows: string[][] = [];
+  if (!(await hasWrk())) return [['overload goodput', 'skipped', 'wrk is not installed', '']];
+  const nginx = findNginx();
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'flint-bench-overload-'));
+  const server = await startServer({ sets: [`executor.sandbox=${sandbox}`, 'logLevel=error'] });
+  try {
+    await createResource(server.controllerUrl, 'environments', { metadata: { name: 'nodejs' }, spec: { runtime: { image: 'flint/node-env' }, poolsize: 3 } });
+    await createFunction(server.controllerUrl, 'slow', { code: SLOW });
+    const flintUrl = `${server.routerUrl}/flint-function/slow`;
+    await wrk(flintUrl, { seconds: 2, connections: 50 });
+
+    // Goodput under rising load, each step beside nginx's in the same minute.
+    if (nginx) {
+      const peer = await startNginxPeer(dir, nginx);
+      try {
+        await wrk(peer.url, { seconds: 2, connections: 50 });
+        const byConns: Record<number, WrkResult> = {};
+        for (const c of CONNECTIONS) {
+          const opts = { seconds, connections: c, threads: 2, timeoutSeconds: 2 };
+          const viaNginx = await wrk(peer.url, opts);
+          const viaFlint = await wrk(flintUrl, opts);
+          byConns[c] = viaFlint;
+          rows.push([`goodput at ${c} connections, Flint / nginx`, `${fmt(viaFlint.goodput / viaNginx.goodput, 2)}x`, `Flint ${share(viaFlint)}; nginx ${share(viaNginx)}`, '']);
+        }
+        rows.push([
+          'goodput at 2,000 / at 500 connections (Flint)',
+          `${fmt(byConns[2000].goodput / byConns[500].goodput, 2)}x`,
+          `non-2xx at 2,000: ${byConns[2000].non2xx}, socket errors/timeouts: ${byConns[2000].errors}`,
+          '≥ 0.8x, no timeouts',
+        ]);
+      } finally {
+        await peer.stop();
+      }
+    } else {
+      rows.push(['goodput vs nginx', 'skipped', 'nginx is not installed (apt-get install nginx)', '']);
+    }
+
+    // Tails during change: the package replaced every 2 s under 32 connections.
+    const pkgUrl = `${server.controllerUrl}/v1/namespaces/default/packages/slow-pkg`;
+    let version = 0;
+    const replacePackage = async () => {
+      const pkg = (await (await fetch(pkgUrl)).json()) as { spec: { deployment: { literal: string } } };
+      version++;
+      pkg.spec.deployment.literal = Buffer.from(`${SLOW}\n// version ${version}\n`).toString('base64');
+      const r = await fetch(pkgUrl, { method: 'PUT', headers: { 'content-type': 'application/json' }, body: JSON.stringify(pkg) });
+      if (r.status !== 200) throw new Error(`package update: ${r.status} ${await r.text()}`);
+    };
+    const steady: WrkResult[] = [];
+    const changing: WrkResult[] = [];
+    const opts = { seconds: Math.max(6, seconds), connections: 32, threads: 2 };
+    for (let round = 0; round < 3; round++) {
+      steady.push(await wrk(flintUrl, opts));
+      let updating = true;
+      const updates = (async () => {
+        while (updating) {
+          await new Promise((r) => setTimeout(r, 2000));
+          if (updating) await replacePackage();
+        }
+      })();
+      changing.push(await wrk(flintUrl, opts));
+      updating = false;
+      await updates;
+    }
+    const med = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
+    const p99s = med(steady.map((r) => r.p99Us));
+    const p99c = med(changing.map((r) => r.p99Us));
+    const rpsS = med(steady.map((r) => r.rps));
+    const rpsC = med(changing.map((r) => r.rps));
+    const bad = changing.reduce((n, r) => n + r.non2xx + r.errors, 0);
+    rows.push(['p99 with updates every 2 s / without', `${fmt(p99c / p99s, 2)}x`, `${fmt(p99c / 1000, 1)} ms vs ${fmt(p99s / 1000, 1)} ms (median of 3 alternating rounds, ${version} updates)`, '≤ 1.5x']);
+    rows.push(['throughput with updates every 2 s / without', `${fmt(rpsC / rpsS, 2)}x`, `${fmt(rpsC)} vs ${fmt(rpsS)} req/s; ${bad} non-2xx or socket errors during updates`, '≥ 0.95x, no non-2xx']);
+  } finally {
+    await server.stop();
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+  return rows;
+}
