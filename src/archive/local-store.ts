@@ -1,6 +1,7 @@
 // Archives on local disk: `<root>/sha256/<2 hex>/<sha256>`. Bytes go to a
 // temporary file in the same directory tree, are fsynced and checked, then
 // renamed into place: a crash never leaves a half archive under its name.
+import { isNoSpace, storageFull } from '../fsafe/no-space.ts';
 import { createHash, randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
@@ -69,6 +70,9 @@ export class LocalArchiveStore implements ArchiveStore {
       await fs.promises.rename(tmp, final);
       keep = true;
       return { sha256: sha, size, createdAt: (await fs.promises.stat(final)).mtime };
+    } catch (err) {
+      if (isNoSpace(err)) throw storageFull(this.#root, err);
+      throw err;
     } finally {
       await fd.close().catch(() => {});
       if (!keep) await fs.promises.rm(tmp, { force: true });

@@ -56,7 +56,15 @@ export function registerArchiveRoutes(app: FastifyInstance, archives: ArchiveSto
         const check = async (file: string) => {
           if (await isZipFile(file)) await inspectZip(file, limits);
         };
-        const info = await store().put(req.body as NodeJS.ReadableStream, { expectedSha256: expected, maxBytes: maxUploadBytes, check });
+        let info: Awaited<ReturnType<ArchiveStore['put']>>;
+        try {
+          info = await store().put(req.body as NodeJS.ReadableStream, { expectedSha256: expected, maxBytes: maxUploadBytes, check });
+        } catch (err) {
+          // Refused before the whole body arrived (too large, no space left): what is left of it
+          // would be read as the next request, so this answer ends the connection.
+          if (!req.raw.complete) reply.header('connection', 'close');
+          throw err;
+        }
         reply.code(201);
         return { url: `${ARCHIVE_URL_PREFIX}${info.sha256}`, checksum: { type: 'sha256' as const, sum: info.sha256 }, size: info.size };
       },

@@ -2,6 +2,7 @@
 // mode so a killed server loses no committed write. Every write bumps one
 // global resourceVersion and appends to an event log, which is what lets a
 // watch resume from any recent resourceVersion.
+import { isNoSpace, storageFull } from '../fsafe/no-space.ts';
 import { randomUUID } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
@@ -51,6 +52,7 @@ function sameJson(a: unknown, b: unknown): boolean {
 
 export class SqliteStore implements Store {
   readonly #db: DatabaseSync;
+  readonly #dir: string;
   readonly #retention: number;
   readonly #hub = new WatchHub();
   #rv: number;
@@ -59,6 +61,7 @@ export class SqliteStore implements Store {
 
   constructor(file: string, opts: SqliteStoreOptions = {}) {
     fs.mkdirSync(path.dirname(file), { recursive: true, mode: 0o700 });
+    this.#dir = path.dirname(file);
     this.#db = new DatabaseSync(file);
     this.#db.exec('PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL; PRAGMA busy_timeout = 5000;');
     this.#db.exec(SCHEMA);
@@ -124,7 +127,12 @@ export class SqliteStore implements Store {
       if (rv % 100 === 0) this.#q.prune.run(rv - this.#retention);
       this.#db.exec('COMMIT');
     } catch (err) {
-      this.#db.exec('ROLLBACK');
+      try {
+        this.#db.exec('ROLLBACK');
+      } catch {
+        // SQLite may have rolled back already (some I/O errors do); the write's own error is the one to report.
+      }
+      if (isNoSpace(err)) throw storageFull(this.#dir, err);
       throw err;
     }
     this.#rv = rv;
