@@ -13,6 +13,7 @@ import { describe, it } from 'node:test';
 import fc from 'fast-check';
 import { FlintError } from '../../api/errors.ts';
 import {
+  framingDifferences,
   fuzzParameters,
   judge,
   type KnownDifference,
@@ -122,7 +123,7 @@ const KNOWN: KnownDifference[] = [
     explains: (input, o, t) => oursRefused(o, t, /is not in origin, absolute or asterisk form/) && /^\S+ \*/.test(requestLine(input, o)),
   },
   {
-    what: 'any token is a method (llhttp knows a fixed list, is case-insensitive about none of it, and keeps PRI for the HTTP/2 preface)',
+    what: 'any token is a method (llhttp knows a fixed list of upper-case names, and keeps PRI for the HTTP/2 preface)',
     why: 'RFC 9110 9.1: "method = token", case-sensitive and extensible; whether the method means anything is the function\'s to answer (501 or 405)',
     explains: (input, o, t) => {
       const method = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+(?= )/.exec(requestLine(input, t))?.[0];
@@ -141,26 +142,6 @@ const KNOWN: KnownDifference[] = [
     explains: (input, o, t) => oursRefused(o, t, /unsupported version|bad request line/) && !/ HTTP\/1\.[01]$/.test(requestLine(input, o)),
   },
   {
-    what: 'a Content-Length past 15 digits, or a chunk size past 12 hex digits (leading zeros aside), is refused',
-    why: 'RFC 9110 8.6 and RFC 9112 7.1: recipients "MUST anticipate potentially large decimal numerals and prevent parsing errors due to integer conversion overflows or precision loss"; 10^15 bytes is not a request the router can take',
-    explains: (_, o, t) => oursRefused(o, t, /bad Content-Length "0*\d{16,}|bad chunk size line "0*[0-9a-fA-F]{13,}/),
-  },
-  {
-    what: 'spaces and tabs around the `;` and `=` of a chunk extension are taken (llhttp refuses them unless lenient)',
-    why: 'RFC 9112 7.1.1: "chunk-ext = *( BWS \';\' BWS chunk-ext-name [ BWS \'=\' BWS chunk-ext-val ] )"',
-    explains: (input, o, t) => bwsExplains(input, o, t),
-  },
-  {
-    what: 'a chunk extension with an empty name or value is refused (llhttp takes `;;`, `;=v`, `;n=`)',
-    why: 'RFC 9112 7.1.1: chunk-ext-name is a token and chunk-ext-val a token or quoted-string, neither empty',
-    explains: (_, o, t) => oursRefused(o, t, /bad chunk size line "[0-9a-fA-F]+[^"]*(;[ \t]*(;|=|$|")|=[ \t]*(;|$|"))/),
-  },
-  {
-    what: 'a tab after `chunked` is whitespace around the value, as a space is (llhttp refuses the tab)',
-    why: 'RFC 9110 5.5: leading and trailing OWS (spaces and tabs alike) is not part of a field value',
-    explains: (input, o, t) => theirsRefused(o, t, ['HPE_INVALID_TRANSFER_ENCODING']) && /transfer-encoding:[ \t]*chunked[ \t]*\t[ \t]*\r\n/i.test(messageAt(input, t)),
-  },
-  {
     what: 'a bare CR or LF before the request line is refused (llhttp skips it)',
     why: 'RFC 9112 2.2: a server SHOULD ignore at least one empty line (CRLF) before the request line; a bare CR MUST be treated as invalid, and the router reads no bare LF as a line end',
     explains: (input, o, t) => oursRefused(o, t, /bad request line|bad method|bare LF/) && /^(\r\n)*(\n|\r(?!\n))/.test(messageAt(input, o)),
@@ -170,22 +151,8 @@ const KNOWN: KnownDifference[] = [
     why: 'RFC 3986 3.1: "scheme = ALPHA *( ALPHA / DIGIT / "+" / "-" / "." )"; the router matches the authority, whatever the scheme',
     explains: (input, o, t) => theirsRefused(o, t, ['HPE_INVALID_URL']) && /^\S+ [A-Za-z][A-Za-z0-9+.-]*[0-9+.-][A-Za-z0-9+.-]*:\/\//.test(requestLine(input, t)),
   },
+  ...framingDifferences(ours, (bytes) => llhttpParse('request', bytes), () => KNOWN),
 ];
-
-/**
- * Takes the spaces around chunk-extension punctuation out: if ours reads that
- * as it read the input, and llhttp reads it as ours does (or for a difference
- * in the table), the spaces were the difference.
- */
-function bwsExplains(input: string, o: Outcome, t: Outcome): boolean {
-  if (!theirsRefused(o, t, ['HPE_INVALID_CHUNK_SIZE', 'HPE_STRICT', 'HPE_INVALID_CHUNK_EXTENSIONS'])) return false;
-  const tight = input.replace(/(\r\n[0-9a-fA-F]+)([^\r\n]*)(?=\r\n)/g, (_, size: string, ext: string) => size + ext.replace(/[ \t]*([;=])[ \t]*/g, '$1'));
-  if (tight === input) return false;
-  const bytes = Buffer.from(tight, 'latin1');
-  const mine = ours([bytes]);
-  if (mine.verdict !== o.verdict || mine.messages.length !== o.messages.length) return false;
-  return judge(tight, mine, llhttpParse('request', bytes), KNOWN, (more) => ours([bytes, Buffer.from(more, 'latin1')])) === undefined;
-}
 
 const requests = fc.record({
   drafts: fc.array(requestDraft, { minLength: 1, maxLength: 3 }),

@@ -155,6 +155,8 @@ export function llhttpParse(kind: 'request' | 'response', input: Buffer, opts: {
       // A message cut short by the close: what the router's parser calls waiting for more.
       if (r instanceof Error) return { messages, verdict: r.code === 'HPE_INVALID_EOF_STATE' ? 'partial' : 'error', error: r.code };
     }
+    // A close before any final response is one cut short, as the router sees it.
+    if (opts.eof === true && opts.firstFinal === true && messages.length === 0) return { messages, verdict: 'partial' };
     return { messages, verdict: begun ? 'partial' : 'complete' };
   } finally {
     p.close();
@@ -574,4 +576,47 @@ export function judge(input: string, ours: Outcome, theirs: Outcome, table: read
     return `llhttp refused (${theirs.error}) what ours still reads on, and ours did not refuse it once the head ended: ${divergence(later, theirs, ignore)}`;
   }
   return d;
+}
+
+/**
+ * Differences in body framing, the same for requests and responses (both
+ * parsers share the router's body decoder). `ours` and `theirs` read bytes as
+ * the test does; `table` is the whole table, for re-judging a cleaned-up input.
+ */
+export function framingDifferences(ours: (reads: Buffer[]) => Outcome, theirs: (input: Buffer) => Outcome, table: () => readonly KnownDifference[]): KnownDifference[] {
+  return [
+    {
+      what: 'a Content-Length past 15 digits, or a chunk size past 12 hex digits (leading zeros aside), is refused',
+      why: 'RFC 9110 8.6 and RFC 9112 7.1: recipients "MUST anticipate potentially large decimal numerals and prevent parsing errors due to integer conversion overflows or precision loss"; 10^15 bytes is no message the router takes',
+      explains: (_, o, t) => oursRefused(o, t, /bad Content-Length "0*\d{16,}|bad chunk size line "0*[0-9a-fA-F]{13,}/),
+    },
+    {
+      what: 'spaces and tabs around the `;` and `=` of a chunk extension are taken (llhttp refuses them unless lenient)',
+      why: "RFC 9112 7.1.1: chunk-ext = *( BWS \";\" BWS chunk-ext-name [ BWS \"=\" BWS chunk-ext-val ] )",
+      // Takes the spaces out: if ours reads that as it read the input, and
+      // llhttp then reads it as ours does (or as the table allows), the
+      // spaces were the difference.
+      explains: (input, o, t) => {
+        if (!theirsRefused(o, t, ['HPE_INVALID_CHUNK_SIZE', 'HPE_STRICT', 'HPE_INVALID_CHUNK_EXTENSIONS'])) return false;
+        const tight = input.replace(/(\r\n[0-9a-fA-F]+)([^\r\n]*)(?=\r\n)/g, (_, size: string, ext: string) => size + ext.replace(/[ \t]*([;=])[ \t]*/g, '$1'));
+        if (tight === input) return false;
+        const bytes = Buffer.from(tight, 'latin1');
+        const mine = ours([bytes]);
+        if (mine.verdict !== o.verdict || mine.messages.length !== o.messages.length) return false;
+        return judge(tight, mine, theirs(bytes), table(), (more) => ours([bytes, Buffer.from(more, 'latin1')])) === undefined;
+      },
+    },
+    {
+      what: 'a chunk extension with an empty name or value is refused (llhttp takes `;;`, `;=v`, `;n=`)',
+      why: 'RFC 9112 7.1.1: chunk-ext-name is a token and chunk-ext-val a token or quoted-string, neither empty',
+      explains: (_, o, t) => oursRefused(o, t, /bad chunk size line "[0-9a-fA-F]+[^"]*(;[ \t]*(;|=|$|")|=[ \t]*(;|$|"))/),
+    },
+    {
+      what: 'a tab after `chunked` is whitespace around the value, as a space is (llhttp refuses the tab in a request, and reads a response\'s body until the close)',
+      why: 'RFC 9110 5.5: leading and trailing OWS (spaces and tabs alike) is not part of a field value',
+      explains: (input, o, t) =>
+        (theirsRefused(o, t, ['HPE_INVALID_TRANSFER_ENCODING']) || (t.messages.length === 1 && !t.messages[0].keepAlive && t.messages[0].end === input.length)) &&
+        /transfer-encoding:[ \t]*chunked[ \t]*\t[ \t]*\r\n/i.test(input),
+    },
+  ];
 }
