@@ -139,12 +139,15 @@ const KNOWN: KnownDifference[] = [
   {
     what: 'HTTP versions other than 1.0 and 1.1 are refused, a request line without one too (llhttp reads HTTP/2.0 as 1.x, and no version as HTTP/0.9)',
     why: 'RFC 9110 15.6.6: 505 (HTTP Version Not Supported) for a major version the server does not support; a request line naming HTTP/2.0, or none, is not an HTTP/1.1 message (RFC 9112 2.3, 3)',
-    explains: (input, o, t) => oursRefused(o, t, /unsupported version|bad request line/) && !/ HTTP\/1\.[01]$/.test(requestLine(input, o)),
+    explains: (input, o, t) => oursRefused(o, t, /unsupported version|bad request line/) && !/^\S+ \S+ HTTP\/1\.[01]$/.test(requestLine(input, o)),
   },
   {
     what: 'a bare CR or LF before the request line is refused (llhttp skips it)',
     why: 'RFC 9112 2.2: a server SHOULD ignore at least one empty line (CRLF) before the request line; a bare CR MUST be treated as invalid, and the router reads no bare LF as a line end',
-    explains: (input, o, t) => oursRefused(o, t, /bad request line|bad method|bare LF/) && /^(\r\n)*(\n|\r(?!\n))/.test(messageAt(input, o)),
+    explains: (input, o, t) =>
+      // Or holds it, waiting for the line it would refuse.
+      (oursRefused(o, t, /bad request line|bad method|bare LF/) || (o.verdict === 'partial' && t.verdict === 'complete' && /^[\r\n]+$/.test(messageAt(input, o)))) &&
+      /^(\r\n)*(\n|\r(?!\n))/.test(messageAt(input, o)),
   },
   {
     what: 'an absolute-form target whose scheme has digits, `+`, `-` or `.` is taken (llhttp takes letters only)',
