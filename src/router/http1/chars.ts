@@ -84,3 +84,26 @@ export function isAbsoluteTarget(s: string, from: number, to: number): boolean {
   }
   return false;
 }
+
+function isOws(c: number): boolean {
+  return c === 0x20 || c === 0x09;
+}
+
+/**
+ * `s` without the spaces and tabs around it (OWS, RFC 9110 5.6.3).
+ * String.prototype.trim() takes more (a no-break space among them), which
+ * would read `\xa0chunked` as `chunked` where other parsers do not.
+ */
+export function trimOws(s: string): string {
+  let from = 0;
+  let to = s.length;
+  while (from < to && isOws(s.charCodeAt(from))) from++;
+  while (to > from && isOws(s.charCodeAt(to - 1))) to--;
+  return from === 0 && to === s.length ? s : s.slice(from, to);
+}
+
+/** Whether a comma-separated list (lower-cased) has `token` as one of its members (RFC 9110 5.6.1). */
+export function listHas(list: string, token: string): boolean {
+  for (const item of list.split(',')) if (trimOws(item) === token) return true;
+  return false;
+}

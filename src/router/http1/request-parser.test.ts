@@ -185,11 +185,16 @@ describe('RequestParser', () => {
 
   it('reads Connection as a list of whole tokens', () => {
     const r = parse(
-      'GET / HTTP/1.0\r\nConnection: :keep-alive\r\n\r\n' + 'GET / HTTP/1.1\r\nHost: h\r\nConnection: xclose, te\r\n\r\n' + 'GET / HTTP/1.1\r\nHost: h\r\nConnection: te, Close\r\n\r\n',
+      'GET / HTTP/1.0\r\nConnection: :keep-alive\r\n\r\n' +
+        'GET / HTTP/1.1\r\nHost: h\r\nConnection: xclose, te\r\n\r\n' +
+        'GET / HTTP/1.1\r\nHost: h\r\nConnection: te, Close\r\n\r\n' +
+        // A no-break space is no whitespace to HTTP.
+        'GET / HTTP/1.0\r\nConnection: te,\xa0keep-alive\r\n\r\n' +
+        'GET / HTTP/1.0\r\nConnection: te,\tkeep-alive\r\n\r\n',
     );
     assert.deepEqual(
       r.heads.map((h) => h.keepAlive),
-      [false, true, false],
+      [false, true, false, false, true],
     );
   });
 

@@ -9,7 +9,7 @@
 // parsed, until next() says the response to it is done.
 import { FlintError } from '../../api/errors.ts';
 import { BodyDecoder, type BodySink } from './body-decoder.ts';
-import { isAbsoluteTarget, isFieldValue, isTarget, isToken } from './chars.ts';
+import { isAbsoluteTarget, isFieldValue, isTarget, isToken, listHas, trimOws } from './chars.ts';
 import { type HeadRefusals, headEnd } from './head-end.ts';
 
 export interface RequestHead {
@@ -255,11 +255,11 @@ export class RequestParser implements BodySink {
     } else {
       const conn = connection.toLowerCase();
       // Whole list members (RFC 9110 7.6.1): `Connection: :keep-alive` asks for nothing.
-      keepAlive = http10 ? hasToken(conn, 'keep-alive') : !hasToken(conn, 'close');
+      keepAlive = http10 ? listHas(conn, 'keep-alive') : !listHas(conn, 'close');
       // A body would have to be forwarded before the switch; no client sends one with a WebSocket handshake.
-      if (upgrade !== undefined && (http10 || hasBody || upgrade === '' || !hasToken(conn, 'upgrade'))) upgrade = undefined;
+      if (upgrade !== undefined && (http10 || hasBody || upgrade === '' || !listHas(conn, 'upgrade'))) upgrade = undefined;
       // h2c cannot be carried out through a proxy (HTTP2-Settings is hop-by-hop): the request is served as the plain one it also is.
-      else if (upgrade !== undefined && upgrade.trim().toLowerCase() === 'h2c') upgrade = undefined;
+      else if (upgrade !== undefined && trimOws(upgrade).toLowerCase() === 'h2c') upgrade = undefined;
     }
     this.#state = hasBody ? State.Body : State.Done;
     this.#sink.onRequest({ method, url, http10, rawHeaders, keepAlive, hasBody, expectContinue, upgrade });
@@ -268,12 +268,6 @@ export class RequestParser implements BodySink {
 
 const EMPTY = Buffer.alloc(0);
 const CONTENT_LENGTH = /^0*\d{1,15}$/;
-
-/** Whether a comma-separated list (lower-cased) has `token` as one of its items. */
-function hasToken(list: string, token: string): boolean {
-  for (const item of list.split(',')) if (item.trim() === token) return true;
-  return false;
-}
 
 const REFUSALS: HeadRefusals = {
   tooLarge: () => new FlintError('FLINT_ERR_HEADERS_TOO_LARGE', `the request head is larger than ${MAX_REQUEST_HEAD_BYTES} bytes`),

@@ -477,7 +477,7 @@ export function mutate(s: string, m: Mutation): string {
     case 'host':
       return replaceOne(s, /\r\n(host: *[^\r\n]*)\r\n/gi, at, (x) => pickOf(['\r\n', `\r\n${x[1]}\r\n${x[1]}\r\n`, `\r\n${x[1]}\r\nHost: other\r\n`, '\r\nHost:\r\n', `\r\n${x[1]} x\r\n`, '\r\nHost: a b\r\n', '\r\nHost: a/b\r\n'], pick));
     case 'whitespace':
-      return replaceOne(s, /: ([^\r\n]*)\r\n/g, at, (x) => pickOf([`:${x[1]}\r\n`, `:  ${x[1]}  \r\n`, `:\t${x[1]}\t\r\n`, `: ${x[1]} \t \r\n`, `:${x[1]}\x0b\r\n`, `:${x[1]}\x0c\r\n`], pick));
+      return replaceOne(s, /: ([^\r\n]*)\r\n/g, at, (x) => pickOf([`:${x[1]}\r\n`, `:  ${x[1]}  \r\n`, `:\t${x[1]}\t\r\n`, `: ${x[1]} \t \r\n`, `:${x[1]}\x0b\r\n`, `:${x[1]}\x0c\r\n`, `:\xa0${x[1]}\r\n`, `: ${x[1]}\xa0\r\n`, `:\x85${x[1]}\r\n`, `: \x0b${x[1]}\r\n`], pick));
   }
 }
 

@@ -198,6 +198,9 @@ describe('ResponseParser', () => {
       ['HTTP/1.1 200 OK\r\nX: a\rContent-Length: 5\r\n\r\nhello', /control character/],
       ['HTTP/1.1 200 OK\nContent-Length: 5\r\n\r\nhello', /status line/],
       ['HTTP/1.0 200 OK\r\nTransfer-Encoding: chunked\r\nConnection: keep-alive\r\n\r\n2\r\nok\r\n0\r\n\r\n', /HTTP\/1\.0/],
+      // A no-break space is no whitespace to HTTP (llhttp reads this body until the close), nor one of two codings chunked.
+      ['HTTP/1.1 200 OK\r\nTransfer-Encoding:\xa0chunked\r\n\r\n2\r\nok\r\n0\r\n\r\n', /other than chunked/],
+      ['HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nok\r\n0\r\n\r\n', /other than chunked/],
     ];
     for (const [wire, message] of bad) assert.throws(() => parse(wire), { code: 'UPSTREAM_BAD_RESPONSE', message }, wire);
   });
@@ -212,6 +215,8 @@ describe('ResponseParser', () => {
   it('reads Connection as a list of whole tokens', () => {
     assert.equal(parse('HTTP/1.0 200 OK\r\nConnection: not-keep-alive\r\nContent-Length: 0\r\n\r\n').parser.keepAlive, false);
     assert.equal(parse('HTTP/1.1 200 OK\r\nConnection: closed\r\nContent-Length: 0\r\n\r\n').parser.keepAlive, true);
+    assert.equal(parse('HTTP/1.0 200 OK\r\nConnection: \xa0keep-alive\r\nContent-Length: 0\r\n\r\n').parser.keepAlive, false);
+    assert.equal(parse('HTTP/1.0 200 OK\r\nConnection: te,\tkeep-alive \r\nContent-Length: 0\r\n\r\n').parser.keepAlive, true);
   });
 
   it('refuses a head larger than the limit, even when it never ends', () => {

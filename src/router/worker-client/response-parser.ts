@@ -7,7 +7,7 @@
 //
 // Body chunks are handed on as views of the socket's buffers, never copied.
 import { BodyDecoder, type BodySink } from '../http1/body-decoder.ts';
-import { isFieldValue, isToken } from '../http1/chars.ts';
+import { isFieldValue, isToken, listHas, trimOws } from '../http1/chars.ts';
 import { type HeadRefusals, headEnd } from '../http1/head-end.ts';
 import { badResponse } from './errors.ts';
 
@@ -163,8 +163,7 @@ export class ResponseParser implements BodySink {
     const http10 = head.charCodeAt(7) === 0x30;
     const headers: string[] = [];
     let contentLength = -1;
-    let chunked = false;
-    let hasTransferEncoding = false;
+    let transferEncoding: string | undefined;
     let connection = '';
     let keepAliveHeader = '';
     let start = statusEnd === -1 ? head.length : statusEnd + 2;
@@ -206,10 +205,8 @@ export class ResponseParser implements BodySink {
           break;
         }
         case 17:
-          if (name.toLowerCase() === 'transfer-encoding') {
-            hasTransferEncoding = true;
-            chunked = value.length === 7 ? value.toLowerCase() === 'chunked' : /^\s*chunked\s*$/i.test(value);
-          }
+          // Every Transfer-Encoding line counts: `gzip` then `chunked` is a gzip body, chunked.
+          if (name.toLowerCase() === 'transfer-encoding') transferEncoding = transferEncoding === undefined ? value : `${transferEncoding}, ${value}`;
           break;
       }
       headers.push(name, value);
@@ -234,7 +231,7 @@ export class ResponseParser implements BodySink {
     } else {
       const conn = connection.toLowerCase();
       // Whole list members (RFC 9110 7.6.1), as the instance's own server reads them.
-      this.keepAlive = http10 ? hasToken(conn, 'keep-alive') : !hasToken(conn, 'close');
+      this.keepAlive = http10 ? listHas(conn, 'keep-alive') : !listHas(conn, 'close');
     }
     if (keepAliveHeader !== '') {
       const t = KEEP_ALIVE_TIMEOUT.exec(keepAliveHeader);
@@ -242,7 +239,7 @@ export class ResponseParser implements BodySink {
     }
     if (this.#noBody || status === 204 || status === 304) {
       this.#state = State.Done;
-    } else if (hasTransferEncoding) {
+    } else if (transferEncoding !== undefined) {
       // Both framings, or a coding the router would have to pass on
       // undecoded without its header, are refused rather than forwarded: a
       // body sent on with the wrong length could smuggle a response to the
@@ -250,7 +247,7 @@ export class ResponseParser implements BodySink {
       if (contentLength !== -1) throw badResponse('both Transfer-Encoding and Content-Length');
       // An HTTP/1.0 message cannot be chunked: its framing is faulty (RFC 9112 6.1).
       if (http10) throw badResponse('Transfer-Encoding in an HTTP/1.0 response');
-      if (!chunked) throw badResponse('a Transfer-Encoding other than chunked');
+      if (transferEncoding.toLowerCase() !== 'chunked') throw badResponse('a Transfer-Encoding other than chunked');
       this.#body.chunked();
       this.#state = State.Body;
     } else if (contentLength !== -1) {
@@ -289,12 +286,6 @@ function statusCode(head: string, lineEnd: number): number {
   return (a - 0x30) * 100 + (b - 0x30) * 10 + (c - 0x30);
 }
 
-/** Whether a comma-separated list (lower-cased) has `token` as one of its items. */
-function hasToken(list: string, token: string): boolean {
-  for (const item of list.split(',')) if (item.trim() === token) return true;
-  return false;
-}
-
 function hasCrOrLf(s: string, from: number, to: number): boolean {
   const cr = s.indexOf('\r', from);
   const lf = s.indexOf('\n', from);
@@ -306,7 +297,7 @@ const CONTENT_LENGTH = /^0*\d{1,15}$/;
 
 function parseContentLength(value: string): number {
   // "5, 5" (a list of equal values) is allowed by RFC 9110 8.6.
-  const parts = value.includes(',') ? value.split(',').map((s) => s.trim()) : [value];
+  const parts = value.includes(',') ? value.split(',').map(trimOws) : [value];
   let n = -1;
   for (const p of parts) {
     if (!CONTENT_LENGTH.test(p)) throw badResponse(`bad Content-Length ${JSON.stringify(value.slice(0, 32))}`);
