@@ -14,6 +14,7 @@ import fc from 'fast-check';
 import { FlintError } from '../../api/errors.ts';
 import {
   framingDifferences,
+  divergence,
   fuzzParameters,
   judge,
   type KnownDifference,
@@ -139,7 +140,12 @@ const KNOWN: KnownDifference[] = [
   {
     what: 'HTTP versions other than 1.0 and 1.1 are refused, a request line without one too (llhttp reads HTTP/2.0 as 1.x, and no version as HTTP/0.9)',
     why: 'RFC 9110 15.6.6: 505 (HTTP Version Not Supported) for a major version the server does not support; a request line naming HTTP/2.0, or none, is not an HTTP/1.1 message (RFC 9112 2.3, 3)',
-    explains: (input, o, t) => oursRefused(o, t, /unsupported version|bad request line/) && !/^\S+ \S+ HTTP\/1\.[01]$/.test(requestLine(input, o)),
+    explains: (input, o, t) => {
+      // llhttp read that request as another version: whatever ours said about it, it was no HTTP/1.x request.
+      const version = t.messages[o.messages.length]?.version;
+      if (oursRefused(o, t, /./) && version !== undefined && version !== '1.0' && version !== '1.1') return true;
+      return oursRefused(o, t, /unsupported version|bad request line/) && !/^\S+ \S+ HTTP\/1\.[01]$/.test(requestLine(input, o));
+    },
   },
   {
     what: 'a bare CR or LF before the request line is refused (llhttp skips it)',
@@ -153,6 +159,26 @@ const KNOWN: KnownDifference[] = [
     what: 'an absolute-form target whose scheme has digits, `+`, `-` or `.` is taken (llhttp takes letters only)',
     why: 'RFC 3986 3.1: "scheme = ALPHA *( ALPHA / DIGIT / "+" / "-" / "." )"; the router matches the authority, whatever the scheme',
     explains: (input, o, t) => theirsRefused(o, t, ['HPE_INVALID_URL']) && /^\S+ [A-Za-z][A-Za-z0-9+.-]*[0-9+.-][A-Za-z0-9+.-]*:\/\//.test(requestLine(input, t)),
+  },
+  {
+    what: 'an Upgrade the router does not take (on HTTP/1.0, on a request with a body, to h2c) is ignored: the request is served as the plain one it also is, and the connection stays HTTP/1.1 (llhttp marks it upgraded)',
+    why: 'RFC 9110 7.8: "A server MAY ignore a received Upgrade header field if it wishes to continue using the current protocol on that connection", and "MUST ignore an Upgrade header field that is received in an HTTP/1.0 request"; h2c cannot be carried through a proxy (HTTP2-Settings is hop-by-hop)',
+    explains: (_, o, t) => {
+      // llhttp stops at the request it takes as upgraded: after its head when chunked, after its body by Content-Length.
+      const last = t.messages.at(-1);
+      const i = last?.upgrade === true ? t.messages.length - 1 : t.messages.length;
+      const b = last?.upgrade === true ? last : t.pending;
+      const a = o.messages[i] ?? o.pending;
+      if (a === undefined || b === undefined || a.upgrade || !b.upgrade) return false;
+      if (divergence({ messages: o.messages.slice(0, i), verdict: 'complete' }, { messages: t.messages.slice(0, i), verdict: 'complete' }) !== undefined) return false;
+      if (a.start !== b.start || a.target !== b.target || a.version !== b.version || JSON.stringify(a.headers) !== JSON.stringify(b.headers)) return false;
+      const header = (name: string) => {
+        const j = a.headers.findIndex((h, k) => k % 2 === 0 && h.toLowerCase() === name);
+        return j === -1 ? undefined : a.headers[j + 1];
+      };
+      const hasBody = Number(header('content-length') ?? 0) > 0 || header('transfer-encoding') !== undefined;
+      return a.version === '1.0' || hasBody || header('upgrade')?.toLowerCase() === 'h2c';
+    },
   },
   ...framingDifferences(ours, (bytes) => llhttpParse('request', bytes), () => KNOWN),
 ];

@@ -63,7 +63,7 @@ export interface Outcome {
   /** Refused (with why), read to a message boundary, or stopped inside a message waiting for more. */
   verdict: 'error' | 'complete' | 'partial';
   error?: string;
-  /** A message whose head was read but not yet its end (the router's parser only). */
+  /** A message whose head was read but not yet its end. */
   pending?: Message;
 }
 
@@ -157,7 +157,7 @@ export function llhttpParse(kind: 'request' | 'response', input: Buffer, opts: {
     }
     // A close before any final response is one cut short, as the router sees it.
     if (opts.eof === true && opts.firstFinal === true && messages.length === 0) return { messages, verdict: 'partial' };
-    return { messages, verdict: begun ? 'partial' : 'complete' };
+    return { messages, verdict: begun ? 'partial' : 'complete', pending: current };
   } finally {
     p.close();
   }
@@ -276,16 +276,18 @@ export const requestDraft: fc.Arbitrary<Draft> = fc
     host: fc.domain(),
     hostCase: fc.constantFrom('Host', 'host', 'HOST'),
     extra: extraHeaders,
-    connection: fc.constantFrom(undefined, 'keep-alive', 'close', 'Keep-Alive', 'TE'),
+    connection: fc.constantFrom(undefined, 'keep-alive', 'close', 'Keep-Alive', 'TE', 'Upgrade', 'keep-alive, Upgrade'),
+    upgrade: fc.constantFrom(undefined, 'websocket', 'h2c', 'foo/2'),
     expect: fc.boolean(),
     framing,
     at: fc.nat(),
     lengthName: fc.constantFrom('Content-Length', 'content-length', 'CONTENT-LENGTH'),
     teName: fc.constantFrom('Transfer-Encoding', 'transfer-encoding'),
   })
-  .map(({ method, target, http10, host, hostCase, extra, connection, expect, framing: f, at, lengthName, teName }) => {
+  .map(({ method, target, http10, host, hostCase, extra, connection, upgrade, expect, framing: f, at, lengthName, teName }) => {
     const headers: Array<[string, string]> = [[hostCase, host], ...extra];
     if (connection !== undefined) headers.push(['Connection', connection]);
+    if (upgrade !== undefined) headers.push(['Upgrade', upgrade]);
     // A chunked body on HTTP/1.0 is a framing fault, not a well-formed message.
     const fr: Framing = http10 && f.kind === 'chunked' ? { kind: 'length', body: f.body } : f;
     if (expect && fr.kind !== 'none' && !http10) headers.push(['Expect', '100-continue']);
