@@ -191,7 +191,7 @@ const requests = fc.record({
 
 describe('RequestParser against llhttp', () => {
   it('reads generated and mutated requests as llhttp does, but for the known differences', (t) => {
-    const params = fuzzParameters(1500);
+    const params = fuzzParameters(2000);
     t.diagnostic(`seed ${params.seed}, ${params.numRuns} runs`);
     fc.assert(
       fc.property(requests, ({ drafts, mutations, cuts }) => {
