@@ -37,7 +37,7 @@ interface LlhttpBinding {
 const llhttp = createRequire(import.meta.url)('_http_common') as LlhttpBinding;
 const { HTTPParser } = llhttp;
 
-/** The methods llhttp knows; it refuses any other token. */
+/** The methods node:http names (llhttp knows a few more, QUERY among them); llhttp refuses other tokens. */
 export const LLHTTP_METHODS: readonly string[] = llhttp.methods;
 
 /** What a parser made of one message. */
@@ -46,7 +46,8 @@ export interface Message {
   start: string;
   /** Request: the target as sent; response: unused (''). */
   target: string;
-  version: '1.0' | '1.1';
+  /** `1.0` or `1.1`, or what else llhttp read (`0.9` for a request line without a version, `2.0`). */
+  version: string;
   /** Name/value pairs as sent. */
   headers: string[];
   /** The body, latin1. */
@@ -118,7 +119,7 @@ export function llhttpParse(kind: 'request' | 'response', input: Buffer, opts: {
       // Node's list lacks some methods llhttp knows (QUERY): then as sent.
       start: kind === 'request' ? (llhttp.methods[method ?? -1] ?? input.toString('latin1', begin, input.indexOf(0x20, begin))) : String(status),
       target: kind === 'request' ? pendingUrl + (url ?? '') : '',
-      version: major === 1 && minor === 0 ? '1.0' : major === 1 && minor === 1 ? '1.1' : (`${major}.${minor}` as '1.1'),
+      version: `${major}.${minor}`,
       headers: all,
       body: '',
       end: -1,
@@ -186,7 +187,7 @@ export function serialize(drafts: Draft[]): string {
 
 const TOKEN_CHARS = "!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ";
 const tokenChar = fc.constantFrom(...TOKEN_CHARS);
-export const token: fc.Arbitrary<string> = fc.string({ unit: tokenChar, minLength: 1, maxLength: 12 });
+const token: fc.Arbitrary<string> = fc.string({ unit: tokenChar, minLength: 1, maxLength: 12 });
 
 /** A field value: visible ASCII, obs-text, and inner spaces and tabs. */
 const valueChar = fc.oneof(
@@ -194,7 +195,7 @@ const valueChar = fc.oneof(
   { weight: 1, arbitrary: fc.integer({ min: 0x80, max: 0xff }) },
   { weight: 1, arbitrary: fc.constantFrom(0x20, 0x09) },
 );
-export const fieldValue: fc.Arbitrary<string> = fc
+const fieldValue: fc.Arbitrary<string> = fc
   .array(valueChar, { maxLength: 24 })
   .map((cs) => String.fromCharCode(...cs).replace(/^[ \t]+|[ \t]+$/g, ''));
 
@@ -230,11 +231,11 @@ const chunkExt = fc.oneof(
   fc.tuple(token, fc.string({ unit: fc.constantFrom('a', ' ', '\\"', ';', '=', '\t', 'é'), maxLength: 6 })).map(([n, v]) => `;${n}="${v}"`),
 );
 
-export type Framing = { kind: 'none' } | { kind: 'length'; body: string } | { kind: 'chunked'; body: string; wire: string };
+type Framing = { kind: 'none' } | { kind: 'length'; body: string } | { kind: 'chunked'; body: string; wire: string };
 
 const bodyText = fc.string({ unit: fc.integer({ min: 0, max: 0xff }).map((c) => String.fromCharCode(c)), maxLength: 40 });
 
-export const framing: fc.Arbitrary<Framing> = fc.oneof(
+const framing: fc.Arbitrary<Framing> = fc.oneof(
   { weight: 2, arbitrary: fc.constant<Framing>({ kind: 'none' }) },
   { weight: 3, arbitrary: bodyText.map<Framing>((body) => ({ kind: 'length', body })) },
   {
@@ -305,7 +306,7 @@ export const responseDraft: fc.Arbitrary<Draft> = fc
     extra: extraHeaders,
     connection: fc.constantFrom(undefined, 'keep-alive', 'close'),
     keepAliveHint: fc.option(fc.integer({ min: 1, max: 120 }), { nil: undefined }),
-    framing: fc.oneof({ weight: 6, arbitrary: framing }, { weight: 1, arbitrary: bodyText.map<Framing | 'close'>(() => 'close') }),
+    framing: fc.oneof({ weight: 6, arbitrary: framing }, { weight: 1, arbitrary: fc.constant<Framing | 'close'>('close') }),
     closeBody: bodyText,
     at: fc.nat(),
     lengthName: fc.constantFrom('Content-Length', 'content-length'),
@@ -362,7 +363,7 @@ const MUTATION_KINDS = [
   'host',
   'whitespace',
 ] as const;
-export type MutationKind = (typeof MUTATION_KINDS)[number];
+type MutationKind = (typeof MUTATION_KINDS)[number];
 
 export const mutation: fc.Arbitrary<Mutation> = fc.record({ kind: fc.constantFrom(...MUTATION_KINDS), at: fc.nat(), pick: fc.nat() });
 
