@@ -21,8 +21,12 @@ const MAX_CHUNK_LINE = 4096;
 /** Trailers are checked and dropped; past this size they are refused. */
 const MAX_TRAILER_BYTES = 16 * 1024;
 const TOKEN = "[!#$%&'*+\\-.^_`|~0-9A-Za-z]+";
-/** chunk-size [ chunk-ext ] (RFC 9112 7.1.1), nothing looser: a lenient peer in front must not read it differently. */
-const CHUNK_LINE = new RegExp(`^([0-9a-fA-F]{1,12})(?:[ \\t]*;[ \\t]*${TOKEN}(?:[ \\t]*=[ \\t]*(?:${TOKEN}|"(?:[\\t \\x21\\x23-\\x5b\\x5d-\\x7e\\x80-\\xff]|\\\\[\\t \\x21-\\x7e\\x80-\\xff])*"))?)*$`);
+/**
+ * chunk-size [ chunk-ext ] (RFC 9112 7.1.1), nothing looser: a lenient peer in
+ * front must not read it differently. Leading zeros are allowed; more than 12
+ * hex digits after them (256 TiB) are refused, not rounded (RFC 9112 7.1).
+ */
+const CHUNK_LINE = new RegExp(`^0*([0-9a-fA-F]{1,12})(?:[ \\t]*;[ \\t]*${TOKEN}(?:[ \\t]*=[ \\t]*(?:${TOKEN}|"(?:[\\t \\x21\\x23-\\x5b\\x5d-\\x7e\\x80-\\xff]|\\\\[\\t \\x21-\\x7e\\x80-\\xff])*"))?)*$`);
 
 const Phase = {
   Fixed: 0,

@@ -154,6 +154,50 @@ describe('RequestParser', () => {
     }
   });
 
+  // Found by differential fuzzing against llhttp (request-parser.fuzz.test.ts).
+  it('refuses CONNECT, whose body it would otherwise read where the client sends tunnel bytes', () => {
+    const err = refusal('CONNECT /x HTTP/1.1\r\nHost: h\r\nContent-Length: 3\r\n\r\nabcGET / HTTP/1.1\r\nHost: h\r\n\r\n');
+    assert.equal(err.code, 'FLINT_ERR_NOT_IMPLEMENTED');
+    assert.equal(refusal('CONNECT h:443 HTTP/1.1\r\nHost: h\r\n\r\n').code, 'FLINT_ERR_NOT_IMPLEMENTED');
+  });
+
+  it('takes only origin-form, absolute-form and OPTIONS * targets, in ASCII', () => {
+    for (const target of ['/a?b#c', 'http://h:80/a', 'HTTPS://[::1]/', 'web+x://h?q', 'http://h']) {
+      assert.equal(parse(`GET ${target} HTTP/1.1\r\nHost: h\r\n\r\n`).heads[0].url, target);
+    }
+    assert.equal(parse('OPTIONS * HTTP/1.1\r\nHost: h\r\n\r\n').heads[0].url, '*');
+    for (const target of ['noslash', 'h:80', '*', '*x', '?q', 'mailto:a@b', 'http:/a', 'http://a{b/', 'http://a|b', 'http://a#f', '/caf\xe9', '1http://h/']) {
+      const err = refusal(`GET ${target} HTTP/1.1\r\nHost: h\r\n\r\n`);
+      assert.equal(err.code, 'FLINT_ERR_VALIDATION', target);
+      assert.match(err.message, /request target/, target);
+    }
+  });
+
+  it('takes leading zeros in a Content-Length and a chunk size, and refuses more digits than a length can hold', () => {
+    const r = parse('POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 00000000000000000002\r\n\r\nab');
+    assert.deepEqual(r.bodies, ['ab']);
+    const c = parse('POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n00000000000000002\r\nab\r\n00000000000000000\r\n\r\n');
+    assert.deepEqual(c.bodies, ['ab']);
+    assert.equal(c.ends, 1);
+    assert.match(refusal('POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 1000000000000000\r\n\r\n').message, /bad Content-Length/);
+    assert.match(refusal('POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n1000000000000\r\n').message, /bad chunk size/);
+  });
+
+  it('reads Connection as a list of whole tokens', () => {
+    const r = parse(
+      'GET / HTTP/1.0\r\nConnection: :keep-alive\r\n\r\n' +
+        'GET / HTTP/1.1\r\nHost: h\r\nConnection: xclose, te\r\n\r\n' +
+        'GET / HTTP/1.1\r\nHost: h\r\nConnection: te, Close\r\n\r\n' +
+        // A no-break space is no whitespace to HTTP.
+        'GET / HTTP/1.0\r\nConnection: te,\xa0keep-alive\r\n\r\n' +
+        'GET / HTTP/1.0\r\nConnection: te,\tkeep-alive\r\n\r\n',
+    );
+    assert.deepEqual(
+      r.heads.map((h) => h.keepAlive),
+      [false, true, false, false, true],
+    );
+  });
+
   it('stops at the chunk the sink pushes back on and goes on with nothing new', () => {
     const got: string[] = [];
     let push = false;

@@ -9,7 +9,7 @@
 // parsed, until next() says the response to it is done.
 import { FlintError } from '../../api/errors.ts';
 import { BodyDecoder, type BodySink } from './body-decoder.ts';
-import { isFieldValue, isTarget, isToken } from './chars.ts';
+import { isAbsoluteTarget, isFieldValue, isTarget, isToken, listHas, trimOws } from './chars.ts';
 import { type HeadRefusals, headEnd } from './head-end.ts';
 
 export interface RequestHead {
@@ -154,7 +154,16 @@ export class RequestParser implements BodySink {
     if (sp1 <= 0 || sp2 === -1 || sp2 >= lineEnd) throw badRequest(`bad request line ${JSON.stringify(head.slice(0, Math.min(lineEnd, 64)))}`);
     const method = head.slice(0, sp1);
     if (!isToken(method)) throw badRequest(`bad method ${JSON.stringify(method.slice(0, 32))}`);
+    // CONNECT asks for a tunnel (RFC 9110 9.3.6): what follows its head is not
+    // HTTP, and the router opens no tunnels, so the request is not read as one.
+    if (method === 'CONNECT') throw new FlintError('FLINT_ERR_NOT_IMPLEMENTED', 'CONNECT is not supported: the router opens no tunnels');
     if (!isTarget(head, sp1 + 1, sp2)) throw badRequest('the request target is empty or has a character that must be percent-encoded');
+    // Origin form, absolute form, or `*` for a server-wide OPTIONS (RFC 9112
+    // 3.2); anything else is no target at all, and is refused rather than guessed at.
+    const first = head.charCodeAt(sp1 + 1);
+    if (first !== 0x2f && !(first === 0x2a && sp2 === sp1 + 2 && method === 'OPTIONS') && !isAbsoluteTarget(head, sp1 + 1, sp2)) {
+      throw badRequest(`the request target ${JSON.stringify(head.slice(sp1 + 1, Math.min(sp2, sp1 + 65)))} is not in origin, absolute or asterisk form`);
+    }
     const url = head.slice(sp1 + 1, sp2);
     let http10: boolean;
     if (lineEnd - sp2 === 9 && head.startsWith('HTTP/1.', sp2 + 1)) {
@@ -205,7 +214,8 @@ export class RequestParser implements BodySink {
         case 14:
           if (name.toLowerCase() === 'content-length') {
             if (contentLength !== -1) throw badRequest('more than one Content-Length');
-            if (!/^\d{1,15}$/.test(value)) throw badRequest(`bad Content-Length ${JSON.stringify(value.slice(0, 32))}`);
+            // Leading zeros are allowed (1*DIGIT); more than 15 digits after them could lose precision as a number (RFC 9110 8.6).
+            if (!CONTENT_LENGTH.test(value)) throw badRequest(`bad Content-Length ${JSON.stringify(value.slice(0, 32))}`);
             contentLength = Number(value);
           }
           break;
@@ -244,11 +254,12 @@ export class RequestParser implements BodySink {
       upgrade = undefined;
     } else {
       const conn = connection.toLowerCase();
-      keepAlive = http10 ? conn.includes('keep-alive') : !conn.includes('close');
+      // Whole list members (RFC 9110 7.6.1): `Connection: :keep-alive` asks for nothing.
+      keepAlive = http10 ? listHas(conn, 'keep-alive') : !listHas(conn, 'close');
       // A body would have to be forwarded before the switch; no client sends one with a WebSocket handshake.
-      if (upgrade !== undefined && (http10 || hasBody || upgrade === '' || !hasToken(conn, 'upgrade'))) upgrade = undefined;
+      if (upgrade !== undefined && (http10 || hasBody || upgrade === '' || !listHas(conn, 'upgrade'))) upgrade = undefined;
       // h2c cannot be carried out through a proxy (HTTP2-Settings is hop-by-hop): the request is served as the plain one it also is.
-      else if (upgrade !== undefined && upgrade.trim().toLowerCase() === 'h2c') upgrade = undefined;
+      else if (upgrade !== undefined && trimOws(upgrade).toLowerCase() === 'h2c') upgrade = undefined;
     }
     this.#state = hasBody ? State.Body : State.Done;
     this.#sink.onRequest({ method, url, http10, rawHeaders, keepAlive, hasBody, expectContinue, upgrade });
@@ -256,12 +267,7 @@ export class RequestParser implements BodySink {
 }
 
 const EMPTY = Buffer.alloc(0);
-
-/** Whether a comma-separated list (lower-cased) has `token` as one of its items. */
-function hasToken(list: string, token: string): boolean {
-  for (const item of list.split(',')) if (item.trim() === token) return true;
-  return false;
-}
+const CONTENT_LENGTH = /^0*\d{1,15}$/;
 
 const REFUSALS: HeadRefusals = {
   tooLarge: () => new FlintError('FLINT_ERR_HEADERS_TOO_LARGE', `the request head is larger than ${MAX_REQUEST_HEAD_BYTES} bytes`),

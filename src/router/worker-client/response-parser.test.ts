@@ -187,6 +187,38 @@ describe('ResponseParser', () => {
     for (const [wire, message] of bad) assert.throws(() => parse(wire), { code: 'UPSTREAM_BAD_RESPONSE', message }, wire);
   });
 
+  // Found by differential fuzzing against llhttp (response-parser.fuzz.test.ts).
+  it('refuses header lines a lenient reader would split or read otherwise, and an HTTP/1.0 chunked body', () => {
+    const bad: Array<[string, RegExp]> = [
+      // Read as no Content-Length (a body until the close) here, as a Content-Length by readers that strip the space.
+      ['HTTP/1.1 200 OK\r\nContent-Length : 5\r\n\r\nhello', /bad header name/],
+      ['HTTP/1.1 200 OK\r\nX\x00: y\r\nContent-Length: 0\r\n\r\n', /bad header name/],
+      // A bare LF or CR is a line end to some readers: here it hid a Content-Length inside another header's value.
+      ['HTTP/1.1 200 OK\r\nX: a\nContent-Length: 5\r\n\r\nhello', /control character/],
+      ['HTTP/1.1 200 OK\r\nX: a\rContent-Length: 5\r\n\r\nhello', /control character/],
+      ['HTTP/1.1 200 OK\nContent-Length: 5\r\n\r\nhello', /status line/],
+      ['HTTP/1.0 200 OK\r\nTransfer-Encoding: chunked\r\nConnection: keep-alive\r\n\r\n2\r\nok\r\n0\r\n\r\n', /HTTP\/1\.0/],
+      // A no-break space is no whitespace to HTTP (llhttp reads this body until the close), nor one of two codings chunked.
+      ['HTTP/1.1 200 OK\r\nTransfer-Encoding:\xa0chunked\r\n\r\n2\r\nok\r\n0\r\n\r\n', /other than chunked/],
+      ['HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nok\r\n0\r\n\r\n', /other than chunked/],
+    ];
+    for (const [wire, message] of bad) assert.throws(() => parse(wire), { code: 'UPSTREAM_BAD_RESPONSE', message }, wire);
+  });
+
+  it('takes leading zeros in a Content-Length and a chunk size', () => {
+    const { rec } = parse('HTTP/1.1 200 OK\r\nContent-Length: 0000000000000000002\r\n\r\nok');
+    assert.equal(rec.text, 'ok');
+    assert.deepEqual(rec.headers, ['Content-Length', '2']);
+    assert.equal(parse('HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n00000000000000002\r\nok\r\n0000000000000\r\n\r\n').rec.text, 'ok');
+  });
+
+  it('reads Connection as a list of whole tokens', () => {
+    assert.equal(parse('HTTP/1.0 200 OK\r\nConnection: not-keep-alive\r\nContent-Length: 0\r\n\r\n').parser.keepAlive, false);
+    assert.equal(parse('HTTP/1.1 200 OK\r\nConnection: closed\r\nContent-Length: 0\r\n\r\n').parser.keepAlive, true);
+    assert.equal(parse('HTTP/1.0 200 OK\r\nConnection: \xa0keep-alive\r\nContent-Length: 0\r\n\r\n').parser.keepAlive, false);
+    assert.equal(parse('HTTP/1.0 200 OK\r\nConnection: te,\tkeep-alive \r\nContent-Length: 0\r\n\r\n').parser.keepAlive, true);
+  });
+
   it('refuses a head larger than the limit, even when it never ends', () => {
     const endless = Buffer.from(`HTTP/1.1 200 OK\r\nX: ${'a'.repeat(MAX_HEAD_BYTES)}`);
     assert.throws(() => parse(endless, { split: 1024 }), { code: 'UPSTREAM_BAD_RESPONSE', message: /larger than/ });

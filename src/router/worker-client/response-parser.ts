@@ -1,11 +1,13 @@
 // An incremental HTTP/1.x response parser for the router's connections to
 // function instances. It is strict where leniency could desynchronise a
-// reused connection (framing: Content-Length, chunked, read-until-close) and
-// leaves header names and values to node:http, which refuses bad ones when
-// the router writes them to its client.
+// reused connection (framing: Content-Length, chunked, read-until-close), and
+// refuses header lines that are not name (a token), colon, value: a stray CR
+// or LF inside one is where a lenient reader would see another line, and
+// another framing.
 //
 // Body chunks are handed on as views of the socket's buffers, never copied.
 import { BodyDecoder, type BodySink } from '../http1/body-decoder.ts';
+import { isFieldValue, isToken, listHas, trimOws } from '../http1/chars.ts';
 import { type HeadRefusals, headEnd } from '../http1/head-end.ts';
 import { badResponse } from './errors.ts';
 
@@ -156,12 +158,12 @@ export class ResponseParser implements BodySink {
     const statusEnd = head.indexOf('\r\n');
     const lineEnd = statusEnd === -1 ? head.length : statusEnd;
     const status = statusCode(head, lineEnd);
-    if (status === -1) throw badResponse(`bad status line ${JSON.stringify(head.slice(0, Math.min(lineEnd, 64)))}`);
+    // The reason phrase is not passed on, but a CR or LF in it would end the line early for a lenient reader.
+    if (status === -1 || hasCrOrLf(head, 12, lineEnd)) throw badResponse(`bad status line ${JSON.stringify(head.slice(0, Math.min(lineEnd, 64)))}`);
     const http10 = head.charCodeAt(7) === 0x30;
     const headers: string[] = [];
     let contentLength = -1;
-    let chunked = false;
-    let hasTransferEncoding = false;
+    let transferEncoding: string | undefined;
     let connection = '';
     let keepAliveHeader = '';
     let start = statusEnd === -1 ? head.length : statusEnd + 2;
@@ -178,6 +180,8 @@ export class ResponseParser implements BodySink {
       while (ve > vs && isOws(head.charCodeAt(ve - 1))) ve--;
       const name = head.slice(start, colon);
       const value = head.slice(vs, ve);
+      if (!isToken(name)) throw badResponse(`bad header name ${JSON.stringify(name.slice(0, 64))}`);
+      if (!isFieldValue(value)) throw badResponse(`header ${name} has a control character in its value`);
       start = end + 2;
       // Only framing and connection headers matter here; their lengths spare lower-casing the rest.
       switch (name.length) {
@@ -201,10 +205,8 @@ export class ResponseParser implements BodySink {
           break;
         }
         case 17:
-          if (name.toLowerCase() === 'transfer-encoding') {
-            hasTransferEncoding = true;
-            chunked = value.length === 7 ? value.toLowerCase() === 'chunked' : /^\s*chunked\s*$/i.test(value);
-          }
+          // Every Transfer-Encoding line counts: `gzip` then `chunked` is a gzip body, chunked.
+          if (name.toLowerCase() === 'transfer-encoding') transferEncoding = transferEncoding === undefined ? value : `${transferEncoding}, ${value}`;
           break;
       }
       headers.push(name, value);
@@ -228,7 +230,8 @@ export class ResponseParser implements BodySink {
       this.keepAlive = !http10;
     } else {
       const conn = connection.toLowerCase();
-      this.keepAlive = http10 ? conn.includes('keep-alive') : !conn.includes('close');
+      // Whole list members (RFC 9110 7.6.1), as the instance's own server reads them.
+      this.keepAlive = http10 ? listHas(conn, 'keep-alive') : !listHas(conn, 'close');
     }
     if (keepAliveHeader !== '') {
       const t = KEEP_ALIVE_TIMEOUT.exec(keepAliveHeader);
@@ -236,13 +239,15 @@ export class ResponseParser implements BodySink {
     }
     if (this.#noBody || status === 204 || status === 304) {
       this.#state = State.Done;
-    } else if (hasTransferEncoding) {
+    } else if (transferEncoding !== undefined) {
       // Both framings, or a coding the router would have to pass on
       // undecoded without its header, are refused rather than forwarded: a
       // body sent on with the wrong length could smuggle a response to the
       // router's client (RFC 9112 6.3).
       if (contentLength !== -1) throw badResponse('both Transfer-Encoding and Content-Length');
-      if (!chunked) throw badResponse('a Transfer-Encoding other than chunked');
+      // An HTTP/1.0 message cannot be chunked: its framing is faulty (RFC 9112 6.1).
+      if (http10) throw badResponse('Transfer-Encoding in an HTTP/1.0 response');
+      if (transferEncoding.toLowerCase() !== 'chunked') throw badResponse('a Transfer-Encoding other than chunked');
       this.#body.chunked();
       this.#state = State.Body;
     } else if (contentLength !== -1) {
@@ -281,12 +286,21 @@ function statusCode(head: string, lineEnd: number): number {
   return (a - 0x30) * 100 + (b - 0x30) * 10 + (c - 0x30);
 }
 
+function hasCrOrLf(s: string, from: number, to: number): boolean {
+  const cr = s.indexOf('\r', from);
+  const lf = s.indexOf('\n', from);
+  return (cr !== -1 && cr < to) || (lf !== -1 && lf < to);
+}
+
+/** 1*DIGIT; past 15 digits after the leading zeros a number could lose precision (RFC 9110 8.6). */
+const CONTENT_LENGTH = /^0*\d{1,15}$/;
+
 function parseContentLength(value: string): number {
   // "5, 5" (a list of equal values) is allowed by RFC 9110 8.6.
-  const parts = value.includes(',') ? value.split(',').map((s) => s.trim()) : [value];
+  const parts = value.includes(',') ? value.split(',').map(trimOws) : [value];
   let n = -1;
   for (const p of parts) {
-    if (!/^\d{1,15}$/.test(p)) throw badResponse(`bad Content-Length ${JSON.stringify(value.slice(0, 32))}`);
+    if (!CONTENT_LENGTH.test(p)) throw badResponse(`bad Content-Length ${JSON.stringify(value.slice(0, 32))}`);
     const v = Number(p);
     if (n !== -1 && v !== n) throw badResponse('conflicting Content-Length values');
     n = v;
