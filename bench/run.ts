@@ -17,8 +17,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { Pool } from 'undici';
 import { startWorker } from '../src/executor/process/worker-process.ts';
-import { OP_TEXT } from '../src/runtimes/node/ws-frame.ts';
-import { clientFrame, type RawPeer, rawUpgrade } from '../src/runtimes/node/ws-testing.ts';
+import { clientFrame, OP, type RawPeer, rawUpgrade } from '../src/runtimes/node/ws-testing.ts';
 import { eventually } from '../src/testing/eventually.ts';
 import { startServer } from '../test/helpers/server.ts';
 import { authBench } from './auth.ts';
@@ -105,7 +104,7 @@ try {
     const directWs = await open(rawUpgrade(wsWorker.socketPath, { path: '/' }), 'direct');
     // The route reaches the router through the store's watch: it may take a moment.
     const routedWs = await eventually(() => open(rawUpgrade({ host: u.hostname, port: Number(u.port) }, { path: '/ws' }), 'via router'), 'the WebSocket route', 5000, 50);
-    const frame = clientFrame(OP_TEXT, 'hello');
+    const frame = clientFrame(OP.TEXT, 'hello');
     const roundTrip = (peer: RawPeer) => async () => {
       peer.send(frame);
       await peer.frame();

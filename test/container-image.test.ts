@@ -77,6 +77,6 @@ describe('container image (Dockerfile)', () => {
       }
     }
     assert.deepEqual(problems, []);
-    for (const known of ['fastify', 'pino', '@sinclair/typebox']) assert.ok(seen.has(known), `the scan saw ${known} imported`);
+    for (const known of ['fastify', 'pino', '@sinclair/typebox', 'ws']) assert.ok(seen.has(known), `the scan saw ${known} imported`);
   });
 });

@@ -5,8 +5,20 @@
 import type { RuntimeName } from '../api/images.ts';
 
 export interface RuntimeLaunch {
-  /** Host directory of the runtime server; self-contained, as it is all the sandbox gets (read-only at /flint/runtime). */
+  /**
+   * Host directory of the runtime server (read-only at /flint/runtime in the
+   * sandbox). It must hold everything the server loads, apart from what
+   * `binds()` adds.
+   */
   dir: string;
+  /**
+   * Host directories the server loads from besides `dir` (a package it
+   * imports), each bound read-only into the sandbox. `runtimeDir` is where
+   * `dir` is as the worker sees it; a bind may not lie inside it, since a
+   * read-only bind has no room for a mount point. Unsandboxed the server
+   * runs from `dir` on the host and finds these where they are.
+   */
+  binds?(runtimeDir: string): RuntimeBind[];
   /**
    * One-time preparation before the first worker starts (compiling a server
    * binary, say). Memoized by the implementation; rejects with a clear error
@@ -43,6 +55,13 @@ export interface BuilderLaunch {
   env?(): Record<string, string>;
   /** PATH entries (as seen in the sandbox) to put after the builder directory. */
   path?(): string[];
+}
+
+/** A host directory made visible, read-only, inside a runtime's sandbox. */
+export interface RuntimeBind {
+  host: string;
+  /** Path inside the sandbox. */
+  at: string;
 }
 
 export type RuntimeLaunches = Partial<Record<RuntimeName, RuntimeLaunch>>;

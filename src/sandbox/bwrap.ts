@@ -5,11 +5,12 @@
 //
 // The bubblewrap command line for a function's worker or a package's build.
 // Inside: the system's /usr read-only, the caller's binds (for a worker: the
-// runtime, the function's code, secrets and configmaps read-only and a
-// writable socket directory; for a build: the source and output writable), a
-// size-capped private /tmp and nothing else writable; its own user, pid, ipc,
-// uts, cgroup and (unless allowed) network namespaces; uid 65534 with no
-// capabilities and no way to create further user namespaces.
+// runtime and the packages its launch description names, the function's
+// code, secrets and configmaps read-only and a writable socket directory;
+// for a build: the source and output writable), a size-capped private /tmp
+// and nothing else writable; its own user, pid, ipc, uts, cgroup and (unless
+// allowed) network namespaces; uid 65534 with no capabilities and no way to
+// create further user namespaces.
 import { execFile } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';

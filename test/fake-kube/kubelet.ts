@@ -19,7 +19,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { runtimeForImage } from '../../src/api/images.ts';
 import { runtimeLaunch } from '../../src/runtimes/index.ts';
-import { BWRAP, bwrapArgs, sandboxBinaryPath } from '../../src/sandbox/bwrap.ts';
+import { BWRAP, bwrapArgs, SANDBOX_PATHS, sandboxBinaryPath } from '../../src/sandbox/bwrap.ts';
 import type { GroupVersionResource, KubeClient, KubeObject } from '../../src/store/kube-client.ts';
 import type { FakeResource, PodLogSource } from './server.ts';
 
@@ -134,7 +134,11 @@ export function startFakeKubelet(o: FakeKubeletOptions): FakeKubelet {
     const runtime = runtimeForImage(container.image);
     const launch = runtime && runtimeLaunch(runtime);
     if (!launch || runtime !== 'node') throw new Error(`the fake kubelet runs no image '${container.image}'`);
-    return { command: launch.command('/flint/runtime', 128, sandboxBinaryPath), binds: [{ host: launch.dir, at: '/flint/runtime' }] };
+    // The runtime's packages (ws) as a worker's sandbox binds them (launch.binds).
+    return {
+      command: launch.command(SANDBOX_PATHS.runtime, 128, sandboxBinaryPath),
+      binds: [{ host: launch.dir, at: SANDBOX_PATHS.runtime }, ...(launch.binds?.(SANDBOX_PATHS.runtime) ?? [])],
+    };
   }
 
   /** A container's environment, with `valueFrom.secretKeyRef` read from the Secret as a kubelet does. */

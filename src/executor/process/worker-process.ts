@@ -232,6 +232,7 @@ export async function startWorker(opts: WorkerOptions): Promise<WorkerHandle> {
         {
           binds: [
             { host: rt.dir, at: SANDBOX_PATHS.runtime },
+            ...(rt.binds?.(SANDBOX_PATHS.runtime) ?? []),
             { host: hostDirs.userfunc, at: SANDBOX_PATHS.userfunc },
             { host: hostDirs.secrets, at: SANDBOX_PATHS.secrets },
             { host: hostDirs.configs, at: SANDBOX_PATHS.configs },

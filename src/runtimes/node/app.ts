@@ -5,8 +5,7 @@ import { invoke } from './invoke.ts';
 import type { RuntimeOptions } from './options.ts';
 import { sendFunctionError, sendJson } from './respond.ts';
 import { Specializer } from './specialize.ts';
-import type { WebSocket } from './websocket.ts';
-import { closeAll, handleUpgrade, offersWebSocket } from './ws-upgrade.ts';
+import { offersWebSocket, type WebSocketUpgrades, webSocketUpgrades } from './ws-upgrade.ts';
 
 export const WARMUP_PATH = '/flint-warmup';
 /** Carries the worker's own per-process token on its warm-up call (server.ts). */
@@ -19,12 +18,11 @@ const warmHandler = async (context: { request: { query: unknown; body: unknown }
 
 type ControlRoute = 'healthz' | 'v1' | 'v2' | undefined;
 
-const webSockets = new WeakMap<http.Server, Set<WebSocket>>();
+const webSockets = new WeakMap<http.Server, WebSocketUpgrades>();
 
 /** Asks the server's open WebSockets to close (1001), so a stopping worker need not wait out their clients. */
 export function closeWebSockets(server: http.Server): void {
-  const clients = webSockets.get(server);
-  if (clients !== undefined) closeAll(clients);
+  webSockets.get(server)?.closeAll();
 }
 
 function controlRoute(req: http.IncomingMessage): ControlRoute {
@@ -95,10 +93,8 @@ export function createRuntimeServer(opts: Pick<RuntimeOptions, 'codepath' | 'max
   // Upgrades never reach the control routes: those are plain HTTP. A message
   // may be as large as a request body, one limit for what a client can make
   // the worker hold.
-  const clients = new Set<WebSocket>();
-  webSockets.set(server, clients);
-  server.on('upgrade', (req: http.IncomingMessage, socket, head: Buffer) =>
-    handleUpgrade({ handler: specializer.handler, clients, maxPayload: maxBodyBytes, debug: opts.debug }, req, socket, head),
-  );
+  const upgrades = webSocketUpgrades({ handler: () => specializer.handler, maxPayload: maxBodyBytes, debug: opts.debug });
+  webSockets.set(server, upgrades);
+  server.on('upgrade', upgrades.onUpgrade);
   return server;
 }

@@ -1,12 +1,15 @@
 // Test helpers for WebSockets at the byte level: frames as a client sends
 // them (masked, or deliberately wrong), and a raw connection that reads the
 // server's handshake answer and frames. Written from RFC 6455 independently
-// of the runtime's own code, so a shared mistake does not cancel out. Not a
-// test file itself.
+// of the WebSocket library the runtime uses, so a shared mistake does not
+// cancel out. Not a test file itself.
 import { randomBytes } from 'node:crypto';
 import net from 'node:net';
 
 const EMPTY = Buffer.alloc(0);
+
+/** Frame opcodes (RFC 6455 5.2). */
+export const OP = { CONTINUATION: 0x0, TEXT: 0x1, BINARY: 0x2, CLOSE: 0x8, PING: 0x9, PONG: 0xa } as const;
 
 export interface ClientFrameOptions {
   fin?: boolean;

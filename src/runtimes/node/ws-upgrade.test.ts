@@ -260,6 +260,9 @@ describe('node runtime: the WebSocket handshake on the wire', () => {
     ['a missing version', { headers: { 'sec-websocket-version': undefined } }, 400, /missing Sec-WebSocket-Version/],
     ['a POST', { method: 'POST', headers: { 'content-length': '0' } }, 400, /must be a GET/],
     ['an invalid subprotocol', { headers: { 'sec-websocket-protocol': 'a b' } }, 400, /Sec-WebSocket-Protocol/],
+    // These two pass the runtime's own checks and are refused by ws's.
+    ['a subprotocol offered twice', { headers: { 'sec-websocket-protocol': 'a, a' } }, 400, /Sec-WebSocket-Protocol/],
+    ['an Upgrade list', { headers: { upgrade: 'websocket, foo' } }, 400, /Upgrade/],
   ];
   for (const [what, opts, status, error] of bad) {
     it(`refuses ${what} with ${status} and a JSON error, then closes`, BOUNDED, async () => {

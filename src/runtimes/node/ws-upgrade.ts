@@ -1,16 +1,15 @@
-// The WebSocket opening handshake (RFC 6455 4.2) on the worker's HTTP server,
-// then the connection goes to the function as Fission's Node environment
-// hands it over: `fn(ws, clients)`, with the upgrade request as a third
-// argument (a Flint addition: its path, query and the router's headers).
-import { createHash } from 'node:crypto';
+// The WebSocket opening handshake on the worker's HTTP server, then the
+// connection goes to the function as Fission's Node environment hands it
+// over: `fn(ws, clients)`, with the upgrade request as a third argument (a
+// Flint addition: its path, query and the router's headers). ws completes
+// the handshake (RFC 6455 4.2); the checks here come first because Flint's
+// refusals say more than ws's: JSON naming the fault, 426 for a version
+// other than 13 (ws also takes the older 8), and 503 while generic.
 import { type IncomingMessage, STATUS_CODES } from 'node:http';
-import net from 'node:net';
 import type { Duplex } from 'node:stream';
 import type { Handler } from './loader.ts';
-import { WebSocket } from './websocket.ts';
-import { CLOSE_GOING_AWAY, CLOSE_INTERNAL_ERROR } from './ws-frame.ts';
+import { acceptWebSocket, CLOSE_GOING_AWAY, createWebSocketServer, type FunctionWebSocket, functionFailed } from './websocket.ts';
 
-const ACCEPT_GUID = '258EAFA5-E914-47DA-95CA-C5AB0DC85B11';
 /** The base64 form of 16 bytes, the only key RFC 6455 allows. */
 const KEY = /^[+/0-9A-Za-z]{22}==$/;
 /** An HTTP token (RFC 9110 5.6.2), which a subprotocol name must be. */
@@ -18,24 +17,10 @@ const TOKEN = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
 /** How long a refused client may take to hang up before the worker does. */
 const REFUSAL_LINGER_MS = 10_000;
 
-export interface UpgradeContext {
-  /** The specialized function; undefined while the worker is generic. */
-  handler: Handler | undefined;
-  /** Open WebSockets, given to the function; each leaves it on close. */
-  clients: Set<WebSocket>;
-  maxPayload: number;
-  debug: boolean;
-}
-
 interface Refusal {
   status: number;
   error: string;
   headers?: string[];
-}
-
-interface Accepted {
-  key: string;
-  protocol: string;
 }
 
 function header(req: IncomingMessage, name: string): string | undefined {
@@ -49,7 +34,8 @@ export function offersWebSocket(req: IncomingMessage): boolean {
   return upgrade.split(',').some((p) => p.trim().toLowerCase() === 'websocket');
 }
 
-function check(req: IncomingMessage): Refusal | Accepted {
+/** A refusal, or undefined for a request ws may complete. */
+function check(req: IncomingMessage): Refusal | undefined {
   if (req.method !== 'GET') return { status: 400, error: `a WebSocket upgrade must be a GET request, not ${req.method}` };
   if (!offersWebSocket(req)) {
     return { status: 400, error: `unsupported Upgrade protocol '${header(req, 'upgrade') ?? ''}': only websocket is` };
@@ -65,8 +51,8 @@ function check(req: IncomingMessage): Refusal | Accepted {
   const offered = header(req, 'sec-websocket-protocol');
   const protocols = offered === undefined ? [] : offered.split(',').map((p) => p.trim()).filter((p) => p !== '');
   if (!protocols.every((p) => TOKEN.test(p))) return { status: 400, error: `invalid Sec-WebSocket-Protocol '${offered}'` };
-  // The first one offered, as `ws` selects by default.
-  return { key, protocol: protocols[0] ?? '' };
+  // ws selects the first subprotocol offered.
+  return undefined;
 }
 
 /** An HTTP answer on the raw socket, then the connection is done. */
@@ -86,13 +72,8 @@ function refuse(socket: Duplex, { status, error, headers = [] }: Refusal): void 
   setTimeout(() => socket.destroy(), REFUSAL_LINGER_MS).unref();
 }
 
-function functionFailed(ws: WebSocket, err: unknown): void {
-  process.stderr.write(`function error: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);
-  ws.close(CLOSE_INTERNAL_ERROR, 'function error');
-}
-
 /** Calls the raw exported function, whatever its arity: HTTP's calling conventions do not apply. */
-function run(fn: Handler, ws: WebSocket, clients: Set<WebSocket>, req: IncomingMessage): void {
+function run(fn: Handler, ws: FunctionWebSocket, clients: Set<FunctionWebSocket>, req: IncomingMessage): void {
   let result: unknown;
   try {
     result = fn(ws, clients, req);
@@ -108,40 +89,40 @@ function run(fn: Handler, ws: WebSocket, clients: Set<WebSocket>, req: IncomingM
 
 const GENERIC: Refusal = { status: 503, error: 'Generic container: no requests supported until specialized' };
 
-/** The HTTP server's 'upgrade' listener. */
-export function handleUpgrade(ctx: UpgradeContext, req: IncomingMessage, socket: Duplex, head: Buffer): void {
-  // The HTTP server took its own error listener off this socket: without
-  // one, a client's reset would crash the worker.
-  socket.on('error', () => {});
-  const fn = ctx.handler;
-  const outcome = fn === undefined ? GENERIC : check(req);
-  if (ctx.debug) {
-    process.stderr.write(`flint-runtime: ${req.method} ${req.url} (upgrade) -> ${'status' in outcome ? outcome.status : 101}\n`);
-  }
-  if ('status' in outcome) {
-    refuse(socket, outcome);
-    return;
-  }
-  // (fn is defined here: a generic worker refused above.)
-  if (fn === undefined || socket.destroyed) return;
-  if (socket instanceof net.Socket) {
-    socket.setNoDelay(true);
-    socket.setTimeout(0);
-  }
-  const accept = createHash('sha1').update(outcome.key + ACCEPT_GUID).digest('base64');
-  const lines = ['HTTP/1.1 101 Switching Protocols', 'Upgrade: websocket', 'Connection: Upgrade', `Sec-WebSocket-Accept: ${accept}`];
-  if (outcome.protocol !== '') lines.push(`Sec-WebSocket-Protocol: ${outcome.protocol}`);
-  socket.write(`${lines.join('\r\n')}\r\n\r\n`);
-  // A throw in one of the function's listeners ends this connection, not the worker and every request on it.
-  const ws: WebSocket = new WebSocket(socket, head, { protocol: outcome.protocol, maxPayload: ctx.maxPayload, onListenerError: (err) => functionFailed(ws, err) });
-  const { clients } = ctx;
-  clients.add(ws);
-  // Registered before the function's own listeners, so its 'close' sees the set without this one.
-  ws.once('close', () => clients.delete(ws));
-  run(fn, ws, clients, req);
+export interface WebSocketUpgrades {
+  /** The HTTP server's 'upgrade' listener. */
+  onUpgrade(req: IncomingMessage, socket: Duplex, head: Buffer): void;
+  /** Sends every open WebSocket a close frame (1001: the worker is going away). */
+  closeAll(): void;
 }
 
-/** Sends every open WebSocket a close frame (1001: the worker is going away). */
-export function closeAll(clients: Set<WebSocket>): void {
-  for (const ws of clients) ws.close(CLOSE_GOING_AWAY, 'worker shutting down');
+/** `handler()`: the specialized function, undefined while the worker is generic. */
+export function webSocketUpgrades(opts: { handler: () => Handler | undefined; maxPayload: number; debug: boolean }): WebSocketUpgrades {
+  const server = createWebSocketServer({ maxPayload: opts.maxPayload });
+  // What ws refuses after the checks above let a request through (an
+  // Upgrade list, a subprotocol offered twice) is refused in the same form.
+  server.on('wsClientError', (err, socket) => refuse(socket, { status: 400, error: err.message }));
+  return {
+    onUpgrade(req, socket, head) {
+      // The HTTP server took its own error listener off this socket: without
+      // one, a client's reset would crash the worker.
+      socket.on('error', () => {});
+      const fn = opts.handler();
+      const refusal = fn === undefined ? GENERIC : check(req);
+      if (opts.debug) process.stderr.write(`flint-runtime: ${req.method} ${req.url} (upgrade) -> ${refusal?.status ?? 101}\n`);
+      if (refusal !== undefined) {
+        refuse(socket, refusal);
+        return;
+      }
+      // (fn is defined here: a generic worker was refused above.)
+      if (fn === undefined || socket.destroyed) return;
+      // ws has added the connection to server.clients, and its own 'close'
+      // listener, which takes it out, comes before the function's: a
+      // function's 'close' sees the set without this one.
+      acceptWebSocket(server, req, socket, head, (ws) => run(fn, ws, server.clients, req));
+    },
+    closeAll() {
+      for (const ws of server.clients) ws.close(CLOSE_GOING_AWAY, 'worker shutting down');
+    },
+  };
 }
