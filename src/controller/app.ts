@@ -19,7 +19,7 @@ import { registerArchiveRoutes } from './archives.ts';
 import { registerInfoRoutes, type ServerInfo } from './info.ts';
 import { controllerMetrics, registerMetricsRoute } from './metrics.ts';
 import { registerLogRoutes } from './logs.ts';
-import { addCommonErrors, ErrorBody, OPENAPI_INFO, refResolver } from './openapi.ts';
+import { addCommonErrors, ErrorBody, OPENAPI_INFO, OPENAPI_INFO_WITH_AUTH, refResolver } from './openapi.ts';
 import { registerRebuildRoute } from './rebuild.ts';
 import { registerResourceRoutes } from './resources.ts';
 import { registerTopicRoutes, type TopicAccess } from './topics.ts';
@@ -150,7 +150,8 @@ export async function createController(opts: ControllerOptions): Promise<Fastify
   });
 
   app.addSchema(ErrorBody);
-  await app.register(swagger, { openapi: OPENAPI_INFO, refResolver });
+  // The served document says what this server asks: a token only when authentication is on.
+  await app.register(swagger, { openapi: authCheck ? OPENAPI_INFO_WITH_AUTH : OPENAPI_INFO, refResolver });
   registerInfoRoutes(app, opts.info);
   registerResourceRoutes(app, opts);
   registerWatchRoutes(app, opts.store);

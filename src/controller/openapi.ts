@@ -11,7 +11,19 @@ export const OPENAPI_INFO = {
       'Resources (environments, functions, packages, triggers, secrets, configmaps), watch, archives, and function logs. ' +
       'Every error is the Error object; a method a path does not take gets 405 with Allow.',
   },
+  components: {
+    securitySchemes: {
+      bearer: {
+        type: 'http' as const,
+        scheme: 'bearer',
+        description: 'Only when authentication is on: the admin token (<dataDir>/private/admin-token) or a login token from the router',
+      },
+    },
+  },
 };
+
+/** The document a server with authentication on serves: every path but the exempt ones needs the bearer token. */
+export const OPENAPI_INFO_WITH_AUTH = { ...OPENAPI_INFO, security: [{ bearer: [] }] };
 
 export const ErrorBody = Type.Object(
   {
@@ -63,7 +75,7 @@ export function addCommonErrors(route: RouteOptions, needsToken: boolean): void 
   if (schema.body) statuses.push(413, 415);
   const response: Record<number, unknown> = { ...(schema.response ?? {}), ...HEAD_LIMITS };
   for (const [s, r] of Object.entries(errorResponses(...statuses))) response[Number(s)] ??= r;
-  route.schema = { ...schema, response };
+  route.schema = { ...schema, response, ...(needsToken ? {} : { security: [] }) };
 }
 
 /** Components keep their own names (Error, Environment...) rather than def-0, def-1. */
