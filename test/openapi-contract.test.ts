@@ -3,7 +3,8 @@
 // serves, sends it generated requests, valid and invalid, and fails on any
 // 5xx, any status, content type or body the document does not describe, any
 // schema-violating request that is accepted, and any method a path does not
-// take that is answered otherwise than 405 with Allow. Once with
+// take that is answered otherwise than 405 with Allow; it also follows the
+// links from each create to the created object. Once with
 // authentication off, once on with the admin token (then also: a request
 // without it must get 401).
 import assert from 'node:assert/strict';
@@ -57,7 +58,7 @@ async function contractRun(opts: { sets?: string[]; auth?: boolean }): Promise<v
       'run', `${server.controllerUrl}/openapi.json`,
       '--seed', SEED,
       '--max-examples', MAX_EXAMPLES,
-      '--phases', 'examples,coverage,fuzzing',
+      '--phases', 'examples,coverage,fuzzing,stateful',
       '--checks', [...CHECKS, ...(opts.auth ? ['ignored_auth'] : [])].join(','),
       // The watch streams until the client leaves; it has its own tests (src/controller/app.test.ts).
       '--exclude-path', '/v1/watch',

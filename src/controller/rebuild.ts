@@ -15,6 +15,7 @@ export function registerRebuildRoute(app: FastifyInstance, store: Store): void {
     {
       schema: {
         tags: ['packages'],
+        operationId: 'rebuildPackage',
         summary: 'Build a failed package again',
         params: NameParams,
         response: { 200: Type.Ref(PackageSchema), ...errorResponses(404, 409) },

@@ -61,12 +61,14 @@ export function registerResourceRoutes(app: FastifyInstance, opts: ControllerOpt
       {
         schema: {
           tags,
+          operationId: `create${k.kind}`,
           summary: `Create a ${k.kind}`,
           description: 'Warnings (e.g. a trigger whose function does not exist yet) come in the x-flint-warnings header as a JSON array.',
           params: NS_PARAM,
           body: Type.Ref(k.schema),
           response: { 201: Type.Ref(k.schema), ...errorResponses(409) },
         },
+        links: { 201: linksToCreated(k) },
       },
       async (req, reply) => {
         const obj = validate(k, withNamespace(req.body, req.params.namespace));
@@ -85,7 +87,7 @@ export function registerResourceRoutes(app: FastifyInstance, opts: ControllerOpt
 
     app.get<{ Params: NameParams }>(
       `${base}/:name`,
-      { schema: { tags, summary: `Read a ${k.kind}`, params: NAME_PARAMS, response: { 200: Type.Ref(k.schema), ...errorResponses(404) } } },
+      { schema: { tags, operationId: `read${k.kind}`, summary: `Read a ${k.kind}`, params: NAME_PARAMS, response: { 200: Type.Ref(k.schema), ...errorResponses(404) } } },
       async (req) => {
         const { namespace, name } = req.params;
         const obj = await store.get(k.kind, namespace, name);
@@ -99,6 +101,7 @@ export function registerResourceRoutes(app: FastifyInstance, opts: ControllerOpt
       {
         schema: {
           tags,
+          operationId: `replace${k.kind}`,
           summary: `Replace a ${k.kind}`,
           description: 'Send metadata.resourceVersion from a read to refuse a concurrent change (409 FLINT_ERR_CONFLICT).',
           params: NAME_PARAMS,
@@ -129,6 +132,7 @@ export function registerResourceRoutes(app: FastifyInstance, opts: ControllerOpt
         {
           schema: {
             tags,
+            operationId: `replace${k.kind}Status`,
             summary: `Replace the status of a ${k.kind}`,
             params: NAME_PARAMS,
             body: Type.Object({
@@ -154,6 +158,7 @@ export function registerResourceRoutes(app: FastifyInstance, opts: ControllerOpt
       {
         schema: {
           tags,
+          operationId: `delete${k.kind}`,
           summary: `Delete a ${k.kind}`,
           description: 'Environments and packages used by a function are kept (409 FLINT_ERR_IN_USE) unless force=true.',
           params: NAME_PARAMS,
@@ -176,6 +181,22 @@ export function registerResourceRoutes(app: FastifyInstance, opts: ControllerOpt
     if (!obj) throw new FlintError('FLINT_ERR_NOT_FOUND', `${k.kind} '${name}' not found in namespace '${namespace}'`);
     return obj;
   }
+}
+
+/**
+ * What a client can do next with an object it created, as OpenAPI links: read,
+ * replace (with the object as created) and delete it by the name and namespace
+ * the 201 carries. Generated clients and fuzzers follow them.
+ */
+function linksToCreated(k: KindInfo): Record<string, { operationId: string; parameters: Record<string, string>; requestBody?: string }> {
+  const parameters = { namespace: '$response.body#/metadata/namespace', name: '$response.body#/metadata/name' };
+  const links: Record<string, { operationId: string; parameters: Record<string, string>; requestBody?: string }> = {
+    read: { operationId: `read${k.kind}`, parameters },
+    replace: { operationId: `replace${k.kind}`, parameters, requestBody: '$response.body' },
+    delete: { operationId: `delete${k.kind}`, parameters },
+  };
+  if (k.kind === 'Package') links.rebuild = { operationId: 'rebuildPackage', parameters };
+  return links;
 }
 
 /** The URL names the namespace; a body naming another one is a mistake. */
