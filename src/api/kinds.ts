@@ -1,7 +1,7 @@
 // One TypeBox schema per kind. These schemas are the single source for
 // validation at the API boundary, the OpenAPI document and the CRD YAML.
 import { type Static, type TSchema, Type } from '@sinclair/typebox';
-import { ObjectMeta, ObjectRef, Resources, type StoredMeta, StringMap } from './meta.ts';
+import { ApiVersion, DNS1123_LABEL, DNS1123_MAX, ObjectMeta, ObjectRef, Resources, type StoredMeta, StringMap } from './meta.ts';
 
 const HTTP_METHODS = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'CONNECT', 'OPTIONS', 'TRACE'] as const;
 export const HttpMethod = Type.Union(HTTP_METHODS.map((m) => Type.Literal(m)));
@@ -166,8 +166,8 @@ export type FunctionSpec = Static<typeof FunctionSpec>;
 export const FunctionReference = Type.Object(
   {
     type: Type.Optional(Type.Union([Type.Literal('name'), Type.Literal('function-weights')], { default: 'name' })),
-    name: Type.Optional(Type.String({ maxLength: 63 })),
-    functionweights: Type.Optional(Type.Record(Type.String(), Type.Integer({ minimum: 0, maximum: 100 }))),
+    name: Type.Optional(Type.String({ maxLength: DNS1123_MAX, pattern: DNS1123_LABEL })),
+    functionweights: Type.Optional(Type.Record(Type.String({ maxLength: DNS1123_MAX, pattern: DNS1123_LABEL }), Type.Integer({ minimum: 0, maximum: 100 }))),
   },
   Strict,
 );
@@ -242,7 +242,7 @@ export const DataMap = Type.Record(Type.String({ pattern: '^[-._a-zA-Z0-9]+$', m
 function resourceSchema<K extends string, S extends TSchema>(kind: K, spec: S) {
   return Type.Object(
     {
-      apiVersion: Type.Optional(Type.String()),
+      apiVersion: Type.Optional(ApiVersion),
       kind: Type.Optional(Type.Literal(kind)),
       metadata: ObjectMeta,
       spec,
@@ -257,7 +257,7 @@ export const HTTPTriggerSchema = resourceSchema('HTTPTrigger', HTTPTriggerSpec);
 export const MessageQueueTriggerSchema = resourceSchema('MessageQueueTrigger', MessageQueueTriggerSpec);
 export const PackageSchema = Type.Object(
   {
-    apiVersion: Type.Optional(Type.String()),
+    apiVersion: Type.Optional(ApiVersion),
     kind: Type.Optional(Type.Literal('Package')),
     metadata: ObjectMeta,
     spec: PackageSpec,
@@ -268,7 +268,7 @@ export const PackageSchema = Type.Object(
 function dataSchema<K extends string>(kind: K) {
   return Type.Object(
     {
-      apiVersion: Type.Optional(Type.String()),
+      apiVersion: Type.Optional(ApiVersion),
       kind: Type.Optional(Type.Literal(kind)),
       metadata: ObjectMeta,
       data: Type.Optional(DataMap),

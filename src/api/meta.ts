@@ -8,13 +8,18 @@ export const SYSTEM_NAMESPACE = 'flint';
 
 export const DNS1123_LABEL = '^[a-z0-9]([-a-z0-9]*[a-z0-9])?$';
 export const DNS1123_MAX = 63;
+/** A name or namespace wherever one is sent: in an object, a reference or a URL. */
+export const Dns1123Label = (description?: string) =>
+  Type.String({ minLength: 1, maxLength: DNS1123_MAX, pattern: DNS1123_LABEL, ...(description ? { description } : {}) });
+/** The apiVersions a write may carry: Flint's own, or Fission's (converted on the way in). */
+export const ApiVersion = Type.Union([Type.Literal(API_VERSION), Type.Literal(FISSION_API_VERSION)]);
 
 export const StringMap = Type.Record(Type.String(), Type.String());
 
 export const ObjectMeta = Type.Object(
   {
-    name: Type.String({ minLength: 1, maxLength: DNS1123_MAX, pattern: DNS1123_LABEL }),
-    namespace: Type.Optional(Type.String({ minLength: 1, maxLength: DNS1123_MAX, pattern: DNS1123_LABEL })),
+    name: Dns1123Label(),
+    namespace: Type.Optional(Dns1123Label()),
     uid: Type.Optional(Type.String()),
     resourceVersion: Type.Optional(Type.String({ pattern: '^[0-9]+$' })),
     generation: Type.Optional(Type.Integer({ minimum: 0 })),
@@ -37,8 +42,9 @@ export interface StoredMeta extends ObjectMeta {
 
 export const ObjectRef = Type.Object(
   {
-    name: Type.String({ minLength: 1, maxLength: DNS1123_MAX, pattern: DNS1123_LABEL }),
-    namespace: Type.Optional(Type.String({ maxLength: DNS1123_MAX })),
+    name: Dns1123Label(),
+    // Absent: the referring object's own namespace.
+    namespace: Type.Optional(Dns1123Label()),
   },
   { additionalProperties: false },
 );

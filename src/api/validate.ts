@@ -45,7 +45,7 @@ function fieldOf(path: string): string {
 }
 
 /** Most useful message for a TypeBox error: unions report every branch, keep it short. */
-function describe(e: { message: string; schema: any; value: unknown; type: number }): string {
+export function describeSchemaError(e: { message: string; schema: any; value: unknown; type: number }): string {
   if (e.schema?.anyOf?.every((s: any) => 'const' in s)) {
     return `must be one of ${e.schema.anyOf.map((s: any) => JSON.stringify(s.const)).join(', ')}, got ${JSON.stringify(e.value)}`;
   }
@@ -53,6 +53,7 @@ function describe(e: { message: string; schema: any; value: unknown; type: numbe
   if (e.schema?.pattern && typeof e.value === 'string' && e.schema.pattern.startsWith('^[a-z0-9]([-a-z0-9]*')) {
     return `'${e.value}' is not a valid name: use lowercase letters, digits and '-', starting and ending with a letter or digit (at most 63 characters)`;
   }
+  if (e.schema?.pattern && typeof e.value === 'string' && e.schema.description) return `'${e.value}' is not valid here: ${e.schema.description}`;
   return e.message.charAt(0).toLowerCase() + e.message.slice(1);
 }
 
@@ -73,7 +74,7 @@ export function validateResource(kind: KindName, input: unknown, opts: ValidateO
   const first = check.Errors(raw).First();
   if (first) {
     const field = fieldOf(first.path);
-    throw invalid(field, describe(first as any));
+    throw invalid(field, describeSchemaError(first as any));
   }
   const obj = Value.Default(KINDS[kind].schema, structuredClone(raw)) as any;
   obj.apiVersion = API_VERSION;

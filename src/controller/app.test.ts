@@ -201,6 +201,41 @@ describe('controller API', () => {
     assert.equal((await call('GET', `${NS}/functions/hello/logs?tail=2`)).text, 'two\nthree\n');
     await refused('GET', `${NS}/functions/nope/logs`, undefined, 404, 'FLINT_ERR_NOT_FOUND');
     await refused('GET', `${NS}/functions/hello/logs?tail=x`, undefined, 400, 'FLINT_ERR_VALIDATION', 'tail');
+    await refused('GET', `${NS}/functions/hello/logs?tail=`, undefined, 400, 'FLINT_ERR_VALIDATION', 'tail');
+    await refused('GET', `${NS}/functions/hello/logs?follow=`, undefined, 400, 'FLINT_ERR_VALIDATION', 'follow');
+    await refused('GET', `${NS}/functions/hello/logs?follow=yes`, undefined, 400, 'FLINT_ERR_VALIDATION', 'follow');
+    assert.equal((await call('GET', `${NS}/functions/hello/logs?follow=false&tail=1`)).text, 'three\n');
+  });
+
+  it('checks path and query parameters against the published schema, naming the parameter', async () => {
+    await refused('GET', '/v1/namespaces/Bad_NS/secrets', undefined, 400, 'FLINT_ERR_VALIDATION', 'namespace');
+    await refused('GET', `${NS}/secrets/${'x'.repeat(64)}`, undefined, 400, 'FLINT_ERR_VALIDATION', 'name');
+    await refused('DELETE', `${NS}/secrets/whatever?force=`, undefined, 400, 'FLINT_ERR_VALIDATION', 'force');
+    await refused('DELETE', `${NS}/secrets/whatever?resourceVersion=abc`, undefined, 400, 'FLINT_ERR_VALIDATION', 'resourceVersion');
+    await refused('GET', `/v1/archives/${'A'.repeat(64)}`, undefined, 400, 'FLINT_ERR_VALIDATION', 'sha256');
+    await refused('GET', '/v1/secrets?labelSelector=a%09b', undefined, 400, 'FLINT_ERR_VALIDATION', 'labelSelector');
+    await refused('GET', `/v1/secrets?labelSelector=${'a'.repeat(4097)}`, undefined, 400, 'FLINT_ERR_VALIDATION', 'labelSelector');
+    await call('POST', `${NS}/secrets`, { metadata: { name: 'labelled', labels: { tier: 'web', 'flint.dev/app': 'x' } } });
+    const names = async (sel: string) => (await call('GET', `/v1/secrets?labelSelector=${encodeURIComponent(sel)}`)).json.items.map((i: any) => i.metadata.name);
+    assert.deepEqual(await names(' tier = web , flint.dev/app'), ['labelled']);
+    assert.deepEqual(await names('tier!=web,!flint.dev/app'), (await names('')).filter((n: string) => n !== 'labelled'));
+    // Own labels only: a key every object inherits from Object.prototype selects nothing.
+    assert.deepEqual(await names('constructor'), []);
+    await call('DELETE', `${NS}/secrets/labelled`);
+  });
+
+  it('answers a method a path does not take with 405 and Allow, before reading any body', async () => {
+    const r = await call('PATCH', `${NS}/functions/hello`, { spec: {} });
+    assert.equal(r.status, 405, r.text);
+    assert.equal(r.json.code, 'FLINT_ERR_METHOD_NOT_ALLOWED');
+    assert.equal(r.headers.get('allow'), 'GET, HEAD, PUT, DELETE');
+    const q = await call('QUERY', '/v1/info');
+    assert.equal(q.status, 405, q.text);
+    assert.equal(q.headers.get('allow'), 'GET, HEAD');
+    const d = await call('DELETE', '/v1/archives', 'bytes', { 'content-type': 'text/x-unknown' });
+    assert.equal(d.status, 405, d.text);
+    assert.equal(d.headers.get('allow'), 'POST');
+    await refused('PATCH', '/v1/nothing/here', undefined, 404, 'FLINT_ERR_NOT_FOUND');
   });
 
   it('streams watch events and resumes from a resourceVersion', async () => {

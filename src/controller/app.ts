@@ -3,10 +3,13 @@
 // read-back, and the OpenAPI document. Every error leaves as JSON
 // `{code, message, field?}` with the registry's status.
 import swagger from '@fastify/swagger';
+import type { TSchema } from '@sinclair/typebox';
+import { TypeCompiler } from '@sinclair/typebox/compiler';
 import Fastify, { type FastifyBaseLogger, type FastifyError, type FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
 import type { Registry } from 'prom-client';
-import { FlintError, isFlintError } from '../api/errors.ts';
+import { FlintError, invalid, isFlintError } from '../api/errors.ts';
+import { describeSchemaError } from '../api/validate.ts';
 import type { ArchiveStore } from '../archive/index.ts';
 import type { InspectLimits } from '../archive/zip-inspect.ts';
 import { type ControllerAuthCheck, isControllerExempt } from '../auth/controller-auth.ts';
@@ -17,7 +20,7 @@ import { registerArchiveRoutes } from './archives.ts';
 import { registerInfoRoutes, type ServerInfo } from './info.ts';
 import { controllerMetrics, registerMetricsRoute } from './metrics.ts';
 import { registerLogRoutes } from './logs.ts';
-import { OPENAPI_INFO } from './openapi.ts';
+import { addCommonErrors, ErrorBody, OPENAPI_INFO, OPENAPI_INFO_WITH_AUTH, refResolver } from './openapi.ts';
 import { registerRebuildRoute } from './rebuild.ts';
 import { DEFAULT_ARCHIVE_LIMITS, registerResourceRoutes } from './resources.ts';
 import { registerTokenRoute } from './tokens.ts';
@@ -75,6 +78,26 @@ function toFlintError(err: FastifyError | FlintError | Error): FlintError {
   return new FlintError('FLINT_ERR_INTERNAL', 'internal error', { cause: err });
 }
 
+/** Path parameters and query strings are checked against their route's schema (src/api/params.ts), naming the parameter. */
+function parameterCheck(schema: TSchema): (value: unknown) => true | { error: FlintError } {
+  const check = TypeCompiler.Compile(schema);
+  return (value) => {
+    const first = check.Errors(value).First();
+    if (!first) return true;
+    const name = first.path.replace(/^\//, '').split('/')[0] || '(parameters)';
+    return { error: invalid(name, describeSchemaError(first as any)) };
+  };
+}
+
+/** A fastify route URL (`/v1/namespaces/:namespace/...`) as a regex over request paths. */
+function routePattern(url: string): RegExp {
+  const source = url
+    .split('/')
+    .map((seg) => (seg.startsWith(':') ? '[^/]+' : seg.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')))
+    .join('/');
+  return new RegExp(`^${source}$`);
+}
+
 export async function createController(opts: ControllerOptions): Promise<FastifyInstance> {
   const app = Fastify({
     loggerInstance: opts.logger as FastifyBaseLogger | undefined,
@@ -85,10 +108,7 @@ export async function createController(opts: ControllerOptions): Promise<Fastify
     return503OnClosing: true,
     forceCloseConnections: true,
   });
-  app.setValidatorCompiler(({ httpPart }) => {
-    if (httpPart === 'body') return () => true;
-    return () => true;
-  });
+  app.setValidatorCompiler(({ schema, httpPart }) => (httpPart === 'body' ? () => true : parameterCheck(schema as TSchema)));
 
   const authCheck = opts.authCheck;
   if (authCheck) {
@@ -107,6 +127,25 @@ export async function createController(opts: ControllerOptions): Promise<Fastify
     if (fe.code === 'FLINT_ERR_INTERNAL') req.log.error({ err }, 'controller request failed');
     reply.code(fe.status).type('application/json').send(fe.toJSON());
   });
+  // A path the API has, asked with a method it does not take, is a 405
+  // naming the methods it does take; anything else is a 404.
+  const routes: { pattern: RegExp; method: string }[] = [];
+  app.addHook('onRoute', (route) => {
+    addCommonErrors(route, !isControllerExempt(route.url));
+    for (const method of [route.method].flat()) routes.push({ pattern: routePattern(route.url), method });
+  });
+  // Before the body is read: a method the path does not take is refused whatever it sends.
+  app.addHook('onRequest', async (req, reply) => {
+    if (!req.is404) return;
+    const path = req.url.split('?')[0];
+    const allowed = [...new Set(routes.filter((r) => r.pattern.test(path)).map((r) => r.method))];
+    if (allowed.length === 0) return;
+    return reply
+      .code(405)
+      .header('allow', allowed.join(', '))
+      .type('application/json')
+      .send(new FlintError('FLINT_ERR_METHOD_NOT_ALLOWED', `${path} does not take ${req.method}: use ${allowed.join(', ')}`).toJSON());
+  });
   app.setNotFoundHandler((req, reply) => {
     reply
       .code(404)
@@ -114,7 +153,9 @@ export async function createController(opts: ControllerOptions): Promise<Fastify
       .send(new FlintError('FLINT_ERR_NOT_FOUND', `no API path ${req.method} ${req.url.split('?')[0]}`).toJSON());
   });
 
-  await app.register(swagger, { openapi: OPENAPI_INFO });
+  app.addSchema(ErrorBody);
+  // The served document says what this server asks: a token only when authentication is on.
+  await app.register(swagger, { openapi: authCheck ? OPENAPI_INFO_WITH_AUTH : OPENAPI_INFO, refResolver });
   registerInfoRoutes(app, opts.info);
   registerResourceRoutes(app, opts);
   registerWatchRoutes(app, opts.store);

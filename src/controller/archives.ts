@@ -5,23 +5,19 @@
 // here, naming the entry, and nothing of it is stored.
 import { Type } from '@sinclair/typebox';
 import type { FastifyInstance } from 'fastify';
-import { ARCHIVE_URL_PREFIX, SHA256_HEX } from '../api/build-command.ts';
-import { FlintError, invalid } from '../api/errors.ts';
+import { ARCHIVE_URL_PREFIX } from '../api/build-command.ts';
+import { FlintError } from '../api/errors.ts';
+import { ArchiveParams, UploadQuery } from '../api/params.ts';
 import { type ArchiveStore, type InspectLimits, inspectZip, isZipFile } from '../archive/index.ts';
-import { ErrorBody } from './openapi.ts';
+import { errorResponses } from './openapi.ts';
 
 export const ARCHIVE_CONTENT_TYPES = ['application/octet-stream', 'application/zip'];
 
 const Uploaded = Type.Object({
   url: Type.String({ description: `${ARCHIVE_URL_PREFIX}<sha256>: use it as a package archive's url` }),
-  checksum: Type.Object({ type: Type.Literal('sha256'), sum: Type.String() }),
+  checksum: Type.Object({ type: Type.Literal('sha256'), sum: Type.String({ pattern: '^[0-9a-f]{64}$' }) }),
   size: Type.Integer(),
 });
-
-function checkSha(value: string, field: string): string {
-  if (!SHA256_HEX.test(value)) throw invalid(field, `'${value}' is not a sha256 (64 lowercase hex digits)`);
-  return value;
-}
 
 export function registerArchiveRoutes(app: FastifyInstance, archives: ArchiveStore | undefined, maxUploadBytes: number, limits: InspectLimits): void {
   app.register(async (sub) => {
@@ -38,13 +34,15 @@ export function registerArchiveRoutes(app: FastifyInstance, archives: ArchiveSto
         schema: {
           tags: ['archives'],
           summary: 'Upload an archive',
-          description: `Send the bytes as ${ARCHIVE_CONTENT_TYPES.join(' or ')}. With ?sha256= the upload is refused (400 FLINT_ERR_BAD_ARCHIVE) unless the bytes match. A zip with an unsafe entry is refused (400 FLINT_ERR_BAD_ARCHIVE, naming the entry) and not kept. Archives no package refers to are deleted after a grace period.`,
-          querystring: Type.Object({ sha256: Type.Optional(Type.String()) }),
-          response: { 201: Uploaded, 400: ErrorBody, 413: ErrorBody, 415: ErrorBody },
+          description: `Send the bytes as ${ARCHIVE_CONTENT_TYPES.join(' or ')}. With ?sha256= the upload is refused (400 FLINT_ERR_BAD_ARCHIVE) unless the bytes match. A zip with an unsafe entry is refused (400 FLINT_ERR_BAD_ARCHIVE, naming the entry) and not kept. Archives no package refers to are deleted after a grace period. A full data directory refuses the upload (507 FLINT_ERR_STORAGE_FULL) and keeps nothing.`,
+          querystring: UploadQuery,
+          consumes: ARCHIVE_CONTENT_TYPES,
+          body: Type.String({ format: 'binary', description: 'The archive bytes' }),
+          response: { 201: Uploaded, ...errorResponses(503, 507) },
         },
       },
       async (req, reply) => {
-        const expected = req.query.sha256 === undefined ? undefined : checkSha(req.query.sha256, 'sha256');
+        const expected = req.query.sha256;
         const type = (req.headers['content-type'] ?? '').split(';')[0].trim().toLowerCase();
         if (!ARCHIVE_CONTENT_TYPES.includes(type)) {
           throw new FlintError('FLINT_ERR_UNSUPPORTED_MEDIA_TYPE', `send the archive as ${ARCHIVE_CONTENT_TYPES.join(' or ')}`);
@@ -76,12 +74,15 @@ export function registerArchiveRoutes(app: FastifyInstance, archives: ArchiveSto
         schema: {
           tags: ['archives'],
           summary: 'Download an archive',
-          params: Type.Object({ sha256: Type.String() }),
-          response: { 200: Type.String({ format: 'binary' }), 400: ErrorBody, 404: ErrorBody },
+          params: ArchiveParams,
+          response: {
+            200: { description: 'The archive bytes', content: { 'application/octet-stream': { schema: Type.String({ format: 'binary' }) } } },
+            ...errorResponses(404, 503),
+          },
         },
       },
       async (req, reply) => {
-        const sha = checkSha(req.params.sha256, 'sha256');
+        const sha = req.params.sha256;
         const info = await store().get(sha);
         if (!info) throw new FlintError('FLINT_ERR_NOT_FOUND', `archive ${sha} not found`);
         reply.header('content-type', 'application/octet-stream').header('content-length', info.size);

@@ -5,11 +5,12 @@
 import fs from 'node:fs';
 import { Type } from '@sinclair/typebox';
 import type { FastifyInstance } from 'fastify';
-import { FlintError, invalid } from '../api/errors.ts';
+import { FlintError } from '../api/errors.ts';
+import { LogQuery, NameParams } from '../api/params.ts';
 import { type DataLayout, functionLogFile } from '../config/layout.ts';
 import { openNoFollow, readStreamNoFollow } from '../fsafe/open.ts';
 import type { Store } from '../store/store.ts';
-import { ErrorBody } from './openapi.ts';
+import { errorResponses } from './openapi.ts';
 
 const FOLLOW_POLL_MS = 250;
 const TAIL_READ_LIMIT = 4 * 1024 * 1024;
@@ -37,23 +38,24 @@ function lastLines(file: string, count: number): { text: string; size: number } 
 }
 
 export function registerLogRoutes(app: FastifyInstance, store: Store, layout: DataLayout): void {
-  app.get<{ Params: { namespace: string; name: string }; Querystring: { follow?: string; tail?: string } }>(
+  app.get<{ Params: { namespace: string; name: string }; Querystring: { follow?: 'true' | 'false'; tail?: string } }>(
     '/v1/namespaces/:namespace/functions/:name/logs',
     {
       schema: {
         tags: ['functions'],
         summary: "A function's log",
-        params: Type.Object({ namespace: Type.String(), name: Type.String() }),
-        querystring: Type.Object({ follow: Type.Optional(Type.String()), tail: Type.Optional(Type.String()) }),
-        response: { 200: Type.String({ description: 'text/plain log lines' }), 400: ErrorBody, 404: ErrorBody },
+        params: NameParams,
+        querystring: LogQuery,
+        response: {
+          200: { description: 'The log lines', content: { 'text/plain; charset=utf-8': { schema: Type.String() } } },
+          ...errorResponses(404),
+        },
       },
     },
     async (req, reply) => {
       const { namespace, name } = req.params;
       const { follow, tail } = req.query;
-      if (follow !== undefined && follow !== 'true' && follow !== 'false') throw invalid('follow', `must be true or false, got '${follow}'`);
       const count = tail === undefined ? 1000 : Number(tail);
-      if (!Number.isInteger(count) || count < 0) throw invalid('tail', `must be a whole number, got '${tail}'`);
       if (!(await store.get('Function', namespace, name))) {
         throw new FlintError('FLINT_ERR_NOT_FOUND', `function '${name}' not found in namespace '${namespace}'`);
       }

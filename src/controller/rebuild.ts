@@ -4,9 +4,10 @@
 import { Type } from '@sinclair/typebox';
 import type { FastifyInstance } from 'fastify';
 import { FlintError } from '../api/errors.ts';
+import { NameParams } from '../api/params.ts';
 import { PackageSchema } from '../api/kinds.ts';
 import type { Store } from '../store/store.ts';
-import { ErrorBody } from './openapi.ts';
+import { errorResponses } from './openapi.ts';
 
 export function registerRebuildRoute(app: FastifyInstance, store: Store): void {
   app.post<{ Params: { namespace: string; name: string } }>(
@@ -14,9 +15,10 @@ export function registerRebuildRoute(app: FastifyInstance, store: Store): void {
     {
       schema: {
         tags: ['packages'],
+        operationId: 'rebuildPackage',
         summary: 'Build a failed package again',
-        params: Type.Object({ namespace: Type.String(), name: Type.String() }),
-        response: { 200: Type.Ref(PackageSchema), 404: ErrorBody, 409: ErrorBody },
+        params: NameParams,
+        response: { 200: Type.Ref(PackageSchema), ...errorResponses(404, 409) },
       },
     },
     async (req) => {

@@ -4,33 +4,21 @@ import { Type } from '@sinclair/typebox';
 import type { FastifyInstance, FastifyReply } from 'fastify';
 import { FlintError, invalid } from '../api/errors.ts';
 import { type AnyResource, KIND_NAMES, KINDS, type KindInfo, type Package, PackageStatus } from '../api/kinds.ts';
-import { DNS1123_LABEL } from '../api/meta.ts';
+import { DeleteQuery, ListQuery, ResourceVersionParam, NameParams as NAME_PARAMS, NamespaceParams as NS_PARAM } from '../api/params.ts';
 import { validateResource } from '../api/validate.ts';
 import type { ControllerOptions } from './app.ts';
-import { ErrorBody } from './openapi.ts';
+import { errorResponses } from './openapi.ts';
 import { checkPackageArchives } from './package-archives.ts';
 import { initialPackageStatus, packageStatusAfterUpdate } from './package-status.ts';
 import { checkDeletable, checkReferences } from './rules.ts';
 
-const NS_PARAM = Type.Object({ namespace: Type.String({ pattern: DNS1123_LABEL }) });
-const NAME_PARAMS = Type.Object({
-  namespace: Type.String({ pattern: DNS1123_LABEL }),
-  name: Type.String({ pattern: DNS1123_LABEL }),
-});
 export const DEFAULT_ARCHIVE_LIMITS = { maxEntries: 100_000, maxBytes: 2 * 1024 ** 3 };
-const ERRORS = { 400: ErrorBody, 404: ErrorBody, 409: ErrorBody };
 
 interface NsParams {
   namespace: string;
 }
 interface NameParams extends NsParams {
   name: string;
-}
-
-function checkSegment(what: 'namespace' | 'name', value: string): void {
-  if (!new RegExp(DNS1123_LABEL).test(value) || value.length > 63) {
-    throw new FlintError('FLINT_ERR_VALIDATION', `'${value}' is not a valid ${what}`, { field: `metadata.${what}` });
-  }
 }
 
 /** Warnings ride in a header so the body stays the plain object. */
@@ -55,21 +43,17 @@ export function registerResourceRoutes(app: FastifyInstance, opts: ControllerOpt
     const List = Type.Object({ items: Type.Array(Type.Ref(k.schema)), resourceVersion: Type.String() });
     app.addSchema(k.schema);
     const base = `/v1/namespaces/:namespace/${k.plural}`;
-    const Query = Type.Object({ labelSelector: Type.Optional(Type.String()) });
 
     app.get<{ Querystring: { labelSelector?: string } }>(
       `/v1/${k.plural}`,
-      { schema: { tags, summary: `List ${k.plural} in every namespace`, querystring: Query, response: { 200: List, 400: ErrorBody } } },
+      { schema: { tags, summary: `List ${k.plural} in every namespace`, querystring: ListQuery, response: { 200: List } } },
       async (req) => store.list(k.kind, { labelSelector: req.query.labelSelector }),
     );
 
     app.get<{ Params: NsParams; Querystring: { labelSelector?: string } }>(
       base,
-      { schema: { tags, summary: `List ${k.plural} in a namespace`, params: NS_PARAM, querystring: Query, response: { 200: List, 400: ErrorBody } } },
-      async (req) => {
-        checkSegment('namespace', req.params.namespace);
-        return store.list(k.kind, { namespace: req.params.namespace, labelSelector: req.query.labelSelector });
-      },
+      { schema: { tags, summary: `List ${k.plural} in a namespace`, params: NS_PARAM, querystring: ListQuery, response: { 200: List } } },
+      async (req) => store.list(k.kind, { namespace: req.params.namespace, labelSelector: req.query.labelSelector }),
     );
 
     app.post<{ Params: NsParams }>(
@@ -77,15 +61,16 @@ export function registerResourceRoutes(app: FastifyInstance, opts: ControllerOpt
       {
         schema: {
           tags,
+          operationId: `create${k.kind}`,
           summary: `Create a ${k.kind}`,
           description: 'Warnings (e.g. a trigger whose function does not exist yet) come in the x-flint-warnings header as a JSON array.',
           params: NS_PARAM,
           body: Type.Ref(k.schema),
-          response: { 201: Type.Ref(k.schema), ...ERRORS },
+          response: { 201: Type.Ref(k.schema), ...errorResponses(409) },
         },
+        links: { 201: linksToCreated(k) },
       },
       async (req, reply) => {
-        checkSegment('namespace', req.params.namespace);
         const obj = validate(k, withNamespace(req.body, req.params.namespace));
         if (obj.metadata.uid !== undefined || obj.metadata.resourceVersion !== undefined) {
           delete (obj.metadata as any).uid;
@@ -102,11 +87,9 @@ export function registerResourceRoutes(app: FastifyInstance, opts: ControllerOpt
 
     app.get<{ Params: NameParams }>(
       `${base}/:name`,
-      { schema: { tags, summary: `Read a ${k.kind}`, params: NAME_PARAMS, response: { 200: Type.Ref(k.schema), 404: ErrorBody } } },
+      { schema: { tags, operationId: `read${k.kind}`, summary: `Read a ${k.kind}`, params: NAME_PARAMS, response: { 200: Type.Ref(k.schema), ...errorResponses(404) } } },
       async (req) => {
         const { namespace, name } = req.params;
-        checkSegment('namespace', namespace);
-        checkSegment('name', name);
         const obj = await store.get(k.kind, namespace, name);
         if (!obj) throw new FlintError('FLINT_ERR_NOT_FOUND', `${k.kind} '${name}' not found in namespace '${namespace}'`);
         return obj;
@@ -118,17 +101,16 @@ export function registerResourceRoutes(app: FastifyInstance, opts: ControllerOpt
       {
         schema: {
           tags,
+          operationId: `replace${k.kind}`,
           summary: `Replace a ${k.kind}`,
           description: 'Send metadata.resourceVersion from a read to refuse a concurrent change (409 FLINT_ERR_CONFLICT).',
           params: NAME_PARAMS,
           body: Type.Ref(k.schema),
-          response: { 200: Type.Ref(k.schema), ...ERRORS },
+          response: { 200: Type.Ref(k.schema), ...errorResponses(404, 409) },
         },
       },
       async (req, reply) => {
         const { namespace, name } = req.params;
-        checkSegment('namespace', namespace);
-        checkSegment('name', name);
         const obj = validate(k, withNamespace(req.body, namespace));
         if (obj.metadata.name !== name) throw invalid('metadata.name', `'${obj.metadata.name}' does not match the path's name '${name}'`);
         const current = await store.get(k.kind, namespace, name);
@@ -150,10 +132,14 @@ export function registerResourceRoutes(app: FastifyInstance, opts: ControllerOpt
         {
           schema: {
             tags,
+            operationId: `replace${k.kind}Status`,
             summary: `Replace the status of a ${k.kind}`,
             params: NAME_PARAMS,
-            body: Type.Object({ metadata: Type.Optional(Type.Object({ resourceVersion: Type.Optional(Type.String()) })), status: PackageStatus }),
-            response: { 200: Type.Ref(k.schema), ...ERRORS },
+            body: Type.Object({
+              metadata: Type.Optional(Type.Object({ resourceVersion: Type.Optional(ResourceVersionParam('Refuse the write (409) unless the object is still at this version')) })),
+              status: PackageStatus,
+            }),
+            response: { 200: Type.Ref(k.schema), ...errorResponses(404, 409) },
           },
         },
         async (req) => {
@@ -172,19 +158,17 @@ export function registerResourceRoutes(app: FastifyInstance, opts: ControllerOpt
       {
         schema: {
           tags,
+          operationId: `delete${k.kind}`,
           summary: `Delete a ${k.kind}`,
           description: 'Environments and packages used by a function are kept (409 FLINT_ERR_IN_USE) unless force=true.',
           params: NAME_PARAMS,
-          querystring: Type.Object({ force: Type.Optional(Type.String()), resourceVersion: Type.Optional(Type.String()) }),
-          response: { 200: Type.Ref(k.schema), ...ERRORS },
+          querystring: DeleteQuery,
+          response: { 200: Type.Ref(k.schema), ...errorResponses(404, 409) },
         },
       },
       async (req) => {
         const { namespace, name } = req.params;
-        checkSegment('namespace', namespace);
-        checkSegment('name', name);
         const force = req.query.force;
-        if (force !== undefined && force !== 'true' && force !== 'false') throw invalid('force', `must be true or false, got '${force}'`);
         await getOr404(k, namespace, name);
         if (force !== 'true') await checkDeletable(store, k.kind, namespace, name);
         return store.delete(k.kind, namespace, name, { resourceVersion: req.query.resourceVersion });
@@ -193,12 +177,26 @@ export function registerResourceRoutes(app: FastifyInstance, opts: ControllerOpt
   }
 
   async function getOr404(k: KindInfo, namespace: string, name: string): Promise<AnyResource> {
-    checkSegment('namespace', namespace);
-    checkSegment('name', name);
     const obj = await store.get(k.kind, namespace, name);
     if (!obj) throw new FlintError('FLINT_ERR_NOT_FOUND', `${k.kind} '${name}' not found in namespace '${namespace}'`);
     return obj;
   }
+}
+
+/**
+ * What a client can do next with an object it created, as OpenAPI links: read,
+ * replace (with the object as created) and delete it by the name and namespace
+ * the 201 carries. Generated clients and fuzzers follow them.
+ */
+function linksToCreated(k: KindInfo): Record<string, { operationId: string; parameters: Record<string, string>; requestBody?: string }> {
+  const parameters = { namespace: '$response.body#/metadata/namespace', name: '$response.body#/metadata/name' };
+  const links: Record<string, { operationId: string; parameters: Record<string, string>; requestBody?: string }> = {
+    read: { operationId: `read${k.kind}`, parameters },
+    replace: { operationId: `replace${k.kind}`, parameters, requestBody: '$response.body' },
+    delete: { operationId: `delete${k.kind}`, parameters },
+  };
+  if (k.kind === 'Package') links.rebuild = { operationId: 'rebuildPackage', parameters };
+  return links;
 }
 
 /** The URL names the namespace; a body naming another one is a mistake. */

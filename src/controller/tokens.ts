@@ -9,7 +9,7 @@ import { FlintError } from '../api/errors.ts';
 import { TokenRequestSchema, TokenResponseSchema, validateTokenRequest } from '../api/token-request.ts';
 import type { TokenIssuer } from '../auth/issuer.ts';
 import type { Store } from '../store/store.ts';
-import { ErrorBody } from './openapi.ts';
+import { errorResponses } from './openapi.ts';
 
 export function registerTokenRoute(app: FastifyInstance, store: Store, issue: TokenIssuer | undefined): void {
   app.post(
@@ -22,7 +22,7 @@ export function registerTokenRoute(app: FastifyInstance, store: Store, issue: To
           'Authorization: the admin token, a control-plane token, or Basic <username:password> of the router secret. ' +
           'A scoped router token (functions, methods) reaches only those; functions that do not exist yet are named in x-flint-warnings.',
         body: TokenRequestSchema,
-        response: { 201: TokenResponseSchema, 400: ErrorBody, 401: ErrorBody, 409: ErrorBody },
+        response: { 201: TokenResponseSchema, ...errorResponses(400, 401, 409, 429) },
       },
     },
     async (req, reply) => {

@@ -7,6 +7,7 @@ import type { AddressInfo } from 'node:net';
 import { after, before, beforeEach, describe, it } from 'node:test';
 import Fastify, { type FastifyInstance } from 'fastify';
 import { eventually } from '../testing/eventually.ts';
+import { ErrorBody } from './openapi.ts';
 import { registerTopicRoutes, type TopicAccess, type TopicDelivery } from './topics.ts';
 
 interface Settled {
@@ -35,6 +36,8 @@ before(async () => {
     produce: async () => {},
   };
   app = Fastify();
+  // The routes' error responses refer to the shared Error schema, as createController registers it.
+  app.addSchema(ErrorBody);
   registerTopicRoutes(app, access);
   await app.listen({ port: 0, host: '127.0.0.1' });
   base = `http://127.0.0.1:${(app.server.address() as AddressInfo).port}`;

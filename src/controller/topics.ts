@@ -4,7 +4,8 @@
 import { Type } from '@sinclair/typebox';
 import type { FastifyInstance } from 'fastify';
 import { FlintError, invalid } from '../api/errors.ts';
-import { ErrorBody } from './openapi.ts';
+import { TopicParams, TopicReadQuery } from '../api/params.ts';
+import { errorResponses } from './openapi.ts';
 
 export interface TopicMessage {
   key: Buffer | null;
@@ -28,17 +29,12 @@ export interface TopicAccess {
 }
 
 export const LONG_POLL_MS = 3000;
-const TOPIC = /^[a-zA-Z0-9._-]{1,249}$/;
 const Message = Type.Object({
   key: Type.Union([Type.String(), Type.Null()]),
   value: Type.String({ description: 'base64 of the message body' }),
   partition: Type.Integer(),
   offset: Type.Integer(),
 });
-
-function checkTopic(topic: string): void {
-  if (!TOPIC.test(topic) || topic === '.' || topic === '..') throw invalid('topic', `'${topic}' is not a valid topic name`);
-}
 
 export function registerTopicRoutes(app: FastifyInstance, access: TopicAccess | undefined): void {
   const need = (): TopicAccess => {
@@ -53,16 +49,14 @@ export function registerTopicRoutes(app: FastifyInstance, access: TopicAccess | 
         tags: ['topics'],
         summary: "Read a topic's next message as a consumer group",
         description: 'Long-polls about 3 s; 408 {"error":"long polling timeout"} when nothing new arrived.',
-        params: Type.Object({ topic: Type.String() }),
-        querystring: Type.Object({ group: Type.String() }),
-        response: { 200: Message, 400: ErrorBody, 408: Type.Object({ error: Type.String() }), 503: ErrorBody },
+        params: TopicParams,
+        querystring: TopicReadQuery,
+        response: { 200: Message, 408: Type.Object({ error: Type.String() }, { description: 'Nothing new arrived while polling' }), ...errorResponses(503) },
       },
     },
     async (req, reply) => {
       const { topic } = req.params;
-      checkTopic(topic);
-      const group = req.query.group;
-      if (!group || !/^[a-zA-Z0-9._-]{1,200}$/.test(group)) throw invalid('group', 'a consumer group name is required (letters, digits, ., _, -)');
+      const group = req.query.group as string;
       // A client that leaves mid-poll must not take a message with it.
       const gone = new AbortController();
       reply.raw.once('close', () => {
@@ -95,19 +89,18 @@ export function registerTopicRoutes(app: FastifyInstance, access: TopicAccess | 
         tags: ['topics'],
         summary: 'Produce a message to a topic',
         description: 'Body {key?, value, headers?}: value is text, or base64 with "encoding": "base64".',
-        params: Type.Object({ topic: Type.String() }),
+        params: TopicParams,
         body: Type.Object({
           key: Type.Optional(Type.Union([Type.String(), Type.Null()])),
           value: Type.String(),
           encoding: Type.Optional(Type.Union([Type.Literal('utf8'), Type.Literal('base64')])),
           headers: Type.Optional(Type.Record(Type.String(), Type.String())),
         }),
-        response: { 204: Type.Null(), 400: ErrorBody, 503: ErrorBody },
+        response: { 204: Type.Null({ description: 'Produced' }), ...errorResponses(503) },
       },
     },
     async (req, reply) => {
       const { topic } = req.params;
-      checkTopic(topic);
       const b = req.body as { key?: unknown; value?: unknown; encoding?: unknown; headers?: unknown };
       if (!b || typeof b !== 'object') throw invalid('body', 'must be a JSON object {key?, value, headers?}');
       if (typeof b.value !== 'string') throw invalid('value', 'required, a string');

@@ -1,6 +1,7 @@
 // The Store interface: every backend (sqlite for local mode, kubernetes CRDs
 // later) implements exactly this, and one contract test runs against each.
 import type { AnyResource, KindMap, KindName } from '../api/kinds.ts';
+import { LABEL_SELECTOR_TERMS } from '../api/params.ts';
 
 export interface ListOptions {
   /** Omit for every namespace. */
@@ -62,24 +63,28 @@ export interface Store {
   close(): Promise<void>;
 }
 
-/** Parses and applies a label selector. Shared by backends that filter in process. */
+/** Parses and applies a label selector (the grammar of src/api/params.ts). Shared by backends that filter in process. */
 export function parseLabelSelector(selector: string): (labels: Record<string, string> | undefined) => boolean {
   const terms = selector
     .split(',')
-    .map((t) => t.trim())
+    .map((t) => t.replace(/^ +| +$/g, ''))
     .filter(Boolean)
     .map((t) => {
-      let m = /^([^!=\s]+)\s*(==|=|!=)\s*([^!=\s]*)$/.exec(t);
+      let m = LABEL_SELECTOR_TERMS.compare.exec(t);
       if (m) {
         const [, key, op, value] = m;
-        return (l: Record<string, string>) => (op === '!=' ? l[key] !== value : l[key] === value);
+        // Own keys only: a selector naming `constructor` must not find Object's.
+        return (l: Record<string, string>) => {
+          const has = Object.hasOwn(l, key);
+          return op === '!=' ? !has || l[key] !== value : has && l[key] === value;
+        };
       }
-      m = /^!([^!=\s]+)$/.exec(t);
+      m = LABEL_SELECTOR_TERMS.absent.exec(t);
       if (m) {
         const key = m[1];
-        return (l: Record<string, string>) => !(key in l);
+        return (l: Record<string, string>) => !Object.hasOwn(l, key);
       }
-      if (/^[^!=\s]+$/.test(t)) return (l: Record<string, string>) => t in l;
+      if (LABEL_SELECTOR_TERMS.present.test(t)) return (l: Record<string, string>) => Object.hasOwn(l, t);
       throw new SelectorError(`bad label selector term '${t}'`);
     });
   return (labels) => terms.every((f) => f(labels ?? {}));
