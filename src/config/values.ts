@@ -33,6 +33,7 @@ export const ValuesSchema = Type.Object(
         memoryMB: Type.Integer({ minimum: 16, maximum: 65536 }),
         poolSize: Type.Integer({ minimum: 0, maximum: 1000 }),
         reapIntervalSeconds: Type.Number({ exclusiveMinimum: 0, maximum: 3600 }),
+        egressSubnet: Type.String({ pattern: '^[0-9]{1,3}(\\.[0-9]{1,3}){3}/[0-9]{1,2}$' }),
       },
       Strict,
     ),
