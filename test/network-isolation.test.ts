@@ -13,6 +13,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { egressUnavailableReason } from '../src/sandbox/egress.ts';
+import { chooseResolvConf, nameservers } from '../src/sandbox/resolv.ts';
 import { eventually, flint, startServer, type TestServer } from './helpers/server.ts';
 
 const PROBE = `
@@ -83,10 +84,14 @@ const portOfUrl = (u: string) => Number(new URL(u).port);
 /** Whether something listens at host:port, seen from the host. */
 function reachableFromHost(host: string, port: number): Promise<boolean> {
   return new Promise((resolve) => {
-    const s = net.connect({ host, port });
+    const s = net.connect({ host, port, timeout: 3000 });
     s.once('connect', () => {
       s.destroy();
       resolve(true);
+    });
+    s.once('timeout', () => {
+      s.destroy();
+      resolve(false);
     });
     s.once('error', () => resolve(false));
   });
@@ -212,6 +217,17 @@ describe('network isolation of functions with external network', { skip }, () =>
     assert.notEqual(r.results[`${otherAddress}:9000`], 'open');
     const mine = r.addresses.find((a) => !a.startsWith('127.'));
     assert.notEqual(mine, otherAddress, 'each instance has a namespace of its own');
+  });
+
+  it("reaches the host's DNS resolver when it is on the network, not on the host", async (t) => {
+    const choice = chooseResolvConf();
+    const server = nameservers(fs.readFileSync(choice.file, 'utf8'))[0];
+    if (choice.warning || !server || server.includes(':') || !(await reachableFromHost(server, 53))) {
+      t.skip(`no resolver on the network this host reaches over TCP: ${choice.warning ?? server ?? 'none'}`);
+      return;
+    }
+    const r = await probe('probe', { targets: `${server}:53` });
+    assert.equal(r.results[`${server}:53`], 'open');
   });
 
   it('keeps a function without external network on loopback only', async () => {
