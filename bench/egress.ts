@@ -35,8 +35,9 @@ export async function egressBench(sandbox: 'bubblewrap' | 'none', count: number)
     for (let i = 0; i < count; i++) {
       await createFunction(server.controllerUrl, `plain-${i}`, { env: 'plain' });
       await createFunction(server.controllerUrl, `net-${i}`, { env: 'net' });
-      // Both pools refilled, nothing starting while either side is timed.
-      await new Promise((r) => setTimeout(r, 800));
+      // Both pools refilled (a worker start takes a few hundred ms on a busy 2-core machine), nothing starting
+      // while either side is timed: a call that found its pool empty would time a whole worker start.
+      await new Promise((r) => setTimeout(r, 1500));
       if (i % 2 === 0) {
         plain.push(await timedFirstCall(router, `plain-${i}`));
         net.push(await timedFirstCall(router, `net-${i}`));
