@@ -7,11 +7,14 @@
 // connect out from sockets of the host, so a function behind them reaches
 // every service of the host bound to 0.0.0.0 or to a host address, and
 // filtering that means matching the helper's own sockets; they also add a
-// process per instance. On the machine this was written on, 3 `ip` runs set
-// up a namespace with its veth pair in about 8 ms and `ip netns delete`
-// takes 2 ms, while `pasta --config-net -- true` (Debian bookworm's passt
-// 2023-03-09) never returned. A veth pair puts every packet of the function
-// through the host's own netfilter hooks, where one static table decides.
+// process per instance. Measured on the 2-core machine this was written on
+// (bench/egress.ts, bench/RESULTS.md): two `ip` runs make a namespace with
+// its veth pair in about 15 ms at p50 and `ip netns delete` takes 3-6 ms,
+// and a worker with one starts as fast as one without, within the noise
+// (bwrap then skips making its own namespace); `pasta --config-net -- true`
+// (Debian bookworm's passt 2023-03-09) never returned there, spinning a
+// core. A veth pair puts every packet of the function through the host's
+// own netfilter hooks, where one static table decides.
 import { FlintError } from '../api/errors.ts';
 
 /** Host-side interface names of function veths start with this; nft matches on it. */

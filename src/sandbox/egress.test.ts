@@ -62,8 +62,9 @@ describe('egress networks', () => {
       assert.equal(namespaces(dead).length, 1);
       assert.ok(hasTable(dead));
       const swept = await sweeper.sweep();
-      assert.deepEqual(swept.tables, [`flint_${dead}`]);
-      assert.equal(swept.namespaces.length, 1);
+      // Leftovers of other dead servers on this machine may be swept along.
+      assert.ok(swept.tables.includes(`flint_${dead}`), String(swept.tables));
+      assert.equal(swept.namespaces.filter((n) => n.startsWith(`flint-${dead}-`)).length, 1);
       assert.deepEqual(namespaces(dead), []);
       assert.equal(hasTable(dead), false);
       assert.ok(fs.existsSync(mine.path), 'a live server keeps its own');
