@@ -7,6 +7,8 @@
 //      ratio of forking a fresh `node` that serves one request;
 //   1b. a WebSocket message's round trip through the router's tunnel vs
 //      straight to the same kind of worker;
+//   3b. what a network namespace of its own costs a function with external
+//      network: cold start and worker start, with vs without (bench/egress.ts);
 //   4. authentication's added latency, and a scoped token's over an unscoped one (bench/auth.ts);
 //   5. packages (bench/packages.ts) and Kafka triggers (bench/mq.ts);
 //   6. goodput at 50/500/2,000 connections beside nginx, and tails while the
@@ -21,6 +23,7 @@ import { clientFrame, OP, type RawPeer, rawUpgrade } from '../src/runtimes/node/
 import { eventually } from '../src/testing/eventually.ts';
 import { startServer } from '../test/helpers/server.ts';
 import { authBench } from './auth.ts';
+import { egressBench } from './egress.ts';
 import { createFunction, createResource, deployHello, fmt, forkUntilServed, hasWrk, interleavedLatency, percentiles, startBareServer, HELLO, timedFirstCall, type WrkResult, wrk } from './lib.ts';
 import { readKnobs } from './knobs.ts';
 import { kafkaBench } from './mq.ts';
@@ -190,6 +193,13 @@ try {
 } finally {
   await server.stop();
   fs.rmSync(work, { recursive: true, force: true });
+}
+
+// 3b. External network: a network namespace per instance (bench/egress.ts: a server of its own).
+try {
+  rows.push(...(await egressBench(sandbox, knobs.cold)));
+} catch (err) {
+  rows.push(['cold start from warm pool, external network / without', 'failed', String((err as Error).message), '']);
 }
 
 // 4. What authentication adds (bench/auth.ts: pairs of fresh servers of their own).

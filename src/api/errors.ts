@@ -36,6 +36,7 @@ export const ErrorCodes = {
   FLINT_ERR_NOT_IMPLEMENTED: { status: 501, exit: 1 },
   FLINT_ERR_FUNCTION_UNREACHABLE: { status: 502, exit: 1 },
   FLINT_ERR_UNAVAILABLE: { status: 503, exit: 1 },
+  FLINT_ERR_NETWORK_UNAVAILABLE: { status: 503, exit: 1 },
   FLINT_ERR_FUNCTION_TIMEOUT: { status: 504, exit: 1 },
   FLINT_ERR_STORAGE_FULL: { status: 507, exit: 1 },
   FLINT_ERR_UNREACHABLE: { status: 503, exit: 6 },

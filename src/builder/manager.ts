@@ -19,6 +19,7 @@ import { runtimeLaunch } from '../runtimes/index.ts';
 import type { Store, Watch } from '../store/store.ts';
 import { BuildLog } from './build-log.ts';
 import { storeBuildOutput } from './output.ts';
+import type { EgressProvider } from '../sandbox/egress.ts';
 import { runBuild } from './run-build.ts';
 
 export interface BuildManagerOptions {
@@ -29,6 +30,8 @@ export interface BuildManagerOptions {
   /** Per-builder caches, `<cacheDir>/<runtime>`. */
   cacheDir: string;
   sandbox: 'bubblewrap' | 'none';
+  /** Gives sandboxed builds a network namespace of their own with egress; without one they build offline. */
+  egress?: EgressProvider;
   timeoutSeconds: number;
   memoryMB: number;
   concurrency: number;
@@ -141,6 +144,7 @@ export class BuildManager {
         workDir,
         cacheDir: path.join(this.#o.cacheDir, prepared.runtime),
         sandbox: this.#o.sandbox,
+        egress: this.#o.egress,
         timeoutMs: this.#o.timeoutSeconds * 1000,
         memoryMB: this.#o.memoryMB,
         maxUnpackedBytes: this.#o.maxUnpackedBytes,

@@ -9,6 +9,7 @@ import { zipDirectory } from '../archive/index.ts';
 import { rawZip } from '../archive/testing.ts';
 import type { BuilderLaunch } from '../runtimes/index.ts';
 import { sandboxAvailable } from '../sandbox/bwrap.ts';
+import { EgressNetworks, egressUnavailableReason } from '../sandbox/egress.ts';
 import { type BuildJob, runBuild } from './run-build.ts';
 
 
@@ -86,6 +87,30 @@ describe('runBuild', () => {
     // The cache outlives the build.
     await runBuild(job());
     assert.equal(fs.readFileSync(path.join(dir, 'cache', 'runs'), 'utf8'), 'cached\ncached\n');
+  });
+
+  it('gives a sandboxed build a network namespace of its own, or runs it offline saying why', async (t) => {
+    if (sandbox !== 'bubblewrap') {
+      t.skip('unsandboxed builds share the host network');
+      return;
+    }
+    const interfaces = ['sh', '-c', 'sed -n "3,\\$p" /proc/net/dev | cut -d: -f1 | tr -d " " | sort | tr "\\n" " "; echo; mkdir "$DEPLOY_PKG"'];
+    const stopped = new EgressNetworks({ subnet: '10.231.0.0/16' });
+    await stopped.stop();
+    const offline = job({ command: interfaces, egress: stopped });
+    assert.ok((await runBuild(offline)).ok, offline.lines.join('\n'));
+    assert.match(offline.lines[0], /^flint: the build runs without network: .*(stopping|CAP_NET_ADMIN|not installed)/);
+    assert.equal(offline.lines[1], 'lo ');
+    if (egressUnavailableReason()) return;
+    const egress = new EgressNetworks({ subnet: '10.231.0.0/16' });
+    try {
+      const online = job({ command: interfaces, egress });
+      assert.ok((await runBuild(online)).ok, online.lines.join('\n'));
+      assert.equal(online.lines[0], 'eth0 lo ');
+      assert.deepEqual(egress.live, [], 'the namespace went with the build');
+    } finally {
+      await egress.stop();
+    }
   });
 
   it('gives a single-file source as SRC_PKG itself', async () => {

@@ -1,7 +1,12 @@
 // One build: the source unpacked into a fresh work directory, the builder's
-// command run on it in a sandbox (network on: builders fetch dependencies),
-// under a time limit, its output captured line by line. What it leaves at
-// DEPLOY_PKG is the result; the caller stores it.
+// command run on it in a sandbox, under a time limit, its output captured
+// line by line. What it leaves at DEPLOY_PKG is the result; the caller
+// stores it. Builders fetch dependencies, so the sandbox gets external
+// network, through an egress namespace of its own like a networked
+// function's: a source package's build scripts are as untrusted as its
+// code, and must not reach the host either. Where this server cannot make
+// one, the build runs offline and its log says why (a build that needs no
+// download still succeeds).
 //
 //   <workDir>/src       the source (SRC_PKG: this directory, or src/source for a source that is one plain file)
 //   <workDir>/deploy    DEPLOY_PKG, created by the build (a file or a directory)
@@ -11,8 +16,9 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { extractZip, isZipFile } from '../archive/index.ts';
 import type { BuilderLaunch } from '../runtimes/index.ts';
-import { BWRAP, bwrapArgs, SANDBOX_PATHS, sandboxBinaryPath } from '../sandbox/bwrap.ts';
+import { SANDBOX_PATHS, sandboxBinaryPath, sandboxCommand } from '../sandbox/bwrap.ts';
 import { createWorkerCgroups } from '../sandbox/cgroup.ts';
+import type { EgressNamespace, EgressProvider } from '../sandbox/egress.ts';
 import { withLimits } from '../sandbox/limits.ts';
 import { LineSplitter } from '../sandbox/lines.ts';
 
@@ -31,6 +37,8 @@ export interface BuildJob {
   /** Host directory kept between builds of this builder (package caches). */
   cacheDir: string;
   sandbox: 'bubblewrap' | 'none';
+  /** Where a sandboxed build's network namespace comes from; unset: the build has no network. */
+  egress?: EgressProvider;
   timeoutMs: number;
   memoryMB: number;
   onLine(line: string): void;
@@ -80,25 +88,28 @@ export async function runBuild(job: BuildJob): Promise<BuildOutcome> {
   };
   const cwd = inside(srcDir);
   let argv = job.command;
+  let netns: EgressNamespace | undefined;
   if (sandboxed) {
-    argv = [
-      BWRAP,
-      ...bwrapArgs(
-        {
-          binds: [
-            { host: job.builder.dir, at: SANDBOX_PATHS.builder },
-            { host: job.workDir, at: SANDBOX_PATHS.packages, writable: true },
-            { host: job.cacheDir, at: SANDBOX_PATHS.buildCache, writable: true },
-          ],
-          binaries: job.builder.binaries(),
-          allowNetwork: true,
-          tmpSizeBytes: job.memoryMB * MIB,
-          hostname: job.id,
-          chdir: cwd,
-        },
-        argv.map((a, i) => (i === 0 && path.isAbsolute(a) ? sandboxBinaryPath(a) : a)),
-      ),
-    ];
+    try {
+      netns = await job.egress?.create();
+    } catch (err) {
+      job.onLine(`flint: the build runs without network: ${(err as Error).message}`);
+    }
+    argv = sandboxCommand(
+      {
+        binds: [
+          { host: job.builder.dir, at: SANDBOX_PATHS.builder },
+          { host: job.workDir, at: SANDBOX_PATHS.packages, writable: true },
+          { host: job.cacheDir, at: SANDBOX_PATHS.buildCache, writable: true },
+        ],
+        binaries: job.builder.binaries(),
+        network: netns && { netnsPath: netns.path, resolvConf: netns.resolvConf },
+        tmpSizeBytes: job.memoryMB * MIB,
+        hostname: job.id,
+        chdir: cwd,
+      },
+      argv.map((a, i) => (i === 0 && path.isAbsolute(a) ? sandboxBinaryPath(a) : a)),
+    );
   }
   const cg = createWorkerCgroups(`build-${job.id}`.slice(0, 63), { memoryBytes: job.memoryMB * MIB, pidsMax: PIDS_MAX });
   argv = withLimits(argv, cg, undefined);
@@ -143,5 +154,6 @@ export async function runBuild(job: BuildJob): Promise<BuildOutcome> {
     return { ok: true, deployPath: deployHost };
   } finally {
     await cg?.remove();
+    await netns?.release();
   }
 }

@@ -45,6 +45,7 @@ export const ValuesSchema = Type.Object(
         maxMemoryMB: Type.Integer({ minimum: 0, maximum: 16_777_216 }),
         maxQueueLength: Type.Integer({ minimum: 1, maximum: 1_000_000 }),
         queueTimeoutSeconds: Type.Number({ exclusiveMinimum: 0, maximum: 3600 }),
+        egressSubnet: Type.String({ pattern: '^[0-9]{1,3}(\\.[0-9]{1,3}){3}/[0-9]{1,2}$' }),
       },
       Strict,
     ),

@@ -15,6 +15,7 @@ export class EnvPool {
   readonly #idle: WorkerHandle[] = [];
   #starting = 0;
   #closed = false;
+  #lastError: string | undefined;
   readonly #factory: WorkerFactory;
   readonly #log: Logger;
   readonly #defaultSize: number;
@@ -58,6 +59,7 @@ export class EnvPool {
       this.#factory(this.env).then(
         (w) => {
           this.#starting--;
+          this.#lastError = undefined;
           if (this.#closed || this.#idle.length >= this.size) {
             void w.kill();
             return;
@@ -74,7 +76,11 @@ export class EnvPool {
         },
         (err) => {
           this.#starting--;
-          this.#log.error({ err, env: this.env.metadata.name }, 'could not start a pool worker');
+          // The same failure every 2 s (an environment this server cannot run, such as one with external
+          // network on a server without the privilege) is said once, until it changes.
+          const message = String((err as Error)?.message ?? err);
+          if (message !== this.#lastError) this.#log.error({ err, env: this.env.metadata.name }, 'could not start a pool worker');
+          this.#lastError = message;
           // Back off instead of spinning on a broken environment.
           setTimeout(() => this.refill(), 2000).unref();
         },

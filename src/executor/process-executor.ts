@@ -15,6 +15,7 @@ import { type ArchiveStore, isZipFile } from '../archive/index.ts';
 import { archiveShas } from '../archive/refs.ts';
 import { resolveArchive } from '../archive/resolve.ts';
 import type { DataLayout } from '../config/layout.ts';
+import type { EgressProvider } from '../sandbox/egress.ts';
 import type { Store, Watch } from '../store/store.ts';
 import { DeployCache } from './deploy-cache.ts';
 import { EnvPool } from './env-pool.ts';
@@ -29,6 +30,8 @@ export interface ProcessExecutorOptions {
   layout: DataLayout;
   logger: Logger;
   sandbox: 'bubblewrap' | 'none';
+  /** Network namespaces of sandboxed workers whose environment allows external network. */
+  egress?: EgressProvider;
   /** Heap cap (MB) of a worker whose environment sets no memory limit. */
   memoryMB: number;
   /** Warm workers of an environment that sets no poolsize. */
@@ -253,6 +256,7 @@ export class ProcessExecutor implements Executor {
       instanceDir,
       sandbox: this.#o.sandbox,
       allowNetwork: env.spec.allowAccessToExternalNetwork === true,
+      egress: this.#o.egress,
       memoryMB: memoryOf(env, this.#o.memoryMB),
       // SIGTERM, then this long to finish before SIGKILL, as a pod's terminationGracePeriodSeconds.
       killGraceMs: (env.spec.terminationGracePeriod ?? 90) * 1000,

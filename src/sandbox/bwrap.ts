@@ -8,12 +8,15 @@
 // runtime and the packages its launch description names, the function's
 // code, secrets and configmaps read-only and a writable socket directory;
 // for a build: the source and output writable), a size-capped private /tmp
-// and nothing else writable; its own user, pid, ipc, uts, cgroup and (unless
-// allowed) network namespaces; uid 65534 with no capabilities and no way to
-// create further user namespaces.
+// and nothing else writable; its own user, pid, ipc, uts, cgroup and network
+// namespaces; uid 65534 with no capabilities and no way to create further
+// user namespaces. The network namespace is a fresh one with only loopback,
+// or, for external network, an egress namespace (egress.ts) that bwrap is
+// started inside: never the host's.
 import { execFile } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
+import { NSENTER } from './egress.ts';
 
 function findBwrap(): string {
   for (const dir of (process.env.PATH ?? '').split(':').concat(['/usr/bin', '/bin'])) {
@@ -55,6 +58,13 @@ export interface SandboxBind {
   writable?: boolean;
 }
 
+export interface SandboxNetwork {
+  /** The namespace's file under /run/netns. */
+  netnsPath: string;
+  /** Host file shown at /etc/resolv.conf. */
+  resolvConf: string;
+}
+
 export interface SandboxSpec {
   /** What the sandbox sees besides the system (/usr, /bin, /lib...) and a private /tmp. */
   binds: SandboxBind[];
@@ -62,7 +72,8 @@ export interface SandboxSpec {
   binaries: string[];
   /** Host files with passwd and group entries for the sandbox user (os.userInfo() needs them). */
   passwd?: { passwd: string; group: string };
-  allowNetwork: boolean;
+  /** External network: the egress namespace to run in (see egress.ts). Unset: loopback only. */
+  network?: SandboxNetwork;
   tmpSizeBytes: number;
   hostname: string;
   /** Working directory inside the sandbox (default /tmp). */
@@ -105,7 +116,9 @@ export function bwrapArgs(spec: SandboxSpec, command: string[]): string[] {
     '--hostname', spec.hostname,
     '--ro-bind', '/usr', '/usr',
   ];
-  if (spec.allowNetwork) a.push('--share-net');
+  // --unshare-all made a fresh network namespace; with external network the
+  // one to keep is the egress namespace sandboxCommand() starts bwrap in.
+  if (spec.network) a.push('--share-net');
   // Merged-/usr systems keep /bin, /lib... as links into /usr; older ones as directories.
   for (const top of ['/bin', '/sbin', '/lib', '/lib32', '/lib64', '/libx32']) {
     if (!exists(top)) continue;
@@ -113,8 +126,9 @@ export function bwrapArgs(spec: SandboxSpec, command: string[]): string[] {
     else a.push('--ro-bind', top, top);
   }
   const etc = ['/etc/hosts', '/etc/localtime'];
-  if (spec.allowNetwork) etc.push('/etc/resolv.conf', '/etc/nsswitch.conf', '/etc/gai.conf', '/etc/host.conf', '/etc/ssl', '/etc/ca-certificates', '/etc/pki');
+  if (spec.network) etc.push('/etc/nsswitch.conf', '/etc/gai.conf', '/etc/host.conf', '/etc/ssl', '/etc/ca-certificates', '/etc/pki');
   for (const p of etc) a.push('--ro-bind-try', p, p);
+  if (spec.network) a.push('--ro-bind-try', spec.network.resolvConf, '/etc/resolv.conf');
   if (spec.passwd) a.push('--ro-bind', spec.passwd.passwd, '/etc/passwd', '--ro-bind', spec.passwd.group, '/etc/group');
   for (const bin of spec.binaries) {
     if (!bin.startsWith('/usr/')) a.push('--ro-bind', bin, sandboxBinaryPath(bin));
@@ -134,6 +148,16 @@ export function bwrapArgs(spec: SandboxSpec, command: string[]): string[] {
   return a;
 }
 
+/**
+ * The whole command line of a sandbox: bwrap, entered into its egress
+ * namespace first when it has one (nsenter execs bwrap, so the caller's
+ * pid, process group and signals are bwrap's as without it).
+ */
+export function sandboxCommand(spec: SandboxSpec, command: string[]): string[] {
+  const argv = [BWRAP, ...bwrapArgs(spec, command)];
+  return spec.network ? [NSENTER, `--net=${spec.network.netnsPath}`, '--', ...argv] : argv;
+}
+
 let available: Promise<boolean> | undefined;
 
 /** Whether bubblewrap can build the sandbox workers use on this machine (checked once). */
@@ -147,7 +171,7 @@ export function sandboxAvailable(): Promise<boolean> {
       return;
     }
     const args = bwrapArgs(
-      { binds: [{ host: dir, at: SANDBOX_PATHS.runtime }, { host: dir, at: SANDBOX_PATHS.sock, writable: true }], binaries: [], allowNetwork: false, tmpSizeBytes: 1 << 20, hostname: 'flint' },
+      { binds: [{ host: dir, at: SANDBOX_PATHS.runtime }, { host: dir, at: SANDBOX_PATHS.sock, writable: true }], binaries: [], tmpSizeBytes: 1 << 20, hostname: 'flint' },
       ['/bin/sh', '-c', 'exit 0'],
     );
     execFile(BWRAP, args, { timeout: 10_000 }, (err) => {

@@ -23,6 +23,7 @@ import { createMintedTokenSource } from '../auth/minted.ts';
 import { ensureRouterSecret } from '../auth/router-secret.ts';
 import { createTokenService } from '../auth/tokens.ts';
 import { sandboxAvailable } from '../sandbox/bwrap.ts';
+import { EgressNetworks } from '../sandbox/egress.ts';
 import { createKubeExecutor } from '../executor/kubernetes/kube-executor.ts';
 import { budgetLimits, InstanceBudget } from '../executor/instance-budget.ts';
 import { registerExecutorMetrics } from '../executor/metrics.ts';
@@ -105,6 +106,15 @@ export async function startServer(src: ValuesSources, out: (line: string) => voi
       keepAliveTimeoutMs: v.keepAliveTimeoutSeconds * 1000,
     });
     if (values.executor.sandbox === 'none') logger.warn('executor.sandbox=none: functions run unsandboxed, with this user\'s rights');
+    // Sandboxes with external network (functions of such environments, builds) get namespaces of their own from it.
+    // Constructed in every mode, so a bad executor.egressSubnet stops every start.
+    const egress = new EgressNetworks({ subnet: values.executor.egressSubnet, logger: logger.child({ component: 'egress' }) });
+    if (values.executor.sandbox === 'bubblewrap') {
+      await egress.start({ functions: !kube });
+      // Runs after the executor and the builder stopped (stops run in reverse), when no sandbox needs them.
+      stops.push(() => egress.stop());
+    }
+    const sandboxEgress = values.executor.sandbox === 'bubblewrap' ? egress : undefined;
     // Authentication: everything is built only when it is on.
     const authValues = values.authentication;
     let auth:
@@ -155,6 +165,7 @@ export async function startServer(src: ValuesSources, out: (line: string) => voi
           maxUnpackedBytes,
           logger: logger.child({ component: 'executor' }),
           sandbox: values.executor.sandbox,
+          egress: sandboxEgress,
           memoryMB: values.executor.memoryMB,
           poolSize: values.executor.poolSize,
           reapIntervalMs: values.executor.reapIntervalSeconds * 1000,
@@ -170,6 +181,7 @@ export async function startServer(src: ValuesSources, out: (line: string) => voi
       buildsDir: layout.builds,
       cacheDir: layout.buildCache,
       sandbox: values.executor.sandbox,
+      egress: sandboxEgress,
       timeoutSeconds: values.builder.timeoutSeconds,
       memoryMB: values.builder.memoryMB,
       concurrency: values.builder.concurrency,

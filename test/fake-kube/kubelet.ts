@@ -178,7 +178,10 @@ export function startFakeKubelet(o: FakeKubeletOptions): FakeKubelet {
     for (const [i, c] of (spec.containers as any[]).entries()) {
       const { command, binds } = containerCommand(c);
       const mounts = (c.volumeMounts ?? []).map((m: any) => ({ host: volumes.get(m.name) as string, at: m.mountPath, writable: !m.readOnly }));
-      const args = bwrapArgs({ binds: [...binds, ...mounts], binaries: [node], allowNetwork: true, tmpSizeBytes: 64 << 20, hostname: pod.metadata.name, chdir: '/tmp' }, command);
+      const args = bwrapArgs({ binds: [...binds, ...mounts], binaries: [node], tmpSizeBytes: 64 << 20, hostname: pod.metadata.name, chdir: '/tmp' }, command);
+      // The fake cluster's pod network is the host's loopback (127.x addresses), so its pods, unlike
+      // any function's sandbox, keep the host's network namespace.
+      args.splice(args.indexOf('--unshare-all') + 1, 0, '--share-net');
       const env: Record<string, string> = { PATH: '/usr/bin:/bin', FLINT_HOST: ip, ...(envContainer ? { FLINT_ENV_URL: `http://${ip}:8888` } : {}) };
       Object.assign(env, envs[i]);
       const child = spawn(BWRAP, args, { env, stdio: ['ignore', 'pipe', 'pipe'] });

@@ -27,6 +27,8 @@ export interface StartOptions {
   sets?: string[];
   /** Keep the data directory when stopping (restart tests). */
   keepData?: boolean;
+  /** A command the server runs under (e.g. setpriv dropping a capability); its own last argument is the server's node. */
+  launcher?: string[];
 }
 
 export async function startServer(opts: StartOptions = {}): Promise<TestServer> {
@@ -35,7 +37,8 @@ export async function startServer(opts: StartOptions = {}): Promise<TestServer> 
   // FLINT_SERVER_NODE_ARGS passes flags to the server's node (e.g. --cpu-prof when profiling a benchmark).
   const nodeArgs = (process.env.FLINT_SERVER_NODE_ARGS ?? '').split(' ').filter(Boolean);
   const args = [...nodeArgs, FLINT_BIN, 'server', ...sets.flatMap((s) => ['--set', s])];
-  const child = spawn(process.execPath, args, { cwd: REPO, stdio: ['ignore', 'pipe', 'pipe'] });
+  const argv = [...(opts.launcher ?? []), process.execPath, ...args];
+  const child = spawn(argv[0], argv.slice(1), { cwd: REPO, stdio: ['ignore', 'pipe', 'pipe'] });
   let out = '';
   child.stdout!.on('data', (c) => (out += c));
   child.stderr!.on('data', (c) => (out += c));

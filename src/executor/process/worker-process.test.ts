@@ -9,6 +9,7 @@ import { after, afterEach, before, describe, it } from 'node:test';
 import { pathToFileURL } from 'node:url';
 import { isFlintError } from '../../api/errors.ts';
 import { sandboxAvailable } from '../../sandbox/bwrap.ts';
+import { EgressNetworks, egressUnavailableReason } from '../../sandbox/egress.ts';
 import { unixRequest } from './unix-http.ts';
 import { startWorker, type WorkerHandle, type WorkerOptions } from './worker-process.ts';
 import { eventually } from '../../testing/eventually.ts';
@@ -266,6 +267,7 @@ module.exports = async (context) => {
 describe('worker process (bubblewrap)', async () => {
   const usable = await sandboxAvailable();
   const skip = usable ? false : 'bubblewrap cannot build a sandbox on this machine (missing, or user namespaces are disabled)';
+  const egressSkip = egressUnavailableReason() ?? false;
   let server: net.Server;
   let port = 0;
   let hostDir = '';
@@ -340,10 +342,33 @@ describe('worker process (bubblewrap)', async () => {
     assert.equal(fs.existsSync(path.join(w.hostDirs.userfunc, 'new-file')), false);
   });
 
-  it('reaches the network when allowed', { skip }, async () => {
-    const { w } = await start({ sandbox: 'bubblewrap', allowNetwork: true });
-    await deploy(w, PROBE);
-    assert.equal((await probe(w)).connect, 'connected');
+  it('with network allowed but no way to give it a namespace of its own, refuses to start rather than share the host network', { skip }, async () => {
+    const id = `w${++seq}-${process.pid}`;
+    await assert.rejects(
+      startWorker({ id, runtime: 'node', instanceDir: path.join(root, id), sandbox: 'bubblewrap', allowNetwork: true, memoryMB: 128, onOutput() {} }),
+      (err) => isFlintError(err) && err.code === 'FLINT_ERR_NETWORK_UNAVAILABLE',
+    );
+    const unusable = new EgressNetworks({ subnet: '10.231.0.0/16' });
+    if (unusable.unavailable) {
+      await assert.rejects(
+        startWorker({ id: `${id}b`, runtime: 'node', instanceDir: path.join(root, `${id}b`), sandbox: 'bubblewrap', allowNetwork: true, egress: unusable, memoryMB: 128, onOutput() {} }),
+        (err) => isFlintError(err) && err.code === 'FLINT_ERR_NETWORK_UNAVAILABLE' && err.message.includes(unusable.unavailable!),
+      );
+    }
+  });
+
+  it('with network allowed, runs in a namespace of its own that cannot reach the host, and removes it on exit', { skip: skip || egressSkip }, async () => {
+    const egress = new EgressNetworks({ subnet: '10.231.0.0/16' });
+    try {
+      const { w } = await start({ sandbox: 'bubblewrap', allowNetwork: true, egress });
+      assert.equal(egress.live.length, 1);
+      await deploy(w, PROBE);
+      assert.notEqual((await probe(w)).connect, 'connected', "the host's loopback service is out of reach");
+      await w.kill();
+      assert.deepEqual(egress.live, [], 'the namespace went with the worker');
+    } finally {
+      await egress.stop();
+    }
   });
 
   it('kill stops the sandbox; a crash mid-request fails the request and resolves exited', { skip }, async () => {

@@ -20,8 +20,9 @@ import { mkdirUnder } from '../../fsafe/mkdir.ts';
 import { writeFileNoFollow } from '../../fsafe/open.ts';
 import type { RuntimeName } from '../../api/images.ts';
 import { type RuntimeLaunch, runtimeLaunch } from '../../runtimes/index.ts';
-import { BWRAP, bwrapArgs, SANDBOX_PATHS, SANDBOX_UID, sandboxAvailable, sandboxBinaryPath } from '../../sandbox/bwrap.ts';
+import { SANDBOX_PATHS, SANDBOX_UID, sandboxAvailable, sandboxBinaryPath, sandboxCommand } from '../../sandbox/bwrap.ts';
 import { createWorkerCgroups, type WorkerCgroups } from '../../sandbox/cgroup.ts';
+import type { EgressNamespace, EgressProvider } from '../../sandbox/egress.ts';
 import { withLimits } from '../../sandbox/limits.ts';
 import { LineSplitter, Tail } from '../../sandbox/lines.ts';
 import { ControlChannel, TimeoutError } from './unix-http.ts';
@@ -35,8 +36,15 @@ export interface WorkerOptions {
   /** Host directory owned by this worker (created if missing). */
   instanceDir: string;
   sandbox: 'bubblewrap' | 'none';
-  /** false: the worker gets its own network namespace with only a loopback device. */
+  /**
+   * false: the worker gets its own network namespace with only a loopback
+   * device. true: a namespace of its own from `egress`, routed to the world
+   * but not to the host (unsandboxed workers share the host's network, as
+   * they share everything else).
+   */
   allowNetwork: boolean;
+  /** Makes the namespaces of workers with network; without one such a worker fails to start. */
+  egress?: EgressProvider;
   /** Memory limit of the whole worker (cgroup, where available) and basis of the heap cap. */
   memoryMB: number;
   /** CPU seconds the worker may use over its whole life (RLIMIT_CPU); unset: no cap. */
@@ -197,6 +205,17 @@ export async function startWorker(opts: WorkerOptions): Promise<WorkerHandle> {
     writeFileNoFollow(path.join(instanceDir, 'package.json'), '{}\n', 'replace');
   }
 
+  let netns: EgressNamespace | undefined;
+  if (sandboxed && opts.allowNetwork) {
+    try {
+      if (!opts.egress) throw new FlintError('FLINT_ERR_NETWORK_UNAVAILABLE', 'external network was asked for, but this executor has no way to give a sandbox a network of its own');
+      netns = await opts.egress.create();
+    } catch (err) {
+      if (sock.temporary) fs.rmSync(sock.dir, { recursive: true, force: true });
+      throw err;
+    }
+  }
+
   const cg = opts.cgroups === false ? undefined : createWorkerCgroups(opts.id, { memoryBytes: Math.max(opts.memoryMB, MIN_CGROUP_MB) * MIB, pidsMax: PIDS_MAX, cpuMillis: opts.cpuMillis });
   // With the cgroup holding the total, the heap gets three quarters so that a
   // heap-hungry function fails with V8's own message in its log rather than a
@@ -226,27 +245,24 @@ export async function startWorker(opts: WorkerOptions): Promise<WorkerHandle> {
   let argv: string[];
   if (sandboxed) {
     const command = rt.command(SANDBOX_PATHS.runtime, heapMB, sandboxBinaryPath);
-    argv = [
-      BWRAP,
-      ...bwrapArgs(
-        {
-          binds: [
-            { host: rt.dir, at: SANDBOX_PATHS.runtime },
-            ...(rt.binds?.(SANDBOX_PATHS.runtime) ?? []),
-            { host: hostDirs.userfunc, at: SANDBOX_PATHS.userfunc },
-            { host: hostDirs.secrets, at: SANDBOX_PATHS.secrets },
-            { host: hostDirs.configs, at: SANDBOX_PATHS.configs },
-            { host: sock.dir, at: SANDBOX_PATHS.sock, writable: true },
-          ],
-          binaries: rt.binaries(),
-          passwd: { passwd: path.join(etc, 'passwd'), group: path.join(etc, 'group') },
-          allowNetwork: opts.allowNetwork,
-          tmpSizeBytes: Math.max(opts.memoryMB, MIN_CGROUP_MB) * MIB,
-          hostname: opts.id,
-        },
-        command,
-      ),
-    ];
+    argv = sandboxCommand(
+      {
+        binds: [
+          { host: rt.dir, at: SANDBOX_PATHS.runtime },
+          ...(rt.binds?.(SANDBOX_PATHS.runtime) ?? []),
+          { host: hostDirs.userfunc, at: SANDBOX_PATHS.userfunc },
+          { host: hostDirs.secrets, at: SANDBOX_PATHS.secrets },
+          { host: hostDirs.configs, at: SANDBOX_PATHS.configs },
+          { host: sock.dir, at: SANDBOX_PATHS.sock, writable: true },
+        ],
+        binaries: rt.binaries(),
+        passwd: { passwd: path.join(etc, 'passwd'), group: path.join(etc, 'group') },
+        network: netns && { netnsPath: netns.path, resolvConf: netns.resolvConf },
+        tmpSizeBytes: Math.max(opts.memoryMB, MIN_CGROUP_MB) * MIB,
+        hostname: opts.id,
+      },
+      command,
+    );
   } else {
     argv = rt.command(rt.dir, heapMB, (p) => p);
   }
@@ -259,6 +275,7 @@ export async function startWorker(opts: WorkerOptions): Promise<WorkerHandle> {
   } catch (err) {
     // e.g. an env value with a NUL byte: nothing started, so nothing may be left behind.
     await cg?.remove();
+    await netns?.release();
     if (sock.temporary) fs.rmSync(sock.dir, { recursive: true, force: true });
     throw new FlintError('FLINT_ERR_UNAVAILABLE', `worker ${opts.id} could not be started: ${(err as Error).message}`);
   }
@@ -306,8 +323,8 @@ export async function startWorker(opts: WorkerOptions): Promise<WorkerHandle> {
         untrack();
         resolve(result ?? { code: null, signal: null });
       };
-      if (cg) void cg.remove().then(done, done);
-      else done();
+      // The namespace outlives the worker only until its last process is gone.
+      void Promise.all([cg?.remove(), netns?.release()]).then(done, done);
     };
     child.once('exit', (code, signal) => {
       alive = false;

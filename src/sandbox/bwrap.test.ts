@@ -1,0 +1,25 @@
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { BWRAP, sandboxCommand, type SandboxSpec } from './bwrap.ts';
+import { NSENTER } from './egress.ts';
+
+const spec: SandboxSpec = { binds: [], binaries: [], tmpSizeBytes: 1 << 20, hostname: 'w1' };
+
+describe('sandbox command line', () => {
+  it("without network: bwrap's own fresh network namespace, no resolver", () => {
+    const argv = sandboxCommand(spec, ['/bin/true']);
+    assert.equal(argv[0], BWRAP);
+    assert.ok(argv.includes('--unshare-all'));
+    assert.equal(argv.includes('--share-net'), false);
+    assert.equal(argv.includes('/etc/resolv.conf'), false);
+  });
+
+  it('with network: bwrap entered into the egress namespace, keeping it, never the host network', () => {
+    const argv = sandboxCommand({ ...spec, network: { netnsPath: '/run/netns/flint-1-0', resolvConf: '/run/systemd/resolve/resolv.conf' } }, ['/bin/true']);
+    assert.deepEqual(argv.slice(0, 4), [NSENTER, '--net=/run/netns/flint-1-0', '--', BWRAP]);
+    // --share-net keeps the namespace bwrap was started in; it must come after --unshare-all, which it undoes for the network only.
+    assert.ok(argv.indexOf('--share-net') > argv.indexOf('--unshare-all'));
+    const at = argv.indexOf('/etc/resolv.conf');
+    assert.deepEqual(argv.slice(at - 2, at + 1), ['--ro-bind-try', '/run/systemd/resolve/resolv.conf', '/etc/resolv.conf']);
+  });
+});
