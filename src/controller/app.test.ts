@@ -325,6 +325,10 @@ describe('controller API with authentication on', () => {
     const list = await fetch(`${url}/v1/functions`, { headers: { authorization: `Bearer ${r.json.accesstoken}` } });
     assert.equal(list.status, 200);
     assert.equal((await post({}, basic('admin', 'nope'))).status, 401);
+    // No body at all is refused, as the document says it must have one.
+    const bare = await fetch(`${url}/v1/tokens`, { method: 'POST', headers: { authorization: basic('admin', 'pw') } });
+    assert.equal(bare.status, 400);
+    assert.match(((await bare.json()) as { message: string }).message, /send the token request as a JSON object/);
   });
 
   it('issues scoped router tokens to the admin token, warning about functions that do not exist', async () => {

@@ -27,6 +27,8 @@ export function registerTokenRoute(app: FastifyInstance, store: Store, issue: To
     },
     async (req, reply) => {
       if (issue === undefined) throw new FlintError('FLINT_ERR_CONFLICT', 'authentication is off: nothing takes tokens (start the server with --set authentication.enabled=true)');
+      // The document says a body is required: a request without one is refused, not read as "all defaults".
+      if (req.body === undefined || req.body === null) throw new FlintError('FLINT_ERR_VALIDATION', 'send the token request as a JSON object ({} asks for a router token with the defaults)');
       const request = validateTokenRequest(req.body);
       const missing: string[] = [];
       for (const key of request.functions ?? []) {

@@ -166,6 +166,21 @@ describe('process executor: rolling updates', () => {
     after.release();
   });
 
+  it('finishes the rollout when the function changes again while a replacement is being specialized', async () => {
+    const fn = await createFunction('twice');
+    const lease = await executor.acquire(fn);
+    const old = lease.instanceId;
+    lease.release();
+    await update(fn);
+    await update(fn);
+    await eventually(() => (log('twice').match(/function changed/g) ?? []).length === 2, 'both changes to reach the executor');
+    await eventually(() => new RegExp(`instance ${old} replaced by one of the new version`).test(log('twice')), 'the old instance replaced');
+    await eventually(() => instances('twice') === 1, 'one instance, of the newest version');
+    const now = executor.tryAcquire(fn);
+    assert.ok(now && now.instanceId !== old);
+    now.release();
+  });
+
   it('moves traffic to the new version at once when it fails to start, so its error is seen', async () => {
     await store.create<Package>({
       apiVersion: 'flint.dev/v1',

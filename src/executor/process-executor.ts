@@ -680,8 +680,11 @@ export class ProcessExecutor implements Executor {
             this.#scale(st);
           }
         });
-        if (version !== st.version) this.#drain(st, inst);
-        else this.#replaceOne(st);
+        if (version !== st.version) {
+          // The function changed again while this one specialized: it goes, and the rollout starts one of the newest.
+          this.#drain(st, inst);
+          this.#rollOn(st);
+        } else this.#replaceOne(st);
         this.#dispatch(st, inst);
       } catch (err) {
         st.starting--;
