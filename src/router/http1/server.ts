@@ -87,7 +87,10 @@ export class Http1Server implements ConnectionHost {
   listen(port: number, host: string): Promise<net.AddressInfo> {
     return new Promise((resolve, reject) => {
       this.#server.once('error', reject);
-      this.#server.listen(port, host, () => {
+      // Node's default backlog (511) drops the SYNs of a burst of new clients (a load balancer
+      // reconnecting, wrk's 2,000 at once), which then retry after a second: the accept queue
+      // may hold up to the connection cap (the kernel still caps it at net.core.somaxconn).
+      this.#server.listen({ port, host, backlog: Math.max(511, this.#o.maxConnections || 4096) }, () => {
         this.#server.off('error', reject);
         this.#sweep = setInterval(() => this.#sweepConnections(), SWEEP_MS);
         this.#sweep.unref();
