@@ -134,7 +134,9 @@ export class NatsConnector implements Connector {
     const data = typeof msg.value === 'string' ? Buffer.from(msg.value) : msg.value;
     await this.#inStreamOf(topic, async () => {
       const { nc } = await this.#conn();
-      await jetstream(nc).publish(topic, data, { headers: h });
+      // A stream made a moment ago (by this connector or another one racing it for the same
+      // topic) can answer its first publish with "no responders"; nats.js retries those with backoff.
+      await jetstream(nc).publish(topic, data, { headers: h, retries: 5 });
     });
   }
 
