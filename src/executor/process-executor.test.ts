@@ -142,13 +142,17 @@ describe('process executor: draining with long-lived connections', () => {
 describe('process executor: rolling updates', () => {
   const ids = (leases: Lease[]) => leases.map((l) => l.instanceId);
 
-  it('keeps old instances taking requests until new ones replace them, one for one', async () => {
-    const fn = await store.create<FunctionResource>({
+  const onePerRequest = (name: string) =>
+    store.create<FunctionResource>({
       apiVersion: 'flint.dev/v1',
       kind: 'Function',
-      metadata: { name: 'rolling', namespace: 'default' },
+      metadata: { name, namespace: 'default' },
       spec: { environment: { name: 'node' }, package: { packageref: { name: 'slow-pkg' } }, requestsPerPod: 1 },
     } as FunctionResource);
+  const replaced = (name: string) => (log(name).match(/replaced by one of the new version/g) ?? []).length;
+
+  it('keeps idle old instances taking requests until a new one is ready, then replaces them all with as many as the load needs', async () => {
+    const fn = await onePerRequest('rolling');
     const first = [await executor.acquire(fn), await executor.acquire(fn)];
     const old = new Set(ids(first));
     assert.equal(old.size, 2);
@@ -159,11 +163,27 @@ describe('process executor: rolling updates', () => {
     const now = executor.tryAcquire(fn);
     assert.ok(now, 'a request finds an instance without waiting for a specialization');
     now.release();
-    await eventually(() => (log('rolling').match(/replaced by one of the new version/g) ?? []).length === 2, 'both old instances replaced');
-    await eventually(() => instances('rolling') === 2, 'the old instances stopped once drained');
+    await eventually(() => replaced('rolling') === 2, 'both old instances replaced');
+    await eventually(() => instances('rolling') === 1, 'one new instance: nothing was running on the old ones');
     const after = executor.tryAcquire(fn);
     assert.ok(after && !old.has(after.instanceId), 'requests now go to the new version');
     after.release();
+  });
+
+  it('replaces busy old instances one for one, each once a new one has a slot for its requests', async () => {
+    const fn = await onePerRequest('rolling-busy');
+    const held = [await executor.acquire(fn), await executor.acquire(fn)];
+    const old = new Set(ids(held));
+    await update(fn);
+    await eventually(() => replaced('rolling-busy') === 2, 'both busy old instances replaced');
+    assert.equal(instances('rolling-busy'), 4, 'two new instances beside the two old ones still finishing their requests');
+    for (const l of held) l.release();
+    await eventually(() => instances('rolling-busy') === 2, 'the old ones stopped once their requests ended');
+    const a = executor.tryAcquire(fn);
+    const b = executor.tryAcquire(fn);
+    assert.ok(a && b && !old.has(a.instanceId) && !old.has(b.instanceId));
+    a.release();
+    b.release();
   });
 
   it('finishes the rollout when the function changes again while a replacement is being specialized', async () => {

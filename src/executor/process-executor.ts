@@ -426,17 +426,17 @@ export class ProcessExecutor implements Executor {
 
   /**
    * A new function or package version. Its instances are started at once,
-   * and each old instance keeps taking requests until one of the new version
-   * is ready to replace it (a rolling update, at most ROLL_SURGE starts at a
-   * time): a request never waits for a specialization just because the code
-   * changed. New requests prefer an instance of the new version as soon as
-   * one is ready.
+   * and the old ones keep taking requests until instances of the new version
+   * are ready to take over their load (a rolling update, at most ROLL_SURGE
+   * starts at a time): a request never waits for a specialization just
+   * because the code changed. New requests prefer an instance of the new
+   * version as soon as one is ready.
    */
   #refreshVersion(st: FnState): void {
     const v = this.#versionOf(st.fn);
     if (v === st.version) return;
     st.version = v;
-    this.#logs.write(st.fn.metadata.namespace, st.fn.metadata.name, 'flint', 'function changed: new instances are started; each old one serves until a new one replaces it, then drains');
+    this.#logs.write(st.fn.metadata.namespace, st.fn.metadata.name, 'flint', 'function changed: new instances are started; old ones serve until new ones can take their load, then drain');
     if (this.#isNewdeploy(st.fn)) this.#ensureMinScale(st);
     this.#rollOn(st);
     this.#dispatch(st);
@@ -449,22 +449,43 @@ export class ProcessExecutor implements Executor {
     return out;
   }
 
-  /** Starts instances of the current version while old ones are left to replace, ROLL_SURGE at a time. */
+  /**
+   * One step of a rollout: old instances whose requests the current
+   * version's free slots can take drain now (all of them, when one new
+   * instance is enough for the load); for the rest, instances of the current
+   * version are started, as many as their load needs, ROLL_SURGE at a time.
+   * Replacing every old instance one for one would start a process per old
+   * instance at each update, where the load may need one.
+   */
   #rollOn(st: FnState): void {
     if (this.#stopped) return;
-    const left = this.#outdated(st).length;
-    while (st.starting < Math.min(ROLL_SURGE, left)) this.#startInstance(st);
+    this.#drainCovered(st);
+    const left = this.#outdated(st);
+    if (left.length === 0) return;
+    const rpp = st.fn.spec.requestsPerPod ?? 1;
+    let load = 0;
+    for (const inst of left) load += inst.active;
+    const needed = Math.max(1, Math.ceil(load / rpp));
+    while (st.starting < Math.min(ROLL_SURGE, needed)) this.#startInstance(st);
   }
 
-  /** An instance of the current version is ready: one old instance (the least busy) drains, and the rollout goes on. */
-  #replaceOne(st: FnState): void {
-    let victim: Instance | undefined;
-    for (const inst of this.#outdated(st)) if (!victim || inst.active < victim.active) victim = inst;
-    if (victim) {
-      this.#logs.write(st.fn.metadata.namespace, st.fn.metadata.name, 'flint', `instance ${victim.id} replaced by one of the new version; it drains`);
-      this.#drain(st, victim);
+  /** Drains old instances, least busy first, while the current version's free slots can take what they carry. */
+  #drainCovered(st: FnState): void {
+    const rpp = st.fn.spec.requestsPerPod ?? 1;
+    let free = 0;
+    let current = 0;
+    for (const inst of st.instances) {
+      if (inst.draining || inst.version !== st.version) continue;
+      current++;
+      free += Math.max(0, rpp - inst.active);
     }
-    this.#rollOn(st);
+    if (current === 0) return;
+    for (const inst of this.#outdated(st).sort((a, b) => a.active - b.active)) {
+      if (inst.active > free) break;
+      free -= inst.active;
+      this.#logs.write(st.fn.metadata.namespace, st.fn.metadata.name, 'flint', `instance ${inst.id} replaced by one of the new version; it drains`);
+      this.#drain(st, inst);
+    }
   }
 
   /** The new version failed to start: traffic moves to it anyway, so its error is seen rather than the old code kept. */
@@ -684,7 +705,7 @@ export class ProcessExecutor implements Executor {
           // The function changed again while this one specialized: it goes, and the rollout starts one of the newest.
           this.#drain(st, inst);
           this.#rollOn(st);
-        } else this.#replaceOne(st);
+        } else this.#rollOn(st);
         this.#dispatch(st, inst);
       } catch (err) {
         st.starting--;
