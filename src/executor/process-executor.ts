@@ -238,10 +238,10 @@ export class ProcessExecutor implements Executor {
   #startPoolWorker(env: Environment): Promise<WorkerHandle> {
     const reservation = this.#o.budget?.reserve(memoryOf(env, this.#o.memoryMB));
     if (this.#o.budget && !reservation) return Promise.reject(new FlintError('FLINT_ERR_UNAVAILABLE', this.#o.budget.describe(memoryOf(env, this.#o.memoryMB))));
-    return this.#startWorker(env, reservation);
+    return this.#startWorker(env, reservation, undefined, true);
   }
 
-  #startWorker(env: Environment, reservation: Reservation | undefined, sink?: (line: string, stream: 'stdout' | 'stderr') => void): Promise<WorkerHandle> {
+  #startWorker(env: Environment, reservation: Reservation | undefined, sink?: (line: string, stream: 'stdout' | 'stderr') => void, background = false): Promise<WorkerHandle> {
     const runtime = runtimeForImage(env.spec.runtime.image);
     if (!runtime) {
       reservation?.release();
@@ -262,6 +262,8 @@ export class ProcessExecutor implements Executor {
       killGraceMs: (env.spec.terminationGracePeriod ?? 90) * 1000,
       cpuMillis: cpuMillisOf(env),
       env: env.spec.runtime.env,
+      // Raising a priority back needs root: elsewhere a warm worker starts at the normal one.
+      background: background && process.getuid?.() === 0,
       onOutput: (line, stream) => (box.sink ?? outputSinks.get(id))?.(line, stream),
     });
     return handle.then(

@@ -147,6 +147,20 @@ describe('worker process (unsandboxed)', () => {
     assert.equal(fs.existsSync(w.socketPath), false, 'the socket is removed');
   });
 
+  it('starts a background (warm) worker at nice 10 and puts every thread of it back to 0 when it is specialized', { skip: process.getuid?.() !== 0 && 'raising a priority needs root' }, async () => {
+    const { w } = await start({ background: true });
+    /** The nice value of every thread of the worker's process (field 19 of each task's stat). */
+    const niceness = () =>
+      fs.readdirSync(`/proc/${w.pid}/task`).map((tid) => {
+        const stat = fs.readFileSync(`/proc/${w.pid}/task/${tid}/stat`, 'utf8');
+        return Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[16]);
+      });
+    assert.ok(niceness().every((n) => n === 10), `started at 10: ${niceness()}`);
+    await deploy(w, 'module.exports = async () => ({ body: "ok" });');
+    await eventually(() => niceness().every((n) => n === 0), 'every thread back to 0');
+    assert.equal((await call(w)).status, 200);
+  });
+
   it('reports a load failure and a specialization timeout as FLINT_ERR_SPECIALIZE_FAILED', async () => {
     const { w } = await start();
     await rejectsWith(deploy(w, 'module.exports = async (context => {\n'), 'FLINT_ERR_SPECIALIZE_FAILED', /SyntaxError/);
