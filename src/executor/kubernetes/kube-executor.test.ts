@@ -222,7 +222,11 @@ describe('kubernetes executor (fake API server, fake kubelet)', () => {
       return true;
     });
     await eventually(() => !fake.objects('pods', FN_NS).some((p) => p.metadata.labels.functionName === 'broken'), 'the failed pod deleted');
-    assert.match(readLog(layout, 'broken'), /\[flint\] function 'broken' failed to specialize on pod \S+: the environment refused to load the function/);
+    // Log lines go through a write stream: they reach the file a moment after the failure.
+    await eventually(
+      () => /\[flint\] function 'broken' failed to specialize on pod \S+: the environment refused to load the function/.test(readLog(layout, 'broken')),
+      'the failure in the function log',
+    );
   });
 
   it('replaces a pod that stopped answering', { skip: !usable && 'bubblewrap is not usable here' }, async () => {
