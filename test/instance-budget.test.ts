@@ -56,6 +56,18 @@ describe('instance budget', { timeout: 120_000 }, () => {
     assert.match(m, /flint_executor_budget_instances\{state="limit"\} 2/);
     assert.match(m, /flint_executor_budget_instances\{state="used"\} [12]\b/);
     assert.match(m, /flint_executor_instances\{[^}]*function="hello"[^}]*state="running"\} 1/);
+    // fn pods shows the instances and the budget they draw from.
+    const pods = flint(server, ['fn', 'pods', '--name', 'hello'], { cwd: work });
+    assert.equal(pods.code, 0, pods.stderr);
+    assert.match(pods.stdout, /^NAME\s+STATE\s+VERSION\s+ACTIVE\s+SERVED\s+AGE\s+IDLE$/m);
+    assert.match(pods.stdout, /^nodejs-\S+\s+ready\s+current\s+0\s+1\s+\d+s\s+\d+s$/m);
+    assert.match(pods.stdout, /^instance budget: [12] of 2 instances, \d+ of \d+ MB, all functions together$/m);
+    const json = JSON.parse(flint(server, ['fn', 'pods', '--name', 'slow', '-o', 'json'], { cwd: work }).stdout);
+    assert.equal(json.budget.maxInstances, 2);
+    assert.ok(json.items.length <= 1, 'one of the two slow instances was stopped for hello');
+    const missing = flint(server, ['fn', 'pods', '--name', 'ghost'], { cwd: work });
+    assert.notEqual(missing.code, 0);
+    assert.match(missing.stderr, /function 'ghost' not found/);
     const log = flint(server, ['fn', 'log', '--name', 'slow'], { cwd: work });
     assert.match(log.stdout, /reclaimed for function 'hello': the instance budget is spent/);
   });

@@ -280,6 +280,17 @@ describe('controller API', () => {
     const committed = fs.existsSync(OPENAPI_FILE) ? fs.readFileSync(OPENAPI_FILE, 'utf8') : '';
     assert.equal(rendered, committed, 'docs/openapi.json is stale: run `npm run generate` and commit the result');
   });
+
+  it("answers a function's instances with 404 for no such function, and 501 where this server cannot tell (its instances are pods)", async () => {
+    const missing = await call('GET', '/v1/namespaces/default/functions/ghost/instances');
+    assert.equal(missing.status, 404);
+    assert.equal(missing.json.code, 'FLINT_ERR_NOT_FOUND');
+    await store.create({ apiVersion: 'flint.dev/v1', kind: 'Function', metadata: { name: 'podded', namespace: 'default' }, spec: { environment: { name: 'e' }, package: { packageref: { name: 'p' } } } } as any);
+    const r = await call('GET', '/v1/namespaces/default/functions/podded/instances');
+    assert.equal(r.status, 501);
+    assert.match(r.json.message, /kubectl get pods .* -l functionName=podded,functionNamespace=default/);
+    await store.delete('Function', 'default', 'podded');
+  });
 });
 
 describe('controller API with authentication on', () => {

@@ -4,6 +4,7 @@
 // `{code, message, field?}` with the registry's status.
 import swagger from '@fastify/swagger';
 import type { TSchema } from '@sinclair/typebox';
+import type { InstancesSource } from '../api/instances.ts';
 import { TypeCompiler } from '@sinclair/typebox/compiler';
 import Fastify, { type FastifyBaseLogger, type FastifyError, type FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
@@ -19,6 +20,7 @@ import type { Store } from '../store/store.ts';
 import { registerArchiveRoutes } from './archives.ts';
 import { registerInfoRoutes, type ServerInfo } from './info.ts';
 import { controllerMetrics, registerMetricsRoute } from './metrics.ts';
+import { registerInstanceRoutes } from './instances.ts';
 import { registerLogRoutes } from './logs.ts';
 import { addCommonErrors, ErrorBody, OPENAPI_INFO, OPENAPI_INFO_WITH_AUTH, refResolver } from './openapi.ts';
 import { registerRebuildRoute } from './rebuild.ts';
@@ -53,6 +55,8 @@ export interface ControllerOptions {
   archiveLimits?: InspectLimits;
   /** Where `GET /metrics` reads from; the controller adds its own metrics to it. */
   metrics?: Registry;
+  /** A function's instances (local mode); absent: the instances route answers 501. */
+  instances?: InstancesSource;
 }
 
 export const DEFAULT_BODY_LIMIT = 16 * 1024 * 1024;
@@ -160,6 +164,7 @@ export async function createController(opts: ControllerOptions): Promise<Fastify
   registerResourceRoutes(app, opts);
   registerWatchRoutes(app, opts.store);
   registerLogRoutes(app, opts.store, opts.layout);
+  registerInstanceRoutes(app, opts.store, opts.instances);
   registerTopicRoutes(app, opts.topics);
   registerArchiveRoutes(app, opts.archives, opts.maxUploadBytes ?? DEFAULT_MAX_UPLOAD, opts.archiveLimits ?? DEFAULT_ARCHIVE_LIMITS);
   registerRebuildRoute(app, opts.store);

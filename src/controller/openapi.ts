@@ -48,6 +48,7 @@ const ERROR_MEANINGS: Record<number, string> = {
   415: 'The body is not in a content type this operation takes (FLINT_ERR_UNSUPPORTED_MEDIA_TYPE)',
   429: 'Too many failed attempts from this client: wait the Retry-After seconds (FLINT_ERR_TOO_MANY_REQUESTS)',
   503: 'What this operation needs is not configured on this server (FLINT_ERR_UNAVAILABLE)',
+  501: 'Not available in this mode (FLINT_ERR_NOT_IMPLEMENTED); the message says where to look instead',
   507: 'The filesystem of the data directory is full: nothing was written (FLINT_ERR_STORAGE_FULL)',
 };
 

@@ -8,6 +8,7 @@ import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 import type { Logger } from 'pino';
+import type { InstancesReport } from '../api/instances.ts';
 import { FlintError } from '../api/errors.ts';
 import { runtimeForImage } from '../api/images.ts';
 import type { Environment, FunctionResource, Package } from '../api/kinds.ts';
@@ -61,6 +62,8 @@ const LONG_LIVED_DRAIN_MS = 10_000;
 interface Instance {
   id: string;
   worker: WorkerHandle;
+  /** When it was specialized (epoch ms). */
+  startedAt: number;
   version: string;
   active: number;
   lastUsed: number;
@@ -209,6 +212,24 @@ export class ProcessExecutor implements Executor {
     const pools: Record<string, number> = {};
     for (const [k, p] of this.#pools) pools[k] = p.idleCount;
     return { functions, pools };
+  }
+
+  /** A function's instances and the budget, for `flint fn pods` (GET .../functions/{name}/instances). */
+  instances(namespace: string, name: string): InstancesReport {
+    const st = this.#fns.get(fnKey(namespace, name));
+    const now = Date.now();
+    const items = [...(st?.instances ?? [])].map((inst) => ({
+      name: inst.id,
+      state: inst.draining ? ('draining' as const) : ('ready' as const),
+      current: inst.version === st?.version,
+      active: inst.active,
+      served: inst.served,
+      ageSeconds: Math.floor((now - inst.startedAt) / 1000),
+      idleSeconds: inst.active > 0 ? 0 : Math.floor((now - inst.lastUsed) / 1000),
+    }));
+    const b = this.#o.budget;
+    const budget = b && { instances: b.instances, maxInstances: b.limits.maxInstances, memoryMB: b.memoryMB, maxMemoryMB: b.limits.maxMemoryMB };
+    return budget ? { items, starting: st?.starting ?? 0, budget } : { items, starting: st?.starting ?? 0 };
   }
 
   // ---- environments ------------------------------------------------------------
@@ -688,7 +709,7 @@ export class ProcessExecutor implements Executor {
         const m = await materialize(this.#code, fn, pkg, pool.env.spec.keeparchive === true, worker);
         await worker.specialize(m, timeoutMs);
         st.starting--;
-        const inst: Instance = { id: worker.id, worker, version, active: 0, longLived: 0, lastUsed: Date.now(), draining: false, served: 0 };
+        const inst: Instance = { id: worker.id, worker, startedAt: Date.now(), version, active: 0, longLived: 0, lastUsed: Date.now(), draining: false, served: 0 };
         if (this.#fns.get(st.key) !== st || this.#stopped) {
           void worker.kill(0);
           return;

@@ -301,6 +301,7 @@ export async function startServer(src: ValuesSources, out: (line: string) => voi
       archives,
       maxUploadBytes: values.archives.maxUploadMB * MIB,
       archiveLimits: { maxEntries: 100_000, maxBytes: maxUnpackedBytes },
+      instances: executor instanceof ProcessExecutor ? (ns, name) => executor.instances(ns, name) : undefined,
     });
     limitNodeServer(controller.server, limitsOf('controller', values.controller), dropped('controller'));
     await controller.listen({ host: values.controller.host, port: values.controller.port });

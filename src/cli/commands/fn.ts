@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import type { Command } from 'commander';
+import type { InstancesReport } from '../../api/instances.ts';
 import { type ExecutionStrategy, type FunctionResource, type HTTPTrigger, type Package, STREAMING_PROTOCOLS, type StreamingProtocol } from '../../api/kinds.ts';
 import { checkName, collect, httpMethod, intFlag, kvMap, usage } from '../flags.ts';
 import type { Ctx } from '../io.ts';
@@ -319,6 +320,29 @@ export function registerFn(program: Command, ctx: () => Ctx): void {
     .action(async (f: { name: string; method: string; header?: string[]; body?: string; query?: string[]; subpath?: string; timeout: number }) => {
       const c = ctx();
       await invokeFunction(c, { ...f, name: checkName('--name', f.name), method: httpMethod(f.method) });
+    });
+
+  fn.command('pods')
+    .alias('instances')
+    .description("List a function's instances (local mode: its workers; in kubernetes mode use kubectl), and the instance budget")
+    .requiredOption('--name <name>', 'function name')
+    .option('-o, --output <format>', 'table, yaml or json', 'table')
+    .action(async (f: { name: string; output: string }) => {
+      const c = ctx();
+      const name = checkName('--name', f.name);
+      const report = await c.client().json<InstancesReport>('GET', `/v1/namespaces/${c.namespace}/functions/${name}/instances`);
+      if (f.output !== 'table') {
+        await printObject(c.io, report, f.output);
+        return;
+      }
+      table(
+        c.io,
+        ['NAME', 'STATE', 'VERSION', 'ACTIVE', 'SERVED', 'AGE', 'IDLE'],
+        report.items.map((i) => [i.name, i.state, i.current ? 'current' : 'old', String(i.active), String(i.served), `${i.ageSeconds}s`, `${i.idleSeconds}s`]),
+      );
+      if (report.starting > 0) c.io.out(`${report.starting} starting\n`);
+      const b = report.budget;
+      if (b) c.io.out(`instance budget: ${b.instances} of ${b.maxInstances} instances, ${b.memoryMB} of ${b.maxMemoryMB} MB, all functions together\n`);
     });
 
   fn.command('log')
