@@ -126,6 +126,31 @@ async function rejectsWith(p: Promise<unknown>, code: string, message: RegExp): 
 
 const CRASHER = 'module.exports = async (c) => { if (c.request.path === "/crash") { setImmediate(() => process.exit(9)); return new Promise(() => {}); } return { body: "up" }; };';
 
+
+/** The nice value of every thread of `root` and of every process under it (field 19 of each task's stat). */
+function treeNiceness(root: number): number[] {
+  const children = new Map<number, number[]>();
+  for (const e of fs.readdirSync('/proc')) {
+    if (!/^\d+$/.test(e)) continue;
+    try {
+      const stat = fs.readFileSync(`/proc/${e}/stat`, 'utf8');
+      const ppid = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
+      children.set(ppid, [...(children.get(ppid) ?? []), Number(e)]);
+    } catch {}
+  }
+  const out: number[] = [];
+  const stack = [root];
+  while (stack.length > 0) {
+    const pid = stack.pop() as number;
+    for (const tid of fs.readdirSync(`/proc/${pid}/task`)) {
+      const stat = fs.readFileSync(`/proc/${pid}/task/${tid}/stat`, 'utf8');
+      out.push(Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[16]));
+    }
+    stack.push(...(children.get(pid) ?? []));
+  }
+  return out;
+}
+
 describe('worker process (unsandboxed)', () => {
   it('starts generic, specializes, serves on its socket and is killed', async () => {
     const { w, lines } = await start({ env: { FROM_ENV: 'runtime-env' } });
@@ -147,17 +172,12 @@ describe('worker process (unsandboxed)', () => {
     assert.equal(fs.existsSync(w.socketPath), false, 'the socket is removed');
   });
 
-  it('starts a background (warm) worker at nice 10 and puts every thread of it back to 0 when it is specialized', { skip: process.getuid?.() !== 0 && 'raising a priority needs root' }, async () => {
+  it('starts a background (warm) worker at nice 10 and puts every thread of every process of it back to 0 when it is specialized (unsandboxed)', { skip: process.getuid?.() !== 0 && 'raising a priority needs root' }, async () => {
     const { w } = await start({ background: true });
-    /** The nice value of every thread of the worker's process (field 19 of each task's stat). */
-    const niceness = () =>
-      fs.readdirSync(`/proc/${w.pid}/task`).map((tid) => {
-        const stat = fs.readFileSync(`/proc/${w.pid}/task/${tid}/stat`, 'utf8');
-        return Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[16]);
-      });
-    assert.ok(niceness().every((n) => n === 10), `started at 10: ${niceness()}`);
+    await eventually(() => treeNiceness(w.pid).length > 2, 'the worker and its threads');
+    assert.ok(treeNiceness(w.pid).every((n) => n === 10), `started at 10: ${treeNiceness(w.pid)}`);
     await deploy(w, 'module.exports = async () => ({ body: "ok" });');
-    await eventually(() => niceness().every((n) => n === 0), 'every thread back to 0');
+    await eventually(() => treeNiceness(w.pid).every((n) => n === 0), 'every thread back to 0');
     assert.equal((await call(w)).status, 200);
   });
 
@@ -326,6 +346,15 @@ describe('worker process (bubblewrap)', async () => {
       assert.deepEqual(await w.exited, { code: 0, signal: null }, 'it exited by itself, not by the SIGKILL after the grace period');
     });
   }
+
+  it('starts a background (warm) worker at nice 10 and puts every thread of every process of it back to 0 when it is specialized (sandboxed: bwrap puts the runtime in a session of its own)', { skip: skip || (process.getuid?.() !== 0 && 'raising a priority needs root') }, async () => {
+    const { w } = await start({ background: true, sandbox: 'bubblewrap' });
+    await eventually(() => treeNiceness(w.pid).length > 2, 'the worker and its threads');
+    assert.ok(treeNiceness(w.pid).every((n) => n === 10), `started at 10: ${treeNiceness(w.pid)}`);
+    await deploy(w, 'module.exports = async () => ({ body: "ok" });');
+    await eventually(() => treeNiceness(w.pid).every((n) => n === 0), 'every thread back to 0');
+    assert.equal((await call(w)).status, 200);
+  });
 
   it('isolates the function: no network, read-only code and system, private /tmp, secrets and configs visible', { skip }, async () => {
     const { w } = await start({ sandbox: 'bubblewrap' });

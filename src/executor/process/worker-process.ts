@@ -439,6 +439,42 @@ export async function startWorker(opts: WorkerOptions): Promise<WorkerHandle> {
  */
 const RENICE = ['/usr/bin/renice', '/bin/renice'].find((p) => fs.existsSync(p));
 
-function renice(pgid: number): void {
-  if (RENICE !== undefined) execFile(RENICE, ['-n', '0', '-g', String(pgid)], () => {});
+function renice(rootPid: number): void {
+  if (RENICE === undefined) return;
+  // The sandbox's inner processes run in a session (and process group) of
+  // their own (bwrap --new-session): every group under the worker is reniced,
+  // each with all its threads (nice is per thread on Linux; -g reaches them all).
+  void processGroupsUnder(rootPid).then((groups) => {
+    if (groups.length > 0) execFile(RENICE, ['-n', '0', '-g', ...groups.map(String)], () => {});
+  });
+}
+
+/** The process groups of `rootPid` and of every process under it. */
+async function processGroupsUnder(rootPid: number): Promise<number[]> {
+  const children = new Map<number, number[]>();
+  const groupOf = new Map<number, number>();
+  for (const entry of await fs.promises.readdir('/proc').catch(() => [] as string[])) {
+    if (entry.charCodeAt(0) > 57) continue;
+    try {
+      const stat = await fs.promises.readFile(`/proc/${entry}/stat`, 'utf8');
+      const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+      const pid = Number(entry);
+      const ppid = Number(fields[1]);
+      groupOf.set(pid, Number(fields[2]));
+      const list = children.get(ppid);
+      if (list) list.push(pid);
+      else children.set(ppid, [pid]);
+    } catch {
+      // Gone while looking.
+    }
+  }
+  const groups = new Set<number>();
+  const stack = [rootPid];
+  while (stack.length > 0) {
+    const pid = stack.pop() as number;
+    const g = groupOf.get(pid);
+    if (g !== undefined) groups.add(g);
+    for (const c of children.get(pid) ?? []) stack.push(c);
+  }
+  return [...groups];
 }
