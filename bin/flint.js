@@ -16,6 +16,14 @@ if (major < 22 || (major === 22 && minor < 18)) {
   console.error(`Error: flint needs Node.js 22.18 or newer (this is ${process.version}); run 'npm install' in the flint checkout`);
   process.exit(1);
 }
+// A reader that stops early (`flint fn list | head -1`) closes the pipe: the
+// rest of the output is not wanted, which is no error and no stack trace.
+for (const stream of [process.stdout, process.stderr]) {
+  stream.on('error', (err) => {
+    if (err.code === 'EPIPE') process.exit(0);
+    throw err;
+  });
+}
 const { main } = await import('../src/cli/main.ts');
 const code = await main(process.argv.slice(2));
 if (typeof code === 'number') process.exitCode = code;
