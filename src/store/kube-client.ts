@@ -53,6 +53,9 @@ export interface KubeWatchOptions {
   resourceVersion: string;
   /** The API server ends the stream after this long; the caller watches again from the last version seen. */
   timeoutSeconds?: number;
+  labelSelector?: string;
+  /** `spec.nodeName=<node>`: what a node agent watches. */
+  fieldSelector?: string;
 }
 
 export interface KubeWatch {
@@ -64,19 +67,32 @@ export interface KubeWatch {
   close(): void;
 }
 
+/** Where a delete applies: only to this version or this incarnation of the object, and how soon. */
+export interface KubeDeleteOptions {
+  resourceVersion?: string;
+  uid?: string;
+  /** 0: at once, without the graceful wait (a node agent finishing a pod's deletion). */
+  gracePeriodSeconds?: number;
+}
+
+/**
+ * Objects are namespaced; `namespace` undefined names a cluster-scoped object (a Node) or, for list and watch,
+ * every namespace.
+ */
 export interface KubeClient {
   /** undefined when the object does not exist. */
-  get<T extends KubeObject>(gvr: GroupVersionResource, namespace: string, name: string): Promise<T | undefined>;
-  /** namespace undefined: every namespace. */
-  list<T extends KubeObject>(gvr: GroupVersionResource, namespace: string | undefined, opts?: { labelSelector?: string }): Promise<KubeList<T>>;
+  get<T extends KubeObject>(gvr: GroupVersionResource, namespace: string | undefined, name: string): Promise<T | undefined>;
+  list<T extends KubeObject>(gvr: GroupVersionResource, namespace: string | undefined, opts?: { labelSelector?: string; fieldSelector?: string }): Promise<KubeList<T>>;
   /** KubeApiError FLINT_ERR_ALREADY_EXISTS when the name is taken. */
-  create<T extends KubeObject>(gvr: GroupVersionResource, namespace: string, obj: T): Promise<T>;
+  create<T extends KubeObject>(gvr: GroupVersionResource, namespace: string | undefined, obj: T): Promise<T>;
+  /** POSTs to an object's subresource (`serviceaccounts/<name>/token`) and returns the answer. */
+  createSubresource<T>(gvr: GroupVersionResource, namespace: string | undefined, name: string, subresource: string, body: unknown): Promise<T>;
   /** With metadata.resourceVersion set, a stale version fails with FLINT_ERR_CONFLICT. */
-  replace<T extends KubeObject>(gvr: GroupVersionResource, namespace: string, name: string, obj: T): Promise<T>;
+  replace<T extends KubeObject>(gvr: GroupVersionResource, namespace: string | undefined, name: string, obj: T): Promise<T>;
   /** Writes the status subresource only; same concurrency rule as replace. */
-  replaceStatus<T extends KubeObject>(gvr: GroupVersionResource, namespace: string, name: string, obj: T): Promise<T>;
-  /** false when there was nothing to delete. With resourceVersion, a stale one fails with FLINT_ERR_CONFLICT. */
-  delete(gvr: GroupVersionResource, namespace: string, name: string, opts?: { resourceVersion?: string }): Promise<boolean>;
+  replaceStatus<T extends KubeObject>(gvr: GroupVersionResource, namespace: string | undefined, name: string, obj: T): Promise<T>;
+  /** false when there was nothing to delete. A precondition that does not hold fails with FLINT_ERR_CONFLICT. */
+  delete(gvr: GroupVersionResource, namespace: string | undefined, name: string, opts?: KubeDeleteOptions): Promise<boolean>;
   /** Streams changes after opts.resourceVersion; namespace undefined: every namespace. */
   watch<T extends KubeObject>(
     gvr: GroupVersionResource,
@@ -255,8 +271,10 @@ export function createKubeClient(opts: KubeClientOptions): KubeClient {
       return r.json;
     },
     async list(gvr, namespace, o = {}) {
-      const q = o.labelSelector ? `?labelSelector=${encodeURIComponent(o.labelSelector)}` : '';
-      const path = collectionPath(gvr, namespace) + q;
+      const q = new URLSearchParams();
+      if (o.labelSelector) q.set('labelSelector', o.labelSelector);
+      if (o.fieldSelector) q.set('fieldSelector', o.fieldSelector);
+      const path = collectionPath(gvr, namespace) + (q.size > 0 ? `?${q}` : '');
       const r = await call('GET', path);
       if (r.status !== 200) fail('GET', path, r);
       return { items: r.json.items ?? [], metadata: r.json.metadata ?? {} };
@@ -267,6 +285,12 @@ export function createKubeClient(opts: KubeClientOptions): KubeClient {
       if (r.status !== 201 && r.status !== 200 && r.status !== 202) fail('POST', path, r);
       return r.json;
     },
+    async createSubresource(gvr, namespace, name, subresource, body) {
+      const path = `${collectionPath(gvr, namespace)}/${encodeURIComponent(name)}/${subresource}`;
+      const r = await call('POST', path, body);
+      if (r.status !== 201 && r.status !== 200) fail('POST', path, r);
+      return r.json;
+    },
     replace(gvr, namespace, name, obj) {
       return replaceAt(`${collectionPath(gvr, namespace)}/${encodeURIComponent(name)}`, obj);
     },
@@ -275,7 +299,11 @@ export function createKubeClient(opts: KubeClientOptions): KubeClient {
     },
     async delete(gvr, namespace, name, o = {}) {
       const path = `${collectionPath(gvr, namespace)}/${encodeURIComponent(name)}`;
-      const body = o.resourceVersion === undefined ? undefined : { kind: 'DeleteOptions', apiVersion: 'v1', preconditions: { resourceVersion: o.resourceVersion } };
+      const preconditions = { ...(o.resourceVersion === undefined ? {} : { resourceVersion: o.resourceVersion }), ...(o.uid === undefined ? {} : { uid: o.uid }) };
+      const body =
+        Object.keys(preconditions).length === 0 && o.gracePeriodSeconds === undefined
+          ? undefined
+          : { kind: 'DeleteOptions', apiVersion: 'v1', preconditions, ...(o.gracePeriodSeconds === undefined ? {} : { gracePeriodSeconds: o.gracePeriodSeconds }) };
       const r = await call('DELETE', path, body);
       if (r.status === 404) return false;
       if (r.status !== 200 && r.status !== 202) fail('DELETE', path, r);
@@ -284,6 +312,8 @@ export function createKubeClient(opts: KubeClientOptions): KubeClient {
     watch(gvr, namespace, o, onEvent) {
       const q = new URLSearchParams({ watch: '1', resourceVersion: o.resourceVersion, allowWatchBookmarks: 'true' });
       if (o.timeoutSeconds !== undefined) q.set('timeoutSeconds', String(o.timeoutSeconds));
+      if (o.labelSelector) q.set('labelSelector', o.labelSelector);
+      if (o.fieldSelector) q.set('fieldSelector', o.fieldSelector);
       const path = `${collectionPath(gvr, namespace)}?${q}`;
       return stream(path, (line) => {
         const ev = JSON.parse(line);
