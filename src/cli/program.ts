@@ -38,7 +38,7 @@ export function buildProgram(io: Io): Command {
     .option('--userfunc <dir>', 'the volume shared with the environment container', '/userfunc')
     .option('--secrets <dir>', "where the function's Secrets are written, as <namespace>/<name>/<key>", '/secrets')
     .option('--configs <dir>', "where the function's ConfigMaps are written, as <namespace>/<name>/<key>", '/configs')
-    .option('--env-url <url>', 'the environment container, from inside the pod (default: FLINT_ENV_URL, else http://127.0.0.1:8888)')
+    .option('--env-url <url>', 'the environment container, from inside the pod (default: FLINT_ENV_URL, else port 8888 of the pod\'s own address: FLINT_HOST, else 127.0.0.1)')
     .action(async (f: { host?: string; port: number; userfunc: string; secrets: string; configs: string; envUrl?: string }) => {
       const { startFetcher } = await import('../fetcher/server.ts');
       const fetcher = await startFetcher({
@@ -47,7 +47,9 @@ export function buildProgram(io: Io): Command {
         userfuncDir: f.userfunc,
         secretsDir: f.secrets,
         configsDir: f.configs,
-        envUrl: f.envUrl ?? (process.env.FLINT_ENV_URL || 'http://127.0.0.1:8888'),
+        // A pod's containers share its address: 127.0.0.1 in a cluster, or the address they all listen on where pods
+        // share a host's network (the local node agent).
+        envUrl: f.envUrl ?? (process.env.FLINT_ENV_URL || `http://${process.env.FLINT_HOST || '127.0.0.1'}:8888`),
         // From the environment, not a flag: a process's arguments are readable by every user of the machine.
         token: process.env.FLINT_FETCHER_TOKEN || undefined,
       });
