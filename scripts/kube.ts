@@ -10,8 +10,10 @@ const agent = await startNodeAgent({ controlPlane: cp, log: verbose ? (l) => con
 console.log(`kubernetes ${cp.url} is up, with node ${agent.nodeName} (pods run as sandboxed processes on this machine)`);
 console.log(`kubeconfig (administrator): ${cp.kubeconfig}`);
 console.log(`  export KUBECONFIG=${cp.kubeconfig}`);
-console.log(`  kubectl: npm run kubectl -- get nodes`);
-console.log(`the API server's CA: ${cp.caFile}; its audit log: ${cp.auditLog}`);
+console.log('  npm run -s kubectl -- get nodes');
+console.log(`API server: ${cp.url}`);
+console.log(`its CA:     ${cp.caFile}`);
+console.log(`audit log:  ${cp.auditLog}`);
 console.log('stop with Ctrl-C');
 const shutdown = async () => {
   await agent.stop();
