@@ -337,8 +337,12 @@ export async function startNodeAgent(o: NodeAgentOptions): Promise<NodeAgent> {
     });
   }
 
+  /** Pods that could not start, retried with backoff (a kubelet's sync loop): the newest object seen, and the timer. */
+  const retries = new Map<string, { uid: string; attempts: number; pod: any; startTime: string; timer?: NodeJS.Timeout }>();
+
   async function startPod(pod: any): Promise<void> {
     const key = `${pod.metadata.namespace}/${pod.metadata.name}`;
+    const retry = retries.get(key)?.uid === pod.metadata.uid ? retries.get(key) : undefined;
     const ip = `127.${block}.${Math.floor(nextIp / 250) % 250}.${(nextIp % 250) + 1}`;
     nextIp++;
     const dir = fs.mkdtempSync(path.join(root, `${pod.metadata.name}-`));
@@ -354,7 +358,7 @@ export async function startNodeAgent(o: NodeAgentOptions): Promise<NodeAgent> {
       terminating: false,
       statusWritten: '',
       phase: 'Pending',
-      startTime: new Date().toISOString(),
+      startTime: retry?.startTime ?? new Date().toISOString(),
     };
     for (const spec of pod.spec.containers) {
       rp.containers.set(spec.name, { spec, ready: false, everReady: false, restartCount: 0, livenessFailures: 0, output: { chunks: [], size: 0, followers: new Set() }, nextProbe: 0, nextLiveness: 0 });
@@ -367,10 +371,20 @@ export async function startNodeAgent(o: NodeAgentOptions): Promise<NodeAgent> {
       for (const spec of pod.spec.containers) rp.envs.set(spec.name, await resolver.env(spec));
       for (const c of rp.containers.values()) startContainer(rp, c);
       rp.phase = 'Running';
+      clearTimeout(retry?.timer);
+      retries.delete(key);
       await writeStatus(rp);
     } catch (err) {
-      // Tried again at the next resync; the status says why meanwhile.
+      // Tried again after a backoff (1 s, doubling, at most 30 s); the status says why meanwhile.
       running.delete(key);
+      const next = { uid: pod.metadata.uid, attempts: (retry?.attempts ?? 0) + 1, pod, startTime: rp.startTime, timer: undefined as NodeJS.Timeout | undefined };
+      next.timer = setTimeout(() => queue(key, async () => {
+        const latest = retries.get(key);
+        if (latest !== next || running.has(key)) return;
+        await startPod(latest.pod);
+      }), Math.min(30_000, 1000 * 2 ** Math.min(next.attempts - 1, 5)));
+      next.timer.unref();
+      retries.set(key, next);
       for (const c of rp.containers.values()) killTree(c.child, 'SIGKILL');
       fs.rmSync(dir, { recursive: true, force: true });
       const reason = err instanceof PodNotStartable ? err.reason : 'CreateContainerError';
@@ -402,6 +416,8 @@ export async function startNodeAgent(o: NodeAgentOptions): Promise<NodeAgent> {
   /** Graceful deletion's last step, a kubelet's: the pod's processes are gone, so the object goes at once. */
   async function finishDeletion(pod: any): Promise<void> {
     const key = `${pod.metadata.namespace}/${pod.metadata.name}`;
+    clearTimeout(retries.get(key)?.timer);
+    retries.delete(key);
     const rp = running.get(key);
     if (rp && !rp.terminating) {
       await halt(rp, Math.min(pod.metadata.deletionGracePeriodSeconds ?? pod.spec.terminationGracePeriodSeconds ?? 30, 30));
@@ -431,6 +447,8 @@ export async function startNodeAgent(o: NodeAgentOptions): Promise<NodeAgent> {
     if (pod.spec?.nodeName !== nodeName) return;
     const key = `${pod.metadata.namespace}/${pod.metadata.name}`;
     if (type === 'DELETED') {
+      clearTimeout(retries.get(key)?.timer);
+      retries.delete(key);
       queue(key, async () => {
         const rp = running.get(key);
         if (rp && rp.uid === pod.metadata.uid) {
@@ -451,6 +469,12 @@ export async function startNodeAgent(o: NodeAgentOptions): Promise<NodeAgent> {
       const current = running.get(key);
       if (current) {
         current.pod = { ...pod, spec: current.pod.spec };
+        return;
+      }
+      const waiting = retries.get(key);
+      if (waiting && waiting.uid === pod.metadata.uid) {
+        // Its backoff timer starts it; its own status writes must not.
+        waiting.pod = pod;
         return;
       }
       if (pod.status?.phase === 'Succeeded' || pod.status?.phase === 'Failed') return;
@@ -551,6 +575,7 @@ export async function startNodeAgent(o: NodeAgentOptions): Promise<NodeAgent> {
     async stop() {
       stopped = true;
       clearInterval(prober);
+      for (const r of retries.values()) clearTimeout(r.timer);
       watch?.close();
       await watching;
       await Promise.all([...chains.values()]);
