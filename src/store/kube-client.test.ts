@@ -81,6 +81,13 @@ describe('kube client', () => {
     }
   });
 
+  it('waits out a 503 that names a retry time (paths not installed yet after a restart), but not a plain 503', async () => {
+    fake.failNext({ method: 'GET', path: '/secrets' }, 503, 2, { retryAfterSeconds: 0.1 });
+    await client.list(SECRETS, 'flint');
+    fake.failNext({ method: 'GET', path: '/secrets' }, 503, 1);
+    await assert.rejects(client.list(SECRETS, 'flint'), (err: any) => err.code === 'FLINT_ERR_UNAVAILABLE' && err.httpStatus === 503);
+  });
+
   it('gives up on a 429 that lasts past its budget, saying so', async () => {
     const impatient = createKubeClient({ baseUrl: fake.url, retryBudgetMs: 500 });
     fake.failNext({ method: 'GET', path: '/secrets' }, 429, 100, { retryAfterSeconds: 0.1 });

@@ -5,9 +5,11 @@
 // local mode. undici is loaded only when a
 // custom CA or skipped verification needs its own dispatcher.
 // Every call rides out the API server's 429 (`storage is (re)initializing`
-// after a restart or for a new CRD, or its in-flight limit) by waiting as
-// told and asking again, within a bounded time: the server refused before
-// doing anything, so even a write is safe to repeat.
+// after a restart or for a new CRD, or its in-flight limit) and its 503 with
+// a retry time (`the request has been made before all known HTTP paths have
+// been installed`, just after a restart) by waiting as told and asking
+// again, within a bounded time: the server refused before doing anything,
+// so even a write is safe to repeat.
 import fs from 'node:fs';
 import { type ErrorCode, FlintError } from '../api/errors.ts';
 
@@ -138,7 +140,7 @@ export interface KubeClientOptions {
   ca?: string;
   insecureSkipTLSVerify?: boolean;
   timeoutMs?: number;
-  /** How long one call keeps retrying 429 answers before it fails (default 30 s). */
+  /** How long one call keeps retrying 429 answers (and 503s that name a retry time) before it fails (default 30 s). */
   retryBudgetMs?: number;
   /**
    * Each `Warning:` header the API server sent (an unknown field it dropped, a deprecated API), as its text.
@@ -251,7 +253,8 @@ export function createKubeClient(opts: KubeClientOptions): KubeClient {
   }
 
   /**
-   * send, again after the wait the server names for as long as it answers 429 and the budget lasts.
+   * send, again after the wait the server names for as long as it answers 429, or 503 with a retry time, and the
+   * budget lasts.
    * `signal` makes each attempt's signal; `cancelled` ends the waiting between attempts.
    */
   async function sendRetrying(
@@ -265,17 +268,23 @@ export function createKubeClient(opts: KubeClientOptions): KubeClient {
     const budget = opts.retryBudgetMs ?? 30_000;
     for (let attempt = 1; ; attempt++) {
       const res = await send(method, path, body, signal(), o.contentType);
-      if (res.status !== 429) return res;
-      const json = await readJson(res);
+      if (res.status !== 429 && res.status !== 503) return res;
+      const text = await res.text();
+      let json: any = text;
+      try {
+        json = JSON.parse(text);
+      } catch {}
       const header = Number(res.headers.get('retry-after'));
-      const seconds = Number(json?.details?.retryAfterSeconds) || (Number.isFinite(header) && header > 0 ? header : 1);
-      const waitMs = Math.max(100, seconds * 1000);
+      const named = Number(json?.details?.retryAfterSeconds) || (Number.isFinite(header) && header > 0 ? header : 0);
+      // A 503 without a retry time is an outage, not a server asking for patience.
+      if (res.status === 503 && !named) return new Response(text, { status: res.status, headers: res.headers });
+      const waitMs = Math.max(100, (named || 1) * 1000);
       if (Date.now() - started + waitMs > budget) {
-        const err = apiError(method, path, { status: 429, json });
+        const err = apiError(method, path, { status: res.status, json });
         throw new KubeApiError(
           err.code,
           `${err.message} (still refused after ${attempt} attempts over ${Math.round((Date.now() - started) / 1000)} s; the API server may be overloaded or still starting)`,
-          429,
+          res.status,
           err.reason,
         );
       }

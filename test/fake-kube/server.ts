@@ -79,7 +79,8 @@ export interface FakeKube {
   put(resource: string, obj: any): any;
   /**
    * The next `count` requests matching method (and path substring) fail with `status`: 429 as the real server's
-   * `storage is (re)initializing` (Retry-After `retryAfterSeconds`, default 1), 403 Forbidden, others a plain failure.
+   * `storage is (re)initializing` (Retry-After `retryAfterSeconds`, default 1), 503 with retryAfterSeconds as its
+   * `before all known HTTP paths have been installed` just after a restart, 403 Forbidden, others a plain failure.
    */
   failNext(match: { method: string; path?: string }, status: number, count?: number, opts?: { retryAfterSeconds?: number }): void;
   /** Forgets every failure failNext asked for that has not happened yet. */
@@ -220,6 +221,10 @@ export async function startFakeKube(opts: FakeKubeOptions = {}): Promise<FakeKub
       if (f.status === 429) {
         const body = status(429, 'TooManyRequests', 'storage is (re)initializing', { retryAfterSeconds: f.retryAfterSeconds });
         return send(res, 429, body, { 'retry-after': String(f.retryAfterSeconds) });
+      }
+      if (f.status === 503 && f.retryAfterSeconds > 0) {
+        const message = 'the request has been made before all known HTTP paths have been installed, please try again';
+        return send(res, 503, status(503, 'ServiceUnavailable', message, { retryAfterSeconds: f.retryAfterSeconds }), { 'retry-after': String(f.retryAfterSeconds) });
       }
       const reason = f.status === 409 ? 'Conflict' : f.status === 500 ? 'InternalError' : f.status === 403 ? 'Forbidden' : 'Failure';
       return send(res, f.status, status(f.status, reason, `injected failure ${f.status}`));
@@ -470,7 +475,7 @@ export async function startFakeKube(opts: FakeKubeOptions = {}): Promise<FakeKub
       return structuredClone(stored);
     },
     failNext(match, code, count = 1, o = {}) {
-      failures.push({ ...match, status: code, count, retryAfterSeconds: o.retryAfterSeconds ?? 1 });
+      failures.push({ ...match, status: code, count, retryAfterSeconds: o.retryAfterSeconds ?? (code === 429 ? 1 : 0) });
     },
     clearFailures() {
       failures.length = 0;
