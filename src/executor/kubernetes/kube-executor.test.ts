@@ -381,8 +381,8 @@ describe('kubernetes executor (fake API server, fake kubelet)', () => {
     // Every claim and newdeploy hand-out above waited on the watch: the executor listed the namespace's pods once (a 410 would add one).
     const podLists = fake.requests.filter((r) => r.method === 'GET' && r.path === `/api/v1/namespaces/${FN_NS}/pods?labelSelector=executorType`);
     assert.ok(podLists.length >= 1 && podLists.length <= 2, `${podLists.length} pod lists`);
-    await store.create(pkg('idle', "module.exports = async () => ({ status: 200, body: 'idle' });\n"));
-    const f = await store.create(fn('idle', 'idle', { invokeStrategy: { strategyType: 'execution', executionStrategy: { executorType: 'newdeploy', minScale: 1 } } }));
+    await store.create(pkg('quiet', "module.exports = async () => ({ status: 200, body: 'idle' });\n"));
+    const f = await store.create(fn('quiet', 'quiet', { invokeStrategy: { strategyType: 'execution', executionStrategy: { executorType: 'newdeploy', minScale: 1 } } }));
     (await warmLease(executor, f, 'a warm pod')).release();
     // The Deployment controller's status writes aside: those are not Flint's.
     const writes = () => fake.requests.filter((r) => r.method !== 'GET' && r.path.includes('/deployments') && !r.path.endsWith('/status')).map((r) => `${r.method} ${r.path}`);
@@ -395,7 +395,7 @@ describe('kubernetes executor (fake API server, fake kubelet)', () => {
       writes().every((w) => w.startsWith('PATCH ') || w.startsWith('DELETE ')),
       'Deployments are written by apply, never replaced',
     );
-    await store.delete('Function', 'default', 'idle');
+    await store.delete('Function', 'default', 'quiet');
   });
 });
 
