@@ -139,7 +139,9 @@ interface Watcher {
 }
 
 export async function startFakeKube(opts: FakeKubeOptions = {}): Promise<FakeKube> {
-  const resources = opts.resources ?? [INGRESS_RESOURCE];
+  // Every API server serves Namespaces, whatever else a test asks for.
+  const asked = opts.resources ?? [INGRESS_RESOURCE];
+  const resources = asked.some((r) => r.resource === 'namespaces' && r.group === '') ? asked : [...asked, NAMESPACE_RESOURCE];
   // key: resource|namespace|name
   const store = new Map<string, any>();
   const requests: RecordedRequest[] = [];
