@@ -267,7 +267,6 @@ export async function startNodeAgent(o: NodeAgentOptions): Promise<NodeAgent> {
         { type: 'Ready', status: ready ? 'True' : 'False' },
       ],
       containerStatuses: all.map((c) => containerStatus(rp, c)),
-      qosClass: 'BestEffort',
     };
     const digest = JSON.stringify({ ...status, containerStatuses: status.containerStatuses.map((s: any) => ({ ...s, state: Object.keys(s.state)[0] })) });
     if (digest === rp.statusWritten) return;
@@ -279,7 +278,8 @@ export async function startNodeAgent(o: NodeAgentOptions): Promise<NodeAgent> {
       const now = new Date().toISOString();
       const conditions = status.conditions.map((c) => ({ ...c, lastTransitionTime: previous.get(c.type)?.status === c.status ? (previous.get(c.type)?.lastTransitionTime ?? now) : now }));
       try {
-        await client.replaceStatus(PODS, rp.pod.metadata.namespace, rp.pod.metadata.name, { ...current, status: { ...status, conditions } });
+        // qosClass is set by the API server when the pod is made, and immutable.
+        await client.replaceStatus(PODS, rp.pod.metadata.namespace, rp.pod.metadata.name, { ...current, status: { ...status, conditions, qosClass: current.status?.qosClass } });
         rp.statusWritten = digest;
         return;
       } catch (err) {

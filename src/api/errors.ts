@@ -14,6 +14,8 @@ export const ErrorCodes = {
   FLINT_ERR_UNAUTHORIZED: { status: 401, exit: 3 },
   FLINT_ERR_FORBIDDEN: { status: 403, exit: 3 },
   FLINT_ERR_NOT_FOUND: { status: 404, exit: 4 },
+  /** Kubernetes mode: a write went to a namespace the cluster does not have. */
+  FLINT_ERR_NAMESPACE_NOT_FOUND: { status: 404, exit: 4 },
   FLINT_ERR_METHOD_NOT_ALLOWED: { status: 405, exit: 2 },
   FLINT_ERR_LONG_POLL_TIMEOUT: { status: 408, exit: 7 },
   FLINT_ERR_REQUEST_TIMEOUT: { status: 408, exit: 1 },

@@ -4,7 +4,7 @@
 import fs from 'node:fs';
 import { FlintError } from '../api/errors.ts';
 import type { Values } from '../config/values.ts';
-import { createKubeClient, inClusterKubeClientOptions, type KubeClient } from '../store/kube-client.ts';
+import { createKubeClient, inClusterKubeClientOptions, type KubeClient, type KubeClientOptions } from '../store/kube-client.ts';
 
 function readFileValue(key: string, file: string): string {
   try {
@@ -14,8 +14,8 @@ function readFileValue(key: string, file: string): string {
   }
 }
 
-export function kubeClientFromValues(v: Values['kubernetes']): KubeClient {
-  if (!v.apiServer) return createKubeClient(inClusterKubeClientOptions());
+export function kubeClientFromValues(v: Values['kubernetes'], extra: Pick<KubeClientOptions, 'onWarning'> = {}): KubeClient {
+  if (!v.apiServer) return createKubeClient({ ...inClusterKubeClientOptions(), ...extra });
   const ca = v.caFile ? readFileValue('kubernetes.caFile', v.caFile) : undefined;
   let token: (() => string | undefined) | undefined;
   if (v.tokenFile) {
@@ -27,5 +27,5 @@ export function kubeClientFromValues(v: Values['kubernetes']): KubeClient {
       return cached.token;
     };
   }
-  return createKubeClient({ baseUrl: v.apiServer, token, ca, insecureSkipTLSVerify: v.insecureSkipTLSVerify });
+  return createKubeClient({ baseUrl: v.apiServer, token, ca, insecureSkipTLSVerify: v.insecureSkipTLSVerify, ...extra });
 }

@@ -6,6 +6,7 @@ import fs from 'node:fs';
 import { pino } from 'pino';
 import { Gauge, Registry } from 'prom-client';
 import { FlintError } from '../api/errors.ts';
+import { SYSTEM_NAMESPACE } from '../api/meta.ts';
 import { dataLayout } from '../config/layout.ts';
 import { loadValues, type Values, type ValuesSources } from '../config/values.ts';
 import { LocalArchiveStore } from '../archive/index.ts';
@@ -47,6 +48,7 @@ import { connectionDropCounter } from '../limits/metrics.ts';
 import { limitNodeServer } from '../limits/node-server.ts';
 import { makeDataDirPrivate, privateDatabaseFiles } from './data-dir.ts';
 import { kubeClientFromValues } from './kube.ts';
+import { ensureNamespaces } from './kube-namespaces.ts';
 import { VERSION } from './version.ts';
 
 export interface RunningServer {
@@ -68,7 +70,27 @@ export async function startServer(src: ValuesSources, out: (line: string) => voi
   makeDataDirPrivate(layout, { createDatabase: values.mode !== 'kubernetes' });
   for (const dir of [layout.logs, layout.instances, layout.archives]) fs.mkdirSync(dir, { recursive: true, mode: 0o700 });
   const logger = pino({ level: values.logLevel }, pino.destination(2));
-  const kube = values.mode === 'kubernetes' ? kubeClientFromValues(values.kubernetes) : undefined;
+  const kube =
+    values.mode === 'kubernetes'
+      ? kubeClientFromValues(values.kubernetes, {
+          // An unknown field the server dropped is a setting that silently does nothing.
+          onWarning: (warning, req) => logger.warn({ warning, method: req.method, path: req.path }, 'the Kubernetes API server warned about a request'),
+        })
+      : undefined;
+  if (kube) {
+    await ensureNamespaces(
+      kube,
+      [
+        { name: SYSTEM_NAMESPACE, purpose: "Flint's own: the router Secret and the Ingresses" },
+        {
+          name: values.kubernetes.functionNamespace,
+          purpose: 'kubernetes.functionNamespace: where function pods run',
+          labels: values.enableIstio ? { 'istio-injection': 'enabled' } : undefined,
+        },
+      ],
+      logger,
+    );
+  }
   const store: Store = kube
     ? await openKubeStore({ client: kube, onError: (err, kind) => logger.warn({ err, kind }, 'following the Kubernetes API failed; retrying') })
     : openSqliteStore(layout.db);

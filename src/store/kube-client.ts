@@ -1,9 +1,15 @@
 // A deliberately narrow Kubernetes client: get, list, create, replace,
-// delete and watch of namespaced objects over plain fetch with a bearer
+// server-side apply, delete and watch over plain fetch with a bearer
 // token. The ingress provider and the kubernetes store need nothing more,
 // and this keeps @kubernetes/client-node (and its start-up cost) out of
 // local mode. undici is loaded only when a
 // custom CA or skipped verification needs its own dispatcher.
+// Every call rides out the API server's 429 (`storage is (re)initializing`
+// after a restart or for a new CRD, or its in-flight limit) and its 503 with
+// a retry time (`the request has been made before all known HTTP paths have
+// been installed`, just after a restart) by waiting as told and asking
+// again, within a bounded time: the server refused before doing anything,
+// so even a write is safe to repeat.
 import fs from 'node:fs';
 import { type ErrorCode, FlintError } from '../api/errors.ts';
 
@@ -87,6 +93,11 @@ export interface KubeClient {
   create<T extends KubeObject>(gvr: GroupVersionResource, namespace: string | undefined, obj: T): Promise<T>;
   /** POSTs to an object's subresource (`serviceaccounts/<name>/token`) and returns the answer. */
   createSubresource<T>(gvr: GroupVersionResource, namespace: string | undefined, name: string, subresource: string, body: unknown): Promise<T>;
+  /**
+   * Server-side apply: the fields `obj` sets become this field manager's, taken over from any other manager
+   * (force), whatever the stored version; creates the object when there is none. Never a conflict.
+   */
+  apply<T extends KubeObject>(gvr: GroupVersionResource, namespace: string | undefined, name: string, obj: T, opts?: { fieldManager?: string }): Promise<T>;
   /** With metadata.resourceVersion set, a stale version fails with FLINT_ERR_CONFLICT. */
   replace<T extends KubeObject>(gvr: GroupVersionResource, namespace: string | undefined, name: string, obj: T): Promise<T>;
   /** Writes the status subresource only; same concurrency rule as replace. */
@@ -129,6 +140,21 @@ export interface KubeClientOptions {
   ca?: string;
   insecureSkipTLSVerify?: boolean;
   timeoutMs?: number;
+  /** How long one call keeps retrying 429 answers (and 503s that name a retry time) before it fails (default 30 s). */
+  retryBudgetMs?: number;
+  /**
+   * Each `Warning:` header the API server sent (an unknown field it dropped, a deprecated API), as its text.
+   * A warning means Flint sent something the server did not take as meant.
+   */
+  onWarning?: (warning: string, request: { method: string; path: string }) => void;
+}
+
+/** The texts of a `Warning` header (RFC 7234 form `299 - "text"`, several joined by commas). */
+export function parseWarnings(header: string | null): string[] {
+  if (!header) return [];
+  const out: string[] = [];
+  for (const m of header.matchAll(/\d{3} \S+ "((?:[^"\\]|\\.)*)"/g)) out.push(m[1].replace(/\\(.)/g, '$1'));
+  return out;
 }
 
 const SA_DIR = '/var/run/secrets/kubernetes.io/serviceaccount';
@@ -153,6 +179,12 @@ function collectionPath(gvr: GroupVersionResource, namespace: string | undefined
   return namespace === undefined ? `${root}/${gvr.resource}` : `${root}/namespaces/${encodeURIComponent(namespace)}/${gvr.resource}`;
 }
 
+/** The namespace a 404 is about when the API server says the namespace itself is missing. */
+function missingNamespace(json: any): string | undefined {
+  const d = json?.details;
+  return d?.kind === 'namespaces' && !d.group && typeof d.name === 'string' ? d.name : undefined;
+}
+
 function codeFor(status: number, reason: string): ErrorCode {
   if (status === 404) return 'FLINT_ERR_NOT_FOUND';
   if (status === 409) return reason === 'AlreadyExists' ? 'FLINT_ERR_ALREADY_EXISTS' : 'FLINT_ERR_CONFLICT';
@@ -165,6 +197,20 @@ function codeFor(status: number, reason: string): ErrorCode {
 }
 
 type FetchLike = (url: string, init: Record<string, unknown>) => Promise<Response>;
+
+/** Resolves after ms, or at once when the signal aborts. */
+function delay(ms: number, signal?: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    if (signal?.aborted) return resolve();
+    const t = setTimeout(done, ms);
+    function done() {
+      clearTimeout(t);
+      signal?.removeEventListener('abort', done);
+      resolve();
+    }
+    signal?.addEventListener('abort', done, { once: true });
+  });
+}
 
 export function createKubeClient(opts: KubeClientOptions): KubeClient {
   const base = opts.baseUrl.replace(/\/+$/, '');
@@ -181,34 +227,88 @@ export function createKubeClient(opts: KubeClientOptions): KubeClient {
     return fetcher;
   }
 
-  async function send(method: string, path: string, body: unknown, signal: AbortSignal): Promise<Response> {
+  async function send(method: string, path: string, body: unknown, signal: AbortSignal, contentType = 'application/json'): Promise<Response> {
     const headers: Record<string, string> = { accept: 'application/json' };
     const token = typeof opts.token === 'function' ? opts.token() : opts.token;
     if (token) headers.authorization = `Bearer ${token}`;
-    if (body !== undefined) headers['content-type'] = 'application/json';
+    if (body !== undefined) headers['content-type'] = contentType;
     const f = await getFetch();
+    let res: Response;
     try {
-      return await f(base + path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body), signal });
+      res = await f(base + path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body), signal });
     } catch (err) {
       throw new FlintError('FLINT_ERR_UNREACHABLE', `Kubernetes API ${base} unreachable: ${(err as Error).message}`, { cause: err });
     }
+    if (opts.onWarning) for (const w of parseWarnings(res.headers.get('warning'))) opts.onWarning(w, { method, path });
+    return res;
   }
 
-  async function call(method: string, path: string, body?: unknown): Promise<{ status: number; json: any }> {
-    const res = await send(method, path, body, AbortSignal.timeout(timeoutMs));
+  async function readJson(res: Response): Promise<any> {
     const text = await res.text();
-    let json: any;
     try {
-      json = text ? JSON.parse(text) : undefined;
+      return (text ? JSON.parse(text) : undefined) ?? text;
     } catch {
-      json = undefined;
+      return text;
     }
-    return { status: res.status, json: json ?? text };
+  }
+
+  /**
+   * send, again after the wait the server names for as long as it answers 429, or 503 with a retry time, and the
+   * budget lasts.
+   * `signal` makes each attempt's signal; `cancelled` ends the waiting between attempts.
+   */
+  async function sendRetrying(
+    method: string,
+    path: string,
+    body: unknown,
+    signal: () => AbortSignal,
+    o: { contentType?: string; cancelled?: AbortSignal } = {},
+  ): Promise<Response> {
+    const started = Date.now();
+    const budget = opts.retryBudgetMs ?? 30_000;
+    for (let attempt = 1; ; attempt++) {
+      const res = await send(method, path, body, signal(), o.contentType);
+      if (res.status !== 429 && res.status !== 503) return res;
+      const text = await res.text();
+      let json: any = text;
+      try {
+        json = JSON.parse(text);
+      } catch {}
+      const header = Number(res.headers.get('retry-after'));
+      const named = Number(json?.details?.retryAfterSeconds) || (Number.isFinite(header) && header > 0 ? header : 0);
+      // A 503 without a retry time is an outage, not a server asking for patience.
+      if (res.status === 503 && !named) return new Response(text, { status: res.status, headers: res.headers });
+      const waitMs = Math.max(100, (named || 1) * 1000);
+      if (Date.now() - started + waitMs > budget) {
+        const err = apiError(method, path, { status: res.status, json });
+        throw new KubeApiError(
+          err.code,
+          `${err.message} (still refused after ${attempt} attempts over ${Math.round((Date.now() - started) / 1000)} s; the API server may be overloaded or still starting)`,
+          res.status,
+          err.reason,
+        );
+      }
+      await delay(waitMs, o.cancelled);
+    }
+  }
+
+  async function call(method: string, path: string, body?: unknown, contentType?: string): Promise<{ status: number; json: any }> {
+    const res = await sendRetrying(method, path, body, () => AbortSignal.timeout(timeoutMs), { contentType });
+    return { status: res.status, json: await readJson(res) };
   }
 
   function apiError(method: string, path: string, r: { status: number; json: any }): KubeApiError {
     const reason = typeof r.json?.reason === 'string' ? r.json.reason : '';
     const message = typeof r.json?.message === 'string' ? r.json.message : String(r.json ?? '').slice(0, 200) || `status ${r.status}`;
+    const ns = r.status === 404 ? missingNamespace(r.json) : undefined;
+    if (ns !== undefined && !/\/namespaces(\?|$)/.test(path)) {
+      return new KubeApiError(
+        'FLINT_ERR_NAMESPACE_NOT_FOUND',
+        `namespace '${ns}' does not exist in the cluster, so nothing can be written there: create it (kubectl create namespace ${ns}), or install Flint with its chart, which does (Kubernetes API ${method} ${path}: ${message})`,
+        404,
+        reason,
+      );
+    }
     return new KubeApiError(codeFor(r.status, reason), `Kubernetes API ${method} ${path}: ${message}`, r.status, reason);
   }
 
@@ -244,15 +344,8 @@ export function createKubeClient(opts: KubeClientOptions): KubeClient {
   function stream(path: string, onLine: (line: string) => void): KubeWatch {
     const abort = new AbortController();
     const done = (async () => {
-      const res = await send('GET', path, undefined, abort.signal);
-      if (res.status !== 200) {
-        const text = await res.text();
-        let json: any = text;
-        try {
-          json = JSON.parse(text);
-        } catch {}
-        fail('GET', path, { status: res.status, json });
-      }
+      const res = await sendRetrying('GET', path, undefined, () => abort.signal, { cancelled: abort.signal });
+      if (res.status !== 200) fail('GET', path, { status: res.status, json: await readJson(res) });
       await streamLines(res, onLine);
     })().catch((err) => {
       if (abort.signal.aborted) return;
@@ -289,6 +382,14 @@ export function createKubeClient(opts: KubeClientOptions): KubeClient {
       const path = `${collectionPath(gvr, namespace)}/${encodeURIComponent(name)}/${subresource}`;
       const r = await call('POST', path, body);
       if (r.status !== 201 && r.status !== 200) fail('POST', path, r);
+      return r.json;
+    },
+    async apply(gvr, namespace, name, obj, o = {}) {
+      const q = new URLSearchParams({ fieldManager: o.fieldManager ?? 'flint', force: 'true' });
+      const path = `${collectionPath(gvr, namespace)}/${encodeURIComponent(name)}?${q}`;
+      // JSON is YAML: the apply content type takes it as it is.
+      const r = await call('PATCH', path, obj, 'application/apply-patch+yaml');
+      if (r.status !== 200 && r.status !== 201) fail('PATCH', path, r);
       return r.json;
     },
     replace(gvr, namespace, name, obj) {

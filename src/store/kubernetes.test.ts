@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import type { Package, Secret } from '../api/kinds.ts';
 import { storeResources } from '../../test/fake-kube/crd-resources.ts';
-import { type FakeKube, startFakeKube } from '../../test/fake-kube/server.ts';
+import { type FakeKube, NAMESPACE_RESOURCE, startFakeKube } from '../../test/fake-kube/server.ts';
 import { eventually } from '../testing/eventually.ts';
 import { createKubeClient } from './kube-client.ts';
 import { GENERATION_ANNOTATION } from './kube-objects.ts';
@@ -12,13 +12,16 @@ import type { WatchEvent } from './store.ts';
 
 const TOKEN = 'store-token';
 let contractFake: FakeKube | undefined;
+// Whatever the contract writes, the server finds no field it would drop.
+const contractWarnings: string[] = [];
 runStoreContract('kubernetes (fake API server)', {
   async open() {
     contractFake = await startFakeKube({ token: TOKEN, resources: storeResources() });
-    return openKubeStore({ client: createKubeClient({ baseUrl: contractFake.url, token: TOKEN }) });
+    return openKubeStore({ client: createKubeClient({ baseUrl: contractFake.url, token: TOKEN, onWarning: (w, r) => contractWarnings.push(`${r.method} ${r.path}: ${w}`) }) });
   },
   async cleanup() {
     await contractFake?.close();
+    assert.deepEqual(contractWarnings, []);
   },
 });
 
@@ -126,6 +129,39 @@ describe('kubernetes store', () => {
       // Versions from before the relist can no longer be replayed one by one.
       assert.throws(() => s.watch({ kind: 'Environment', sinceResourceVersion: before }, () => {}), (err: any) => err.code === 'FLINT_ERR_GONE');
     }));
+
+  it('keeps following across an API-server restart: streams end, the history is gone and the first requests get 429', () =>
+    withStore(async (s, fake) => {
+      await s.create(env('a'));
+      const events: WatchEvent[] = [];
+      const w = s.watch({ kind: 'Environment' }, (ev) => events.push(ev));
+      const lists = () => fake.requests.filter((r) => r.path.startsWith('/apis/flint.dev/v1/environments') && !r.path.includes('watch=1')).length;
+      const listsBefore = lists();
+      fake.failNext({ method: 'GET', path: '/environments' }, 429, 3, { retryAfterSeconds: 0.1 });
+      fake.endWatches();
+      const client = createKubeClient({ baseUrl: fake.url, token: TOKEN });
+      await client.create({ group: 'flint.dev', version: 'v1', resource: 'environments' }, 'default', { ...env('b'), metadata: { name: 'b', namespace: 'default' } } as any);
+      // A restarted server's watch cache starts after what the informer saw: its watch gets 410.
+      fake.compact();
+      await eventually(() => events.some((e) => e.type === 'ADDED' && e.object.metadata.name === 'b'), 'the change made while it was away');
+      assert.ok(lists() > listsBefore, 'it listed again (410)');
+      w.close();
+    }));
+
+  it('says a namespace is missing rather than the object', async () => {
+    const fake = await startFakeKube({ token: TOKEN, resources: [...storeResources(), NAMESPACE_RESOURCE], requireNamespaces: true });
+    const store = await openKubeStore({ client: createKubeClient({ baseUrl: fake.url, token: TOKEN }) });
+    try {
+      await assert.rejects(store.create({ ...secret('router', { k: 'v' }), metadata: { name: 'router', namespace: 'flint' } as Secret['metadata'] }), (err: any) => {
+        assert.equal(err.code, 'FLINT_ERR_NAMESPACE_NOT_FOUND');
+        assert.match(err.message, /namespace 'flint' does not exist/);
+        return true;
+      });
+    } finally {
+      await store.close();
+      await fake.close();
+    }
+  });
 
   it('refuses to resume from a version older than it has followed since it opened', async () => {
     const fake = await startFakeKube({ token: TOKEN, resources: storeResources() });

@@ -62,7 +62,7 @@ export class KubeStore implements Store {
   readonly #o: KubeStoreOptions;
   readonly #client: KubeClient;
   readonly #hub = new WatchHub();
-  readonly #informers = new Map<KindName, Informer>();
+  readonly #informers = new Map<KindName, Informer<AnyResource>>();
   /** Recent changes of every kind, in arrival order. */
   #log: Array<[number, WatchEvent]> = [];
   /** Per kind, the newest version the log can no longer replay from. */
@@ -77,9 +77,10 @@ export class KubeStore implements Store {
   async start(): Promise<void> {
     await Promise.all(
       KIND_NAMES.map(async (kind) => {
-        const informer = new Informer({
+        const informer = new Informer<AnyResource>({
           client: this.#client,
-          kind,
+          gvr: gvrOf(kind),
+          convert: (o) => fromKube(kind, o),
           watchTimeoutSeconds: this.#o.watchTimeoutSeconds,
           retryDelayMs: this.#o.retryDelayMs,
           onChange: (rv, type, object) => this.#publish(rv, type, object),

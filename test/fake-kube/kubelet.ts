@@ -1,7 +1,9 @@
 // A stand-in for the parts of a cluster that run things, beside the fake API
 // server: a Deployment controller (each Deployment keeps `replicas` pods
 // matching its selector, so a pod relabelled out of it is replaced, and
-// replaces pods of an older template at once) and a
+// replaces pods of an older template at once; like the real one it writes
+// the Deployment's status, so the Deployment's version moves under anyone
+// who replaces it from an older read) and a
 // kubelet that runs each pod's containers as real processes. Each pod gets
 // its own loopback address (127.a.b.c) for its IP, since pods here share the
 // host's network: every container of the pod gets FLINT_HOST (and
@@ -23,10 +25,47 @@ import { BWRAP, bwrapArgs, SANDBOX_PATHS, sandboxBinaryPath } from '../../src/sa
 import type { GroupVersionResource, KubeClient, KubeObject } from '../../src/store/kube-client.ts';
 import type { FakeResource, PodLogSource } from './server.ts';
 
-export const DEPLOYMENT_RESOURCE: FakeResource = { group: 'apps', version: 'v1', resource: 'deployments', kind: 'Deployment', statusSubresource: true };
+/** Some of what the real API server fills into a pod spec it stores: enough that the stored one never equals the one sent. */
+function defaultPodSpec(spec: any): void {
+  spec.restartPolicy ??= 'Always';
+  spec.dnsPolicy ??= 'ClusterFirst';
+  spec.schedulerName ??= 'default-scheduler';
+  spec.securityContext ??= {};
+  spec.terminationGracePeriodSeconds ??= 30;
+  for (const c of spec.containers ?? []) {
+    c.terminationMessagePath ??= '/dev/termination-log';
+    c.terminationMessagePolicy ??= 'File';
+    c.imagePullPolicy ??= String(c.image).endsWith(':latest') || !String(c.image).includes(':') ? 'Always' : 'IfNotPresent';
+    for (const p of c.ports ?? []) p.protocol ??= 'TCP';
+    for (const probe of [c.readinessProbe, c.livenessProbe]) {
+      if (!probe) continue;
+      probe.timeoutSeconds ??= 1;
+      probe.successThreshold ??= 1;
+      probe.failureThreshold ??= 3;
+      probe.periodSeconds ??= 10;
+      if (probe.httpGet) probe.httpGet.scheme ??= 'HTTP';
+    }
+  }
+}
+
+export const DEPLOYMENT_RESOURCE: FakeResource = {
+  group: 'apps',
+  version: 'v1',
+  resource: 'deployments',
+  kind: 'Deployment',
+  statusSubresource: true,
+  defaults(d) {
+    d.spec.strategy ??= { type: 'RollingUpdate', rollingUpdate: { maxUnavailable: '25%', maxSurge: '25%' } };
+    d.spec.revisionHistoryLimit ??= 10;
+    d.spec.progressDeadlineSeconds ??= 600;
+    d.spec.template.metadata ??= {};
+    d.spec.template.metadata.creationTimestamp ??= null;
+    defaultPodSpec(d.spec.template.spec);
+  },
+};
 export const POD_RESOURCE: FakeResource = { group: '', version: 'v1', resource: 'pods', kind: 'Pod', statusSubresource: true };
 export const SERVICE_RESOURCE: FakeResource = { group: '', version: 'v1', resource: 'services', kind: 'Service' };
-export const NAMESPACE_RESOURCE: FakeResource = { group: '', version: 'v1', resource: 'namespaces', kind: 'Namespace' };
+export { NAMESPACE_RESOURCE } from './server.ts';
 
 const DEPLOYMENTS: GroupVersionResource = { group: 'apps', version: 'v1', resource: 'deployments' };
 const PODS: GroupVersionResource = { group: '', version: 'v1', resource: 'pods' };
@@ -264,6 +303,10 @@ export function startFakeKubelet(o: FakeKubeletOptions): FakeKubelet {
       const ready = (p: any) => (p.status?.conditions ?? []).some((c: any) => c.type === 'Ready' && c.status === 'True');
       const byPreference = [...mine].sort((a, b) => Number(ready(a)) - Number(ready(b)));
       for (const extra of byPreference.slice(0, Math.max(0, mine.length - want))) await o.client.delete(PODS, ns, extra.metadata.name);
+      const status = { observedGeneration: d.metadata.generation, replicas: Math.min(mine.length, want), readyReplicas: mine.filter(ready).length };
+      if (JSON.stringify(d.status ?? {}) !== JSON.stringify(status)) {
+        await o.client.replaceStatus(DEPLOYMENTS, ns, d.metadata.name, { ...d, status }).catch(() => {});
+      }
     }
     // Pods of a deleted Deployment go with it, as the garbage collector would take them; pool pods relabelled out of it
     // (managed=false) were released by it and stay.

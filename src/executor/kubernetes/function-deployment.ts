@@ -5,22 +5,24 @@
 // outnumber requestsPerPod on every pod, at most maxScale; an idle pod is
 // deleted and the replicas lowered with it. Scaling on concurrency, as
 // local mode does, is what keeps a newdeploy function's pods specialized:
-// an HPA would add and remove pods the executor did not choose.
+// an HPA would add and remove pods the executor did not choose. Replicas and
+// template go out as a server-side apply only when they changed
+// (apply-deployment.ts); pods are handed out from the namespace's pod watch
+// (function-pods.ts).
 import { createHash } from 'node:crypto';
 import { FlintError } from '../../api/errors.ts';
 import type { Environment, FunctionResource } from '../../api/kinds.ts';
-import type { GroupVersionResource, KubeClient, KubeObject } from '../../store/kube-client.ts';
+import type { KubeClient, KubeObject } from '../../store/kube-client.ts';
+import { applyDeployment, DEPLOYMENTS } from './apply-deployment.ts';
+import { type FunctionPods, isReady } from './function-pods.ts';
 import { dnsName, genericPodTemplate } from './pool-deployment.ts';
-
-const DEPLOYMENTS: GroupVersionResource = { group: 'apps', version: 'v1', resource: 'deployments' };
-const PODS: GroupVersionResource = { group: '', version: 'v1', resource: 'pods' };
 
 export interface FunctionDeploymentOptions {
   client: KubeClient;
   namespace: string;
   fetcherImage: string;
   enableIstio: boolean;
-  pollMs: number;
+  pods: FunctionPods;
 }
 
 export function isNewdeploy(fn: FunctionResource): boolean {
@@ -72,12 +74,6 @@ export function functionDeployment(fn: FunctionResource, env: Environment, repli
   };
 }
 
-function isReady(pod: any): boolean {
-  return Boolean(pod.status?.podIP) && !pod.metadata.deletionTimestamp && (pod.status?.conditions ?? []).some((c: any) => c.type === 'Ready' && c.status === 'True');
-}
-
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-
 export class FunctionDeployments {
   readonly #o: FunctionDeploymentOptions;
   /** Pods handed to the executor, by name: never handed out twice. */
@@ -87,45 +83,28 @@ export class FunctionDeployments {
     this.#o = o;
   }
 
-  /** Creates the function's Deployment, or brings its template and replicas to what is wanted. */
+  /** Creates the function's Deployment, or brings its template and replicas to what is wanted; no write when they are. */
   async ensure(fn: FunctionResource, env: Environment, replicas: number): Promise<void> {
-    const { client, namespace } = this.#o;
-    const desired = functionDeployment(fn, env, replicas, this.#o);
-    for (let attempt = 0; ; attempt++) {
-      const current = await client.get<KubeObject>(DEPLOYMENTS, namespace, desired.metadata.name);
-      try {
-        if (!current) {
-          await client.create(DEPLOYMENTS, namespace, desired);
-          return;
-        }
-        const spec = current.spec as any;
-        const same = spec.replicas === replicas && JSON.stringify(spec.template) === JSON.stringify((desired.spec as any).template);
-        if (same) return;
-        await client.replace(DEPLOYMENTS, namespace, desired.metadata.name, { ...current, spec: { ...spec, replicas, template: (desired.spec as any).template } });
-        return;
-      } catch (err) {
-        const code = (err as { code?: string }).code;
-        if (attempt < 5 && (code === 'FLINT_ERR_CONFLICT' || code === 'FLINT_ERR_ALREADY_EXISTS')) continue;
-        throw err;
-      }
-    }
+    await applyDeployment(this.#o.client, functionDeployment(fn, env, replicas, this.#o));
   }
 
   /** A ready pod of the function not yet handed out; waits for one until the deadline. */
   async takePod(fn: FunctionResource, env: Environment, deadline: number, stopped: () => boolean): Promise<{ name: string; ip: string }> {
-    const selector = `executorType=newdeploy,functionUid=${fn.metadata.uid},environmentHash=${environmentHash(env)}`;
-    for (;;) {
-      const pods = (await this.#o.client.list<any>(PODS, this.#o.namespace, { labelSelector: selector })).items;
-      const free = pods.find((p) => isReady(p) && !this.#taken.has(p.metadata.name));
-      if (free) {
-        this.#taken.add(free.metadata.name);
-        return { name: free.metadata.name, ip: free.status.podIP };
-      }
-      if (Date.now() >= deadline || stopped()) {
-        throw new FlintError('FLINT_ERR_SPECIALIZE_FAILED', `function '${fn.metadata.name}': no ready pod in its Deployment ${functionDeploymentName(fn)} within specializationTimeout`);
-      }
-      await sleep(this.#o.pollMs);
+    const labels = { executorType: 'newdeploy', functionUid: fn.metadata.uid, environmentHash: environmentHash(env) };
+    const free = await this.#o.pods.waitFor(
+      () => {
+        const pod = this.#o.pods.list(labels).find((p) => isReady(p) && !this.#taken.has(p.metadata.name));
+        // Taken at once: other waiters look at the same change before this one's caller runs again.
+        if (pod) this.#taken.add(pod.metadata.name);
+        return pod;
+      },
+      deadline,
+      stopped,
+    );
+    if (!free) {
+      throw new FlintError('FLINT_ERR_SPECIALIZE_FAILED', `function '${fn.metadata.name}': no ready pod in its Deployment ${functionDeploymentName(fn)} within specializationTimeout`);
     }
+    return { name: free.metadata.name, ip: free.status.podIP };
   }
 
   /** The pod is gone (deleted by the executor): it may not be handed out again, and needs no memory. */

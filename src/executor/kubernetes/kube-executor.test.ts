@@ -108,7 +108,6 @@ describe('kubernetes executor (fake API server, fake kubelet)', () => {
       fetcherImage: FETCHER,
       controllerUrl: 'http://127.0.0.1:1',
       reapIntervalMs: 100,
-      claimPollMs: 50,
       layout,
     });
     await store.create(env('node'));
@@ -377,6 +376,27 @@ describe('kubernetes executor (fake API server, fake kubelet)', () => {
     await store.delete('Environment', 'default', 'other');
     await eventually(() => !fake.objects('deployments.apps', FN_NS).some((d) => d.metadata.name.startsWith('poolmgr-other-')), 'the pool deleted');
   });
+
+  it('follows its pods with one watch, and writes no Deployment while nothing changes', { skip: !usable && 'bubblewrap is not usable here' }, async () => {
+    // Every claim and newdeploy hand-out above waited on the watch: the executor listed the namespace's pods once (a 410 would add one).
+    const podLists = fake.requests.filter((r) => r.method === 'GET' && r.path === `/api/v1/namespaces/${FN_NS}/pods?labelSelector=executorType`);
+    assert.ok(podLists.length >= 1 && podLists.length <= 2, `${podLists.length} pod lists`);
+    await store.create(pkg('quiet', "module.exports = async () => ({ status: 200, body: 'idle' });\n"));
+    const f = await store.create(fn('quiet', 'quiet', { invokeStrategy: { strategyType: 'execution', executionStrategy: { executorType: 'newdeploy', minScale: 1 } } }));
+    (await warmLease(executor, f, 'a warm pod')).release();
+    // The Deployment controller's status writes aside: those are not Flint's.
+    const writes = () => fake.requests.filter((r) => r.method !== 'GET' && r.path.includes('/deployments') && !r.path.endsWith('/status')).map((r) => `${r.method} ${r.path}`);
+    await new Promise((r) => setTimeout(r, 300));
+    const before = writes();
+    // Twenty reaper rounds (every 100 ms) over a pool and a newdeploy function kept at minScale.
+    await new Promise((r) => setTimeout(r, 2000));
+    assert.deepEqual(writes().slice(before.length), []);
+    assert.ok(
+      writes().every((w) => w.startsWith('PATCH ') || w.startsWith('DELETE ')),
+      'Deployments are written by apply, never replaced',
+    );
+    await store.delete('Function', 'default', 'quiet');
+  });
 });
 
 describe('kubernetes executor with enableIstio', () => {
@@ -394,7 +414,6 @@ describe('kubernetes executor with enableIstio', () => {
       fetcherImage: FETCHER,
       controllerUrl: 'http://127.0.0.1:1',
       enableIstio: true,
-      claimPollMs: 50,
       // No cluster DNS here: the Service's one pod stands in for its address, found by the Service's own selector.
       serviceHost: async (name, namespace) => {
         serviceHosts.push(`${name}.${namespace}`);

@@ -13,7 +13,8 @@
 // kept at minScale specialized pods and grown up to maxScale. A claimed pod's
 // environment container log is followed into the function's log file, with
 // the executor's own lines about the pod, so `flint fn log` reads the same
-// in both modes.
+// in both modes. Pods are known from one watch of the function namespace
+// (function-pods.ts), never by listing them while something waits.
 import { randomBytes } from 'node:crypto';
 import type { Logger } from 'pino';
 import { FlintError } from '../../api/errors.ts';
@@ -21,14 +22,15 @@ import type { Environment, FunctionResource, Package } from '../../api/kinds.ts'
 import { archiveShas } from '../../archive/refs.ts';
 import type { DataLayout } from '../../config/layout.ts';
 import type { GroupVersionResource, KubeClient, KubeObject, KubeWatch } from '../../store/kube-client.ts';
-import type { Store, Watch } from '../../store/store.ts';
+import { parseLabelSelector, type Store, type Watch } from '../../store/store.ts';
 import { FunctionLogs } from '../function-log.ts';
 import type { Executor, Lease } from '../types.ts';
+import { applyDeployment, DEPLOYMENTS } from './apply-deployment.ts';
 import { FunctionDeployments, functionDeploymentName, isNewdeploy, scaleBounds } from './function-deployment.ts';
+import { FunctionPods, isReady } from './function-pods.ts';
 import { dnsName, ENV_PORT, FETCHER_PORT, FETCHER_TOKEN_SECRET, poolDeployment, poolDeploymentName, poolLabels } from './pool-deployment.ts';
 import { specializeRequest } from './specialize-request.ts';
 
-const DEPLOYMENTS: GroupVersionResource = { group: 'apps', version: 'v1', resource: 'deployments' };
 const PODS: GroupVersionResource = { group: '', version: 'v1', resource: 'pods' };
 const SERVICES: GroupVersionResource = { group: '', version: 'v1', resource: 'services' };
 const SECRETS: GroupVersionResource = { group: '', version: 'v1', resource: 'secrets' };
@@ -53,8 +55,8 @@ export interface KubeExecutorOptions {
   reapIntervalMs?: number;
   /** Where function logs are written (`flint fn log` reads them); none: pod logs are not followed. */
   layout?: DataLayout;
-  /** How often a claim looks again for a ready pool pod. */
-  claimPollMs?: number;
+  /** How long one watch of the function namespace's pods lasts before it is watched again. */
+  watchTimeoutSeconds?: number;
 }
 
 interface Instance {
@@ -85,10 +87,6 @@ interface FnState {
 
 const keyOf = (ns: string, name: string) => `${ns}/${name}`;
 
-function isReady(pod: any): boolean {
-  return Boolean(pod.status?.podIP) && !pod.metadata.deletionTimestamp && (pod.status?.conditions ?? []).some((c: any) => c.type === 'Ready' && c.status === 'True');
-}
-
 function sleep(ms: number): Promise<void> {
   return new Promise((r) => setTimeout(r, ms));
 }
@@ -108,6 +106,7 @@ export class KubeExecutor implements Executor {
   #stopping: Promise<void> | undefined;
   readonly #logs: FunctionLogs | undefined;
   readonly #functionDeployments: FunctionDeployments;
+  readonly #pods: FunctionPods;
   /** What every fetcher wants on a specialize request; read (or made) once at start. */
   #fetcherToken = '';
   /** Pod log streams being copied into function logs, by pod name. */
@@ -121,12 +120,18 @@ export class KubeExecutor implements Executor {
     this.#poolSize = o.poolSize ?? 3;
     this.#log = o.logger;
     this.#logs = o.layout ? new FunctionLogs(o.layout, (namespace, name, err) => this.#log.error({ namespace, fn: name, err: err.message }, "refusing to write this function's log: its file or directory is not the server's own")) : undefined;
+    this.#pods = new FunctionPods({
+      client: o.client,
+      namespace: o.functionNamespace,
+      watchTimeoutSeconds: o.watchTimeoutSeconds,
+      onError: (err) => this.#log.warn({ err }, 'following the function pods failed; retrying'),
+    });
     this.#functionDeployments = new FunctionDeployments({
       client: o.client,
       namespace: o.functionNamespace,
       fetcherImage: o.fetcherImage,
       enableIstio: o.enableIstio === true,
-      pollMs: o.claimPollMs ?? 100,
+      pods: this.#pods,
     });
   }
 
@@ -135,6 +140,7 @@ export class KubeExecutor implements Executor {
   async start(): Promise<void> {
     const { store } = this.#o;
     this.#fetcherToken = await this.#ensureFetcherToken();
+    await this.#pods.start();
     // Pods an earlier executor specialized hold code no router will be told about: they go.
     await this.#deletePods('executorType=poolmgr,managed=false');
     await this.#deletePods('executorType=newdeploy');
@@ -205,6 +211,7 @@ export class KubeExecutor implements Executor {
       await this.#pools;
       await Promise.all([...this.#fns.values()].flatMap((st) => [...st.instances].map((i) => this.#deletePod(i.pod))));
       this.#fns.clear();
+      await this.#pods.stop();
       for (const f of this.#following.values()) f.close();
       this.#following.clear();
       await this.#logs?.closeAll();
@@ -268,11 +275,8 @@ export class KubeExecutor implements Executor {
   async #reconcilePool(env: Environment): Promise<void> {
     const { client, functionNamespace } = this.#o;
     const desired = poolDeployment(env, { namespace: functionNamespace, fetcherImage: this.#o.fetcherImage, enableIstio: this.#o.enableIstio === true, poolSize: this.#poolSize });
-    const current = await client.get<KubeObject>(DEPLOYMENTS, functionNamespace, desired.metadata.name);
-    if (!current) {
-      await client.create(DEPLOYMENTS, functionNamespace, desired);
-      this.#log.info({ environment: env.metadata.name, deployment: desired.metadata.name }, 'pool Deployment created');
-    }
+    const done = await applyDeployment(client, desired);
+    if (done !== 'unchanged') this.#log.info({ environment: env.metadata.name, deployment: desired.metadata.name }, `pool Deployment ${done}`);
     // The name carries the environment's version: any other one of this environment is an older pool.
     await this.#removePools(env, desired.metadata.name);
   }
@@ -289,13 +293,15 @@ export class KubeExecutor implements Executor {
   }
 
   async #deletePods(selector: string): Promise<void> {
-    const list = await this.#o.client.list<KubeObject>(PODS, this.#o.functionNamespace, { labelSelector: selector });
-    await Promise.all(list.items.map((p) => this.#deletePod(p.metadata.name)));
+    const match = parseLabelSelector(selector);
+    const pods = this.#pods.list().filter((p) => match(p.metadata.labels) && !p.metadata.deletionTimestamp);
+    await Promise.all(pods.map((p) => this.#deletePod(p.metadata.name)));
   }
 
   async #deletePod(name: string): Promise<void> {
     this.#following.get(name)?.close();
     this.#following.delete(name);
+    this.#pods.deleted(name);
     try {
       await this.#o.client.delete(PODS, this.#o.functionNamespace, name);
     } catch (err) {
@@ -441,8 +447,7 @@ export class KubeExecutor implements Executor {
     if (this.#checking || this.#stopped || held.length === 0) return;
     this.#checking = true;
     try {
-      const pods = await this.#o.client.list<any>(PODS, this.#o.functionNamespace, { labelSelector: 'functionUid' });
-      const serving = new Set(pods.items.filter(isReady).map((p) => p.metadata.name as string));
+      const serving = new Set(this.#pods.list().filter((p) => p.metadata.labels?.functionUid && isReady(p)).map((p) => p.metadata.name as string));
       for (const { st, inst } of held) {
         if (serving.has(inst.pod) || !st.instances.has(inst)) continue;
         this.#logs?.write(st.fn.metadata.namespace, st.fn.metadata.name, 'flint', `pod ${inst.pod} is gone or not ready: requests go to other pods`);
@@ -644,37 +649,44 @@ export class KubeExecutor implements Executor {
     return { pod: pod.name, address: `${host}:${ENV_PORT}`, version, active: 0, lastUsed: Date.now(), draining: false };
   }
 
-  /** Takes a ready pod out of the environment's pool by relabelling it; another executor's claim of the same pod conflicts. */
+  /**
+   * Takes a ready pod out of the environment's pool by relabelling it; another executor's claim of the same pod
+   * conflicts. Waits for the pod watch to show a candidate rather than asking the API server again.
+   */
   async #claimPod(env: Environment, fn: FunctionResource, deadline: number): Promise<{ name: string; ip: string }> {
     const { client, functionNamespace } = this.#o;
-    const selector = Object.entries({ ...poolLabels(env), managed: 'true' })
-      .map(([k, v]) => `${k}=${v}`)
-      .join(',');
-    for (;;) {
-      const pods = (await client.list<any>(PODS, functionNamespace, { labelSelector: selector })).items.filter(isReady);
-      for (const pod of pods.sort(() => Math.random() - 0.5)) {
-        const labels = {
-          ...pod.metadata.labels,
-          managed: 'false',
-          functionName: fn.metadata.name,
-          functionNamespace: fn.metadata.namespace,
-          functionUid: fn.metadata.uid,
-        };
-        try {
-          await client.replace(PODS, functionNamespace, pod.metadata.name, { ...pod, metadata: { ...pod.metadata, labels } });
-          return { name: pod.metadata.name, ip: pod.status.podIP };
-        } catch (err) {
-          if ((err as { code?: string }).code !== 'FLINT_ERR_CONFLICT' && (err as { code?: string }).code !== 'FLINT_ERR_NOT_FOUND') throw err;
+    const pool = { ...poolLabels(env), managed: 'true' };
+    // Versions a claim already lost: tried again only once the watch shows the pod changed.
+    const lost = new Map<string, string | undefined>();
+    const claimed = await this.#pods.waitFor(
+      async () => {
+        const pods = this.#pods.list(pool).filter((p) => isReady(p) && lost.get(p.metadata.name) !== p.metadata.resourceVersion);
+        for (const pod of pods.sort(() => Math.random() - 0.5)) {
+          const labels = {
+            ...pod.metadata.labels,
+            managed: 'false',
+            functionName: fn.metadata.name,
+            functionNamespace: fn.metadata.namespace,
+            functionUid: fn.metadata.uid,
+          };
+          try {
+            await client.replace(PODS, functionNamespace, pod.metadata.name, { ...pod, metadata: { ...pod.metadata, labels } });
+            return { name: pod.metadata.name as string, ip: pod.status.podIP as string };
+          } catch (err) {
+            if ((err as { code?: string }).code !== 'FLINT_ERR_CONFLICT' && (err as { code?: string }).code !== 'FLINT_ERR_NOT_FOUND') throw err;
+            lost.set(pod.metadata.name, pod.metadata.resourceVersion);
+          }
         }
-      }
-      if (Date.now() >= deadline || this.#stopped) {
-        throw new FlintError(
-          'FLINT_ERR_SPECIALIZE_FAILED',
-          `function '${fn.metadata.name}': no ready pod in environment '${env.metadata.name}''s pool (Deployment ${poolDeploymentName(env)}, poolsize ${env.spec.poolsize ?? this.#poolSize}) within specializationTimeout`,
-        );
-      }
-      await sleep(this.#o.claimPollMs ?? 100);
-    }
+        return undefined;
+      },
+      deadline,
+      () => this.#stopped,
+    );
+    if (claimed) return claimed;
+    throw new FlintError(
+      'FLINT_ERR_SPECIALIZE_FAILED',
+      `function '${fn.metadata.name}': no ready pod in environment '${env.metadata.name}''s pool (Deployment ${poolDeploymentName(env)}, poolsize ${env.spec.poolsize ?? this.#poolSize}) within specializationTimeout`,
+    );
   }
 
   // ---- mesh --------------------------------------------------------------------------------
