@@ -108,6 +108,10 @@ describe('Helm chart', { timeout: 25 * 60_000 }, () => {
     for (const kind of CUSTOM_KINDS) assert.deepEqual(grants(cluster.rules, 'flint.dev', KINDS[kind].plural).sort(), [...all].sort(), kind);
     assert.ok(grants(cluster.rules, 'flint.dev', 'packages/status').includes('update'));
     for (const r of ['secrets', 'configmaps']) assert.deepEqual(grants(cluster.rules, '', r).sort(), [...all].sort(), r);
+    // Namespaces: read only, and only the two the server writes into.
+    const nsRule = cluster.rules.find((r: any) => r.resources.includes('namespaces'));
+    assert.deepEqual(nsRule.verbs, ['get']);
+    assert.deepEqual(nsRule.resourceNames, ['flint', 'flint-function']);
     const executor = find(docs, 'Role', 'flint-executor');
     assert.equal(executor.metadata.namespace, 'flint-function');
     for (const [g, r] of [

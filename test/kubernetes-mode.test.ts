@@ -12,8 +12,8 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { createClient } from '@redis/client';
 import { type LocalBroker, startRedis } from '../scripts/local-brokers.ts';
+import { RedisConnector } from '../src/mqtrigger/redis.ts';
 import { sandboxAvailable } from '../src/sandbox/bwrap.ts';
 import { FLINT_NAMESPACE, FUNCTION_NAMESPACE, startTestCluster, type TestCluster } from './helpers/kube-cluster.ts';
 import { eventually, flintAsync, startServer, type TestServer } from './helpers/server.ts';
@@ -148,17 +148,17 @@ describe('kubernetes mode on a real control plane', { skip: !usable && 'bubblewr
     await ok(['fn', 'create', '--name', 'worker', '--env', 'nodejs', '--code', 'worker.js']);
     await ok(['mqt', 'create', '--name', 'jobs', '--function', 'worker', '--mqtype', 'redis', '--topic', 'jobs', '--resptopic', 'done']);
     assert.ok((await kubectlJson(['-n', 'default', 'get', 'messagequeuetriggers.flint.dev', 'jobs'])).spec);
-    const client = createClient({ url: redis.url });
-    await client.connect();
+    const conn = new RedisConnector({ url: redis.url });
+    const answers: string[] = [];
+    const sub = await conn.subscribe({ group: 'test', topic: 'done', onMessage: async (m) => void answers.push(m.value.toString()) });
     try {
-      await eventually(async () => {
-        // Flint's Redis Streams entries carry the body base64-encoded in `value` (src/mqtrigger/redis.ts).
-        await client.xAdd('jobs', '*', { value: Buffer.from(JSON.stringify({ n: 7 })).toString('base64') });
-        const answers = await client.xRange('done', '-', '+');
-        return answers.some((a) => Buffer.from(String(a.message.value), 'base64').toString('utf8') === 'got 7');
-      }, 'the answer on the response stream', 90_000);
+      await conn.publish('jobs', { value: JSON.stringify({ n: 7 }) });
+      await eventually(() => answers.includes('got 7'), 'the answer on the response stream', 90_000).catch((err) => {
+        throw new Error(`${(err as Error).message}\n${diagnostics()}`);
+      });
     } finally {
-      await client.quit();
+      await sub.close();
+      await conn.close();
     }
   });
 

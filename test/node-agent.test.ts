@@ -36,6 +36,8 @@ describe('node agent on a real control plane', { skip: !usable && 'bubblewrap is
             args: ['fetcher', '--port', '9100'],
             env,
             readinessProbe: { httpGet: { path: '/readiness-healthz', port: 9100 }, periodSeconds: 1 },
+            // Burstable: the API server's qosClass stays as it set it when the agent writes status.
+            resources: { requests: { cpu: '10m', memory: '32Mi' } },
           },
         ],
         ...extra,

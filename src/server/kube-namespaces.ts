@@ -2,9 +2,10 @@
 // answers a write into a missing one with a 404 that reads like the object
 // is missing. At start-up the server makes the ones it uses when its
 // identity may, and otherwise says which one is missing and what to do. The
-// chart's identity may neither read nor create namespaces (the chart makes
-// them itself), so a 403 on the read means "assume they are there": a write
-// into a missing one still fails with FLINT_ERR_NAMESPACE_NOT_FOUND.
+// chart's identity may read these two namespaces but not create them (the
+// chart makes them itself); an identity that may not even read them gets a
+// 403, taken as "assume they are there": a write into a missing one still
+// fails with FLINT_ERR_NAMESPACE_NOT_FOUND.
 import { FlintError } from '../api/errors.ts';
 import type { GroupVersionResource, KubeClient, KubeObject } from '../store/kube-client.ts';
 
