@@ -1,6 +1,7 @@
 // `GET /v1/namespaces/{ns}/functions/{name}/instances`: a function's
-// instances as the executor sees them (`flint fn pods`). Local mode only:
-// in kubernetes mode they are pods, and the cluster is where to look.
+// instances as the executor sees them (`flint fn pods`): worker processes in
+// local mode, pods in kubernetes mode. A control plane without an executor
+// of its own answers 501 and points at the cluster.
 import type { FastifyInstance } from 'fastify';
 import { FlintError } from '../api/errors.ts';
 import { type InstancesSource, InstancesReportSchema } from '../api/instances.ts';

@@ -25,7 +25,8 @@ import type { InstanceBudget, Reservation } from './instance-budget.ts';
 import { type CodeSource, materialize } from './materialize.ts';
 import { startWorker, type WorkerHandle } from './process/worker-process.ts';
 import { InstanceCore, isNewdeploy } from './core/instance-core.ts';
-import { type CoreInstance, type FunctionSlot, START_ABANDONED } from './core/types.ts';
+import { InstanceState } from './core/instance-state.ts';
+import { type FunctionSlot, START_ABANDONED } from './core/types.ts';
 import type { Executor, Lease } from './types.ts';
 
 export interface ProcessExecutorOptions {
@@ -55,20 +56,12 @@ export interface ProcessExecutorOptions {
 const RETRY_AFTER_S = 1;
 
 /** A specialized worker, as the instance core tracks it. */
-class WorkerInstance implements CoreInstance {
+class WorkerInstance extends InstanceState {
   readonly worker: WorkerHandle;
-  readonly version: string;
-  readonly startedAt = Date.now();
-  active = 0;
-  served = 0;
-  longLived = 0;
-  lastUsed = Date.now();
-  draining = false;
-  drainDeadline?: NodeJS.Timeout;
 
   constructor(worker: WorkerHandle, version: string) {
+    super(version);
     this.worker = worker;
-    this.version = version;
   }
 
   get id(): string {

@@ -25,7 +25,7 @@ import { ensureRouterSecret } from '../auth/router-secret.ts';
 import { createTokenService } from '../auth/tokens.ts';
 import { sandboxAvailable } from '../sandbox/bwrap.ts';
 import { EgressNetworks } from '../sandbox/egress.ts';
-import { createKubeExecutor } from '../executor/kubernetes/kube-executor.ts';
+import { createKubeExecutor, type KubeExecutor } from '../executor/kubernetes/kube-executor.ts';
 import { budgetLimits, InstanceBudget } from '../executor/instance-budget.ts';
 import { registerExecutorMetrics } from '../executor/metrics.ts';
 import { createProcessExecutor, ProcessExecutor } from '../executor/process-executor.ts';
@@ -179,6 +179,7 @@ export async function startServer(src: ValuesSources, out: (line: string) => voi
           poolSize: values.executor.poolSize,
           reapIntervalMs: values.executor.reapIntervalSeconds * 1000,
           layout,
+          queue: { maxLength: values.executor.maxQueueLength, timeoutMs: values.executor.queueTimeoutSeconds * 1000 },
         })
       : createProcessExecutor({
           store,
@@ -323,7 +324,7 @@ export async function startServer(src: ValuesSources, out: (line: string) => voi
       archives,
       maxUploadBytes: values.archives.maxUploadMB * MIB,
       archiveLimits: { maxEntries: 100_000, maxBytes: maxUnpackedBytes },
-      instances: executor instanceof ProcessExecutor ? (ns, name) => executor.instances(ns, name) : undefined,
+      instances: (ns, name) => (executor as ProcessExecutor | KubeExecutor).instances(ns, name),
     });
     limitNodeServer(controller.server, limitsOf('controller', values.controller), dropped('controller'));
     await controller.listen({ host: values.controller.host, port: values.controller.port });

@@ -142,6 +142,11 @@ export class InstanceCore<I extends CoreInstance> {
     this.#dispatch(slot);
   }
 
+  /** Whether the slot is still its function's (not deleted or replaced by a new function of the same name). */
+  isLive(st: FunctionSlot<I>): boolean {
+    return this.#slots.get(st.key) === st;
+  }
+
   /** Every slot, for a backend's own bookkeeping (pods gone behind its back, resizing). */
   slots(): Iterable<FunctionSlot<I>> {
     return this.#slots.values();
@@ -220,7 +225,6 @@ export class InstanceCore<I extends CoreInstance> {
     clearTimeout(inst.drainDeadline);
     if (!slot.instances.delete(inst)) return;
     this.#b.log(slot.fn, `instance ${inst.id} ${why}; it will be replaced on demand`);
-    this.#b.instancesChanged?.(slot);
     if (this.#stopped) return;
     if (isNewdeploy(slot.fn)) this.#ensureMinScale(slot);
     this.#scale(slot);
@@ -240,7 +244,6 @@ export class InstanceCore<I extends CoreInstance> {
     if (!slot.instances.delete(inst)) return;
     this.#b.log(slot.fn, `instance ${inst.id} stopped (${why})`);
     this.#b.stopInstance(slot, inst, why, why === 'timeout');
-    this.#b.instancesChanged?.(slot);
   }
 
   /** Idle instances past the function's idletimeout stop; newdeploy functions keep minScale. */
@@ -463,13 +466,11 @@ export class InstanceCore<I extends CoreInstance> {
   #startInstance(st: Slot<I>): void {
     st.starting++;
     const version = st.version;
-    this.#b.instancesChanged?.(st);
     void this.#b.startInstance(st, version).then(
       (inst) => {
         st.starting--;
         if (this.#slots.get(st.key) !== st || this.#stopped) {
           this.#b.stopInstance(st, inst, 'not needed any more', true);
-          this.#b.instancesChanged?.(st);
           return;
         }
         st.instances.add(inst);
@@ -478,11 +479,9 @@ export class InstanceCore<I extends CoreInstance> {
         if (version !== st.version) this.drain(st, inst);
         this.#rollOn(st);
         this.#dispatch(st, inst);
-        this.#b.instancesChanged?.(st);
       },
       (err) => {
         st.starting--;
-        this.#b.instancesChanged?.(st);
         if (err === START_ABANDONED) {
           // Nobody waited for it any more; requests that came since get a start of their own.
           if (st.starting === 0) this.#endRollout(st);

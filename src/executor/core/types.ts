@@ -62,8 +62,6 @@ export interface InstanceBackend<I extends CoreInstance> {
   maxInstances(fn: FunctionResource): number;
   /** A line for the function's log (`flint fn log`), as the executor's own. */
   log(fn: FunctionResource, line: string): void;
-  /** The function's instances changed (one started, retired or lost): newdeploy Deployments follow it. */
-  instancesChanged?(slot: FunctionSlot<I>): void;
   /** Why a request waited too long when starts were blocked on room; undefined: the queue's own reason. */
   roomError?(slot: FunctionSlot<I>, waitedSeconds: number): FlintError | undefined;
 }

@@ -15,7 +15,7 @@
 // the executor's own lines about the pod, so `flint fn log` reads the same
 // in both modes. Pods are known from one watch of the function namespace
 // (function-pods.ts), never by listing them while something waits.
-import { randomBytes } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
 import type { Logger } from 'pino';
 import { FlintError } from '../../api/errors.ts';
 import type { Environment, FunctionResource, Package } from '../../api/kinds.ts';
@@ -24,6 +24,10 @@ import type { DataLayout } from '../../config/layout.ts';
 import type { GroupVersionResource, KubeClient, KubeObject, KubeWatch } from '../../store/kube-client.ts';
 import { parseLabelSelector, type Store, type Watch } from '../../store/store.ts';
 import { FunctionLogs } from '../function-log.ts';
+import type { InstancesReport } from '../../api/instances.ts';
+import { InstanceCore } from '../core/instance-core.ts';
+import { InstanceState } from '../core/instance-state.ts';
+import type { FunctionSlot } from '../core/types.ts';
 import type { Executor, Lease } from '../types.ts';
 import { applyDeployment, DEPLOYMENTS } from './apply-deployment.ts';
 import { FunctionDeployments, functionDeploymentName, isNewdeploy, scaleBounds } from './function-deployment.ts';
@@ -37,6 +41,8 @@ const SECRETS: GroupVersionResource = { group: '', version: 'v1', resource: 'sec
 
 export interface KubeExecutorOptions {
   store: Store;
+  /** Requests waiting for one function's pods: how many at most, and how long one waits for a free slot (default 1000, 10 s). */
+  queue?: { maxLength: number; timeoutMs: number };
   client: KubeClient;
   logger: Logger;
   /** Where pool and function pods live. */
@@ -59,31 +65,25 @@ export interface KubeExecutorOptions {
   watchTimeoutSeconds?: number;
 }
 
-interface Instance {
-  pod: string;
-  address: string;
-  version: string;
-  active: number;
-  lastUsed: number;
-  draining: boolean;
+/** A specialized pod, as the instance core tracks it. */
+class PodInstance extends InstanceState {
+  readonly id: string;
+  readonly address: string;
+  /** Deleted or not ready behind the executor's back. */
+  gone = false;
+
+  constructor(pod: string, address: string, version: string) {
+    super(version);
+    this.id = pod;
+    this.address = address;
+  }
+
+  usable(): boolean {
+    return !this.gone;
+  }
 }
 
-interface Waiter {
-  resolve(lease: Lease): void;
-  reject(err: unknown): void;
-  timer: NodeJS.Timeout;
-}
-
-interface FnState {
-  key: string;
-  fn: FunctionResource;
-  version: string;
-  instances: Set<Instance>;
-  starting: number;
-  waiters: Waiter[];
-  /** After a failed specialization, warming waits until then rather than churn pods. */
-  warmAfter?: number;
-}
+type Slot = FunctionSlot<PodInstance>;
 
 const keyOf = (ns: string, name: string) => `${ns}/${name}`;
 
@@ -97,11 +97,9 @@ export class KubeExecutor implements Executor {
   readonly #envs = new Map<string, Environment>();
   readonly #packages = new Map<string, Package>();
   readonly #functions = new Map<string, FunctionResource>();
-  readonly #fns = new Map<string, FnState>();
+  readonly #core: InstanceCore<PodInstance>;
   readonly #watches: Watch[] = [];
   #reaper: NodeJS.Timeout | undefined;
-  /** A pod check is under way (one at a time). */
-  #checking = false;
   #stopped = false;
   #stopping: Promise<void> | undefined;
   readonly #logs: FunctionLogs | undefined;
@@ -133,6 +131,25 @@ export class KubeExecutor implements Executor {
       enableIstio: o.enableIstio === true,
       pods: this.#pods,
     });
+    this.#core = new InstanceCore<PodInstance>({
+      queue: o.queue,
+      backend: {
+        startInstance: (slot, version) => this.#newInstance(slot, version),
+        stopInstance: (slot, inst) => {
+          void this.#deletePod(inst.id).then(() => {
+            // The Deployment shrinks with it (once the pod is going, so its ReplicaSet takes no other) instead of starting a generic replacement.
+            if (isNewdeploy(slot.fn)) this.#resizeFunctionDeployment(slot);
+          });
+        },
+        versionOf: (fn) => this.#versionOf(fn),
+        maxInstances: (fn) => {
+          if (isNewdeploy(fn)) return scaleBounds(fn).max;
+          // Behind one Service the mesh fronts one pod: Fission's rule with Istio on.
+          return this.#o.enableIstio ? 1 : (fn.spec.concurrency ?? 500);
+        },
+        log: (fn, line) => this.#logs?.write(fn.metadata.namespace, fn.metadata.name, 'flint', line),
+      },
+    });
   }
 
   // ---- lifecycle -------------------------------------------------------------------
@@ -152,7 +169,7 @@ export class KubeExecutor implements Executor {
     for (const e of envs.items) this.#upsertEnv(e);
     const newdeploys = fns.items.filter(isNewdeploy);
     await this.#functionDeployments.removeAllBut(new Set(newdeploys.map(functionDeploymentName)));
-    for (const f of newdeploys) this.#warm(this.#state(f));
+    for (const f of fns.items) this.#core.upsertFunction(f);
     this.#watches.push(
       store.watch({ kind: 'Environment', sinceResourceVersion: envs.resourceVersion }, (ev) => {
         const env = ev.object as Environment;
@@ -164,7 +181,7 @@ export class KubeExecutor implements Executor {
         const key = keyOf(pkg.metadata.namespace, pkg.metadata.name);
         if (ev.type === 'DELETED') this.#packages.delete(key);
         else this.#packages.set(key, pkg);
-        for (const st of this.#fns.values()) this.#refreshVersion(st);
+        this.#core.refreshAll();
       }),
       store.watch({ kind: 'Function', sinceResourceVersion: fns.resourceVersion }, (ev) => {
         const fn = ev.object as FunctionResource;
@@ -172,21 +189,15 @@ export class KubeExecutor implements Executor {
         const previous = this.#functions.get(key);
         if (ev.type === 'DELETED') {
           this.#functions.delete(key);
-          this.#deleteFunction(key, fn.metadata.name);
+          this.#core.deleteFunction(fn);
+          if (this.#o.enableIstio) void this.#deleteService(fn);
+          this.#logs?.close(fn.metadata.namespace, fn.metadata.name);
           if (isNewdeploy(fn)) this.#removeFunctionDeployment(fn);
           return;
         }
         this.#functions.set(key, fn);
-        if (isNewdeploy(fn)) {
-          this.#warm(this.#state(fn));
-          return;
-        }
-        if (previous && isNewdeploy(previous)) this.#removeFunctionDeployment(previous);
-        const st = this.#fns.get(key);
-        if (st && st.fn.metadata.uid === fn.metadata.uid && Number(fn.metadata.resourceVersion) > Number(st.fn.metadata.resourceVersion)) {
-          st.fn = fn;
-          this.#refreshVersion(st);
-        }
+        if (previous && isNewdeploy(previous) && !isNewdeploy(fn)) this.#removeFunctionDeployment(previous);
+        this.#core.upsertFunction(fn);
       }),
     );
     await this.#pools;
@@ -199,18 +210,12 @@ export class KubeExecutor implements Executor {
       this.#stopped = true;
       clearInterval(this.#reaper);
       for (const w of this.#watches.splice(0)) w.close();
-      for (const st of this.#fns.values()) {
-        for (const w of st.waiters.splice(0)) {
-          clearTimeout(w.timer);
-          w.reject(new FlintError('FLINT_ERR_UNAVAILABLE', 'the executor is stopping'));
-        }
-      }
+      const instances = this.#core.stop();
       // Requests under way finish first (bounded: a stuck one does not hold the stop forever).
       const deadline = Date.now() + 10_000;
-      while (Date.now() < deadline && [...this.#fns.values()].some((st) => [...st.instances].some((i) => i.active > 0))) await sleep(50);
+      while (Date.now() < deadline && this.#core.busy()) await sleep(50);
       await this.#pools;
-      await Promise.all([...this.#fns.values()].flatMap((st) => [...st.instances].map((i) => this.#deletePod(i.pod))));
-      this.#fns.clear();
+      await Promise.all(instances.map((i) => this.#deletePod(i.id)));
       await this.#pods.stop();
       for (const f of this.#following.values()) f.close();
       this.#following.clear();
@@ -253,14 +258,8 @@ export class KubeExecutor implements Executor {
     const previous = this.#envs.get(key);
     this.#envs.set(key, env);
     this.#queuePools(() => this.#reconcilePool(env));
-    if (!previous || JSON.stringify(previous.spec) === JSON.stringify(env.spec)) return;
-    // newdeploy pods run the old image: new ones (from the updated template) take over while these drain.
-    for (const st of this.#fns.values()) {
-      if (!isNewdeploy(st.fn) || this.#envOf(st.fn) !== env) continue;
-      for (const inst of st.instances) this.#drain(st, inst);
-      this.#resizeFunctionDeployment(st);
-      this.#warm(st);
-    }
+    // Specialized pods run the old image and settings: pods of the new ones take over while these drain (versionOf).
+    if (previous && JSON.stringify(previous.spec) !== JSON.stringify(env.spec)) this.#core.refreshAll();
   }
 
   #deleteEnv(env: Environment): void {
@@ -313,23 +312,14 @@ export class KubeExecutor implements Executor {
   // ---- newdeploy -----------------------------------------------------------------------
 
   /** The replicas a newdeploy function's Deployment should have: every pod it serves or drains, and those being started, at least minScale. */
-  #wantedReplicas(st: FnState): number {
+  #wantedReplicas(st: Slot): number {
     return Math.max(scaleBounds(st.fn).min, st.instances.size + st.starting);
   }
 
-  /** Keeps minScale pods of a newdeploy function specialized before any request needs them. */
-  #warm(st: FnState): void {
-    if (this.#stopped || this.#fns.get(st.key) !== st || (st.warmAfter ?? 0) > Date.now()) return;
-    const live = [...st.instances].filter((i) => !i.draining).length;
-    for (let n = live + st.starting; n < scaleBounds(st.fn).min; n++) {
-      st.starting++;
-      void this.#specialize(st).finally(() => st.starting--);
-    }
-  }
-
-  /** After a pod of a newdeploy function went: the Deployment shrinks with it instead of starting a generic replacement. */
-  #resizeFunctionDeployment(st: FnState): void {
-    if (this.#stopped || this.#fns.get(st.key) !== st) return;
+  /** Sets a newdeploy function's Deployment to the pods it serves, drains and starts. */
+  #resizeFunctionDeployment(st: Slot): void {
+    // A deleted function's Deployment goes with it (#removeFunctionDeployment): its last pods must not bring it back.
+    if (this.#stopped || !this.#core.isLive(st)) return;
     const env = this.#envOf(st.fn);
     if (!env) return;
     this.#queuePools(() => this.#functionDeployments.ensure(st.fn, env, this.#wantedReplicas(st)));
@@ -348,62 +338,13 @@ export class KubeExecutor implements Executor {
 
   // ---- functions -----------------------------------------------------------------------
 
+  /** The function, its code and its environment's settings (a pod runs the image and settings it was made with). */
   #versionOf(fn: FunctionResource): string {
     const ref = fn.spec.package.packageref;
     const pkg = this.#packages.get(keyOf(ref.namespace ?? fn.metadata.namespace, ref.name));
-    return `${fn.metadata.uid}:${fn.metadata.resourceVersion}:${pkg ? (archiveShas(pkg.spec.deployment)[0] ?? 'none') : '-'}`;
-  }
-
-  #refreshVersion(st: FnState): void {
-    const version = this.#versionOf(st.fn);
-    if (version === st.version) return;
-    st.version = version;
-    for (const inst of st.instances) this.#drain(st, inst);
-  }
-
-  #state(fn: FunctionResource): FnState {
-    const key = keyOf(fn.metadata.namespace, fn.metadata.name);
-    const known = this.#functions.get(key);
-    if (known && known.metadata.uid === fn.metadata.uid && Number(known.metadata.resourceVersion) > Number(fn.metadata.resourceVersion)) fn = known;
-    let st = this.#fns.get(key);
-    if (!st || st.fn.metadata.uid !== fn.metadata.uid) {
-      if (st) this.#deleteFunction(key, fn.metadata.name);
-      st = { key, fn, version: this.#versionOf(fn), instances: new Set(), starting: 0, waiters: [] };
-      this.#fns.set(key, st);
-    } else if (Number(fn.metadata.resourceVersion) > Number(st.fn.metadata.resourceVersion)) {
-      st.fn = fn;
-      this.#refreshVersion(st);
-    }
-    return st;
-  }
-
-  #deleteFunction(key: string, name: string): void {
-    const st = this.#fns.get(key);
-    if (!st) return;
-    this.#fns.delete(key);
-    for (const w of st.waiters.splice(0)) {
-      clearTimeout(w.timer);
-      w.reject(new FlintError('FLINT_ERR_NOT_FOUND', `function '${name}' was deleted`));
-    }
-    for (const inst of st.instances) this.#drain(st, inst);
-    if (this.#o.enableIstio) void this.#deleteService(st.fn);
-    this.#logs?.close(st.fn.metadata.namespace, name);
-  }
-
-  #drain(st: FnState, inst: Instance): void {
-    inst.draining = true;
-    if (inst.active === 0) this.#retire(st, inst);
-  }
-
-  #retire(st: FnState, inst: Instance): void {
-    if (!st.instances.delete(inst)) return;
-    this.#logs?.write(st.fn.metadata.namespace, st.fn.metadata.name, 'flint', `pod ${inst.pod} stopped (${inst.draining ? 'drained' : 'idle'})`);
-    void this.#deletePod(inst.pod).then(() => {
-      if (!isNewdeploy(st.fn)) return;
-      this.#resizeFunctionDeployment(st);
-      // A drained pod of an older version is replaced by one of the new.
-      this.#warm(st);
-    });
+    const env = this.#envOf(fn);
+    const envDigest = env ? createHash('sha256').update(JSON.stringify(env.spec)).digest('hex').slice(0, 12) : '-';
+    return `${fn.metadata.uid}:${fn.metadata.resourceVersion}:${pkg ? (archiveShas(pkg.spec.deployment)[0] ?? 'none') : '-'}:${envDigest}`;
   }
 
   #followLog(fn: FunctionResource, pod: string, container: string): void {
@@ -420,176 +361,44 @@ export class KubeExecutor implements Executor {
   }
 
   #reap(): void {
-    const now = Date.now();
-    for (const st of this.#fns.values()) {
-      const idleMs = (st.fn.spec.idletimeout ?? 120) * 1000;
-      // newdeploy keeps minScale pods however idle.
-      let spare = isNewdeploy(st.fn) ? [...st.instances].filter((i) => !i.draining).length - scaleBounds(st.fn).min : Number.POSITIVE_INFINITY;
-      for (const inst of st.instances) {
-        if (inst.active > 0) continue;
-        if (inst.draining) this.#retire(st, inst);
-        else if (now - inst.lastUsed > idleMs && spare > 0) {
-          spare--;
-          this.#retire(st, inst);
-        }
-      }
-      if (isNewdeploy(st.fn)) this.#warm(st);
-    }
-    void this.#checkPods();
+    this.#core.reap();
+    this.#checkPods();
   }
 
   /**
    * Pods deleted or failing behind the executor's back (an eviction, a node that went away) stop taking requests,
    * found within a reap interval rather than by a request that fails or waits out a connect timeout.
    */
-  async #checkPods(): Promise<void> {
-    const held = [...this.#fns.values()].flatMap((st) => [...st.instances].map((inst) => ({ st, inst })));
-    if (this.#checking || this.#stopped || held.length === 0) return;
-    this.#checking = true;
-    try {
-      const serving = new Set(this.#pods.list().filter((p) => p.metadata.labels?.functionUid && isReady(p)).map((p) => p.metadata.name as string));
-      for (const { st, inst } of held) {
-        if (serving.has(inst.pod) || !st.instances.has(inst)) continue;
-        this.#logs?.write(st.fn.metadata.namespace, st.fn.metadata.name, 'flint', `pod ${inst.pod} is gone or not ready: requests go to other pods`);
-        this.#drain(st, inst);
+  #checkPods(): void {
+    if (this.#stopped) return;
+    const serving = new Set(this.#pods.list().filter((p) => p.metadata.labels?.functionUid && isReady(p)).map((p) => p.metadata.name as string));
+    for (const st of this.#core.slots()) {
+      for (const inst of st.instances) {
+        if (serving.has(inst.id) || inst.gone) continue;
+        inst.gone = true;
+        this.#logs?.write(st.fn.metadata.namespace, st.fn.metadata.name, 'flint', `pod ${inst.id} is gone or not ready: requests go to other pods`);
+        this.#core.drain(st, inst);
       }
-    } catch (err) {
-      this.#log.warn({ err }, 'checking function pods failed');
-    } finally {
-      this.#checking = false;
     }
   }
 
   // ---- acquiring --------------------------------------------------------------------------
 
-  #free(st: FnState): Instance | undefined {
-    const rpp = st.fn.spec.requestsPerPod ?? 1;
-    let best: Instance | undefined;
-    for (const inst of st.instances) {
-      if (inst.draining || inst.version !== st.version || inst.active >= rpp) continue;
-      if (!best || inst.active < best.active) best = inst;
-    }
-    return best;
-  }
-
-  #maxInstances(fn: FunctionResource): number {
-    if (isNewdeploy(fn)) return scaleBounds(fn).max;
-    // Behind one Service the mesh fronts one pod: Fission's rule with Istio on.
-    return this.#o.enableIstio ? 1 : (fn.spec.concurrency ?? 500);
-  }
-
-  #lease(st: FnState, inst: Instance, coldStart: boolean): Lease {
-    inst.active++;
-    let released = false;
-    return {
-      address: inst.address,
-      instanceId: inst.pod,
-      coldStart,
-      release: (outcome = 'ok') => {
-        if (released) return;
-        released = true;
-        inst.active--;
-        inst.lastUsed = Date.now();
-        if (outcome !== 'ok' || st.fn.spec.onceOnly) inst.draining = true;
-        if (inst.draining) {
-          if (inst.active === 0) this.#retire(st, inst);
-        } else this.#serveWaiter(st, inst);
-      },
-    };
-  }
-
-  #serveWaiter(st: FnState, inst: Instance): void {
-    const rpp = st.fn.spec.requestsPerPod ?? 1;
-    while (inst.active < rpp && !inst.draining && inst.version === st.version && st.waiters.length > 0) {
-      const w = st.waiters.shift() as Waiter;
-      clearTimeout(w.timer);
-      w.resolve(this.#lease(st, inst, false));
-    }
-  }
-
   tryAcquire(fn: FunctionResource): Lease | undefined {
-    if (this.#stopped) return undefined;
-    const st = this.#state(fn);
-    const inst = this.#free(st);
-    return inst ? this.#lease(st, inst, false) : undefined;
+    return this.#core.tryAcquire(fn);
   }
 
   acquire(fn: FunctionResource, signal?: AbortSignal): Promise<Lease> {
-    if (this.#stopped) return Promise.reject(new FlintError('FLINT_ERR_UNAVAILABLE', 'the executor is stopping'));
-    const st = this.#state(fn);
-    const inst = this.#free(st);
-    if (inst) return Promise.resolve(this.#lease(st, inst, false));
-    return new Promise<Lease>((resolve, reject) => {
-      const es = st.fn.spec.invokeStrategy?.executionStrategy;
-      const timeoutMs = (es?.specializationTimeout ?? 120) * 1000 + (st.fn.spec.functionTimeout ?? 60) * 1000;
-      const waiter: Waiter = {
-        resolve,
-        reject,
-        timer: setTimeout(() => {
-          if (!this.#removeWaiter(st, waiter)) return;
-          reject(new FlintError('FLINT_ERR_TOO_MANY_REQUESTS', `function '${fn.metadata.name}' has no free instance: all ${this.#maxInstances(st.fn)} are busy`));
-        }, timeoutMs),
-      };
-      signal?.addEventListener(
-        'abort',
-        () => {
-          if (this.#removeWaiter(st, waiter)) reject(new FlintError('FLINT_ERR_UNAVAILABLE', 'request aborted'));
-        },
-        { once: true },
-      );
-      st.waiters.push(waiter);
-      this.#scale(st);
-    });
+    return this.#core.acquire(fn, signal);
   }
 
-  #removeWaiter(st: FnState, w: Waiter): boolean {
-    const i = st.waiters.indexOf(w);
-    if (i < 0) return false;
-    st.waiters.splice(i, 1);
-    clearTimeout(w.timer);
-    return true;
+  /** A function's pods as the executor holds them, for `flint fn pods`. */
+  instances(namespace: string, name: string): InstancesReport {
+    return this.#core.report(namespace, name);
   }
 
-  #scale(st: FnState): void {
-    const rpp = st.fn.spec.requestsPerPod ?? 1;
-    const max = this.#maxInstances(st.fn);
-    while (st.waiters.length > st.starting * rpp) {
-      const live = [...st.instances].filter((i) => !i.draining).length;
-      if (live + st.starting >= max) break;
-      st.starting++;
-      void this.#specialize(st).finally(() => st.starting--);
-    }
-  }
-
-  async #specialize(st: FnState): Promise<void> {
+  async #newInstance(st: Slot, version: string): Promise<PodInstance> {
     const fn = st.fn;
-    const version = st.version;
-    try {
-      const inst = await this.#newInstance(st, fn, version);
-      if (this.#fns.get(st.key) !== st || this.#stopped) {
-        void this.#deletePod(inst.pod);
-        return;
-      }
-      st.instances.add(inst);
-      const first = st.waiters.shift();
-      if (first) {
-        clearTimeout(first.timer);
-        first.resolve(this.#lease(st, inst, true));
-      }
-      this.#serveWaiter(st, inst);
-      if (inst.version !== st.version) this.#drain(st, inst);
-    } catch (err) {
-      this.#log.warn({ err, function: fn.metadata.name }, 'specializing a pod failed');
-      st.warmAfter = Date.now() + 30_000;
-      // Every request waiting now gets the reason, not a timeout later.
-      for (const w of st.waiters.splice(0)) {
-        clearTimeout(w.timer);
-        w.reject(err);
-      }
-    }
-  }
-
-  async #newInstance(st: FnState, fn: FunctionResource, version: string): Promise<Instance> {
     const ns = fn.metadata.namespace;
     const es = fn.spec.invokeStrategy?.executionStrategy;
     const deadline = Date.now() + (es?.specializationTimeout ?? 120) * 1000;
@@ -646,7 +455,7 @@ export class KubeExecutor implements Executor {
     }
     this.#log.info({ function: fn.metadata.name, pod: pod.name }, 'pod specialized');
     this.#logs?.write(ns, fn.metadata.name, 'flint', `pod ${pod.name} specialized`);
-    return { pod: pod.name, address: `${host}:${ENV_PORT}`, version, active: 0, lastUsed: Date.now(), draining: false };
+    return new PodInstance(pod.name, `${host}:${ENV_PORT}`, version);
   }
 
   /**
