@@ -1,6 +1,6 @@
 // Output: aligned tables (tabwriter style: one space of padding), and the
 // -o forms of `get` and `list` for scripts.
-import type { Command } from 'commander';
+import { type Command, Option } from 'commander';
 import { usage } from './flags.ts';
 import type { Io } from './io.ts';
 
@@ -34,6 +34,12 @@ export async function printObject(io: Io, obj: unknown, format: string | undefin
   throw usage(`unknown output format '${format}': use json or yaml`);
 }
 
+/** `-o yaml|json` of a get command; without a default, the command's own form unless asked. */
+export function outputOption(description = 'yaml or json', defaultFormat: string | undefined = 'yaml'): Option {
+  const o = new Option('-o, --output <format>', description).choices(['yaml', 'json']);
+  return defaultFormat === undefined ? o : o.default(defaultFormat);
+}
+
 export const LIST_FORMATS = ['table', 'wide', 'json', 'yaml'] as const;
 
 export interface ListOutputFlags {
@@ -45,7 +51,7 @@ export interface ListOutputFlags {
 /** `-o table|wide|json|yaml` and `--no-headers`, as on every list command. */
 export function withListOutput(cmd: Command): Command {
   return cmd
-    .option('-o, --output <format>', 'table, wide (the table and AGE), json or yaml (the objects as the API returns them)', 'table')
+    .addOption(new Option('-o, --output <format>', 'table, wide (the table and AGE), json or yaml (the objects as the API returns them)').choices(LIST_FORMATS).default('table'))
     .option('--no-headers', 'print the table without its header line');
 }
 

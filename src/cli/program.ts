@@ -6,7 +6,7 @@
 // only a name and a description for the others, which is all the top-level
 // help shows of them. Building every group costs more than the rest of a
 // `flint fn list` together.
-import { Command } from 'commander';
+import { Argument, Command } from 'commander';
 import { collect, intFlag } from './flags.ts';
 import { type Ctx, type Io, makeCtx } from './io.ts';
 
@@ -115,6 +115,14 @@ export async function buildProgram(io: Io, argv?: readonly string[]): Promise<Co
       } catch {
         io.out('server: unreachable\n');
       }
+    });
+  program
+    .command('completion')
+    .description('Print shell completion for every command and flag: source <(flint completion bash), source <(flint completion zsh), flint completion fish | source')
+    .addArgument(new Argument('<shell>', 'bash, zsh or fish').choices(['bash', 'zsh', 'fish']))
+    .action(async (shell: 'bash' | 'zsh' | 'fish') => {
+      const { completionScript } = await import('./completion.ts');
+      io.out(completionScript(await buildProgram(io), shell));
     });
   // Every subcommand reports usage errors the same one-line way.
   const quiet = (cmd: Command) => {

@@ -5,7 +5,7 @@ import type { Command } from 'commander';
 import type { ConfigMap, Secret } from '../../api/kinds.ts';
 import { checkName, collect, keyValue, usage } from '../flags.ts';
 import type { Ctx } from '../io.ts';
-import { type ListOutputFlags, printList, printObject, withListOutput } from '../output.ts';
+import { type ListOutputFlags, outputOption, printList, printObject, withListOutput } from '../output.ts';
 
 interface DataFlags {
   name: string;
@@ -62,7 +62,7 @@ function register(cmd: Command, ctx: () => Ctx, kind: 'Secret' | 'ConfigMap'): v
     .description(`Show a ${word}, or one of its values with --key`)
     .requiredOption('--name <name>', `${word} name`)
     .option('--key <key>', 'print only this value')
-    .option('-o, --output <format>', 'yaml or json', 'yaml')
+    .addOption(outputOption())
     .action(async (f: { name: string; key?: string; output: string }) => {
       const c = ctx();
       const obj = await c.client().get(kind, c.namespace, checkName('--name', f.name));

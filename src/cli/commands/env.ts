@@ -3,7 +3,7 @@ import type { Environment } from '../../api/kinds.ts';
 import { checkName, collect, cpuQuantity, intFlag, kvMap, memoryQuantity } from '../flags.ts';
 import type { Ctx } from '../io.ts';
 import { createOrSave, SpecOutput, type SpecOutputFlags, withSpecOutput } from '../spec/output.ts';
-import { type ListOutputFlags, printList, printObject, withListOutput } from '../output.ts';
+import { type ListOutputFlags, outputOption, printList, printObject, withListOutput } from '../output.ts';
 
 interface EnvFlags {
   name: string;
@@ -103,7 +103,7 @@ export function registerEnv(env: Command, ctx: () => Ctx): void {
     .command('get')
     .description('Show an environment')
     .requiredOption('--name <name>', 'environment name')
-    .option('-o, --output <format>', 'yaml or json', 'yaml')
+    .addOption(outputOption())
     .action(async (f: { name: string; output: string }) => {
       const c = ctx();
       await printObject(c.io, await c.client().get('Environment', c.namespace, checkName('--name', f.name)), f.output);

@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import type { Command } from 'commander';
+import { type Command, Option } from 'commander';
 import type { InstancesReport } from '../../api/instances.ts';
 import type { ExecutionStrategy, FunctionResource, HTTPTrigger, Package, StreamingProtocol } from '../../api/kinds.ts';
 import { STREAMING_PROTOCOLS } from '../../api/names.ts';
@@ -7,7 +7,7 @@ import { checkName, collect, httpMethod, intFlag, kvMap, usage } from '../flags.
 import type { HttpResponse } from '../http.ts';
 import type { Ctx } from '../io.ts';
 import { SpecOutput, type SpecOutputFlags, withSpecOutput } from '../spec/output.ts';
-import { type ListOutputFlags, printList, printObject, table, withListOutput } from '../output.ts';
+import { type ListOutputFlags, outputOption, printList, printObject, table, withListOutput } from '../output.ts';
 import { invokeFunction } from './invoke.ts';
 import { archivesFromFlags, specArchiveMaker } from './pkg.ts';
 
@@ -246,7 +246,7 @@ export function registerFn(fn: Command, ctx: () => Ctx): void {
   fn.command('get')
     .description("Print a function's source code (with -o, the function object, as getmeta does)")
     .requiredOption('--name <name>', 'function name')
-    .option('-o, --output <format>', 'json or yaml: the function object instead of its code')
+    .addOption(outputOption('json or yaml: the function object instead of its code', undefined))
     .action(async (f: { name: string; output?: string }) => {
       const c = ctx();
       const fnObj = await c.client().get('Function', c.namespace, checkName('--name', f.name));
@@ -264,7 +264,7 @@ export function registerFn(fn: Command, ctx: () => Ctx): void {
   fn.command('getmeta')
     .description("Print a function's metadata and spec")
     .requiredOption('--name <name>', 'function name')
-    .option('-o, --output <format>', 'yaml or json', 'yaml')
+    .addOption(outputOption())
     .action(async (f: { name: string; output: string }) => {
       const c = ctx();
       await printObject(c.io, await c.client().get('Function', c.namespace, checkName('--name', f.name)), f.output);
@@ -330,7 +330,7 @@ export function registerFn(fn: Command, ctx: () => Ctx): void {
     .alias('instances')
     .description("List a function's instances (local mode: its workers; in kubernetes mode use kubectl), and the instance budget")
     .requiredOption('--name <name>', 'function name')
-    .option('-o, --output <format>', 'table, yaml or json', 'table')
+    .addOption(new Option('-o, --output <format>', 'table, yaml or json').choices(['table', 'yaml', 'json']).default('table'))
     .option('--no-headers', 'print the table without its header line')
     .action(async (f: { name: string; output: string; headers: boolean }) => {
       const c = ctx();

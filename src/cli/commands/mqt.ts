@@ -4,7 +4,7 @@ import { MQ_TYPES, MQT_KINDS } from '../../api/names.ts';
 import { checkName, collect, intFlag, kvMap, usage } from '../flags.ts';
 import type { Ctx } from '../io.ts';
 import { createOrSave, SpecOutput, type SpecOutputFlags, withSpecOutput } from '../spec/output.ts';
-import { type ListOutputFlags, printList, printObject, withListOutput } from '../output.ts';
+import { type ListOutputFlags, outputOption, printList, printObject, withListOutput } from '../output.ts';
 
 interface MqtFlags {
   name: string;
@@ -115,7 +115,7 @@ export function registerMqt(mqt: Command, ctx: () => Ctx): void {
     .command('get')
     .description('Show a message-queue trigger')
     .requiredOption('--name <name>', 'trigger name')
-    .option('-o, --output <format>', 'yaml or json', 'yaml')
+    .addOption(outputOption())
     .action(async (f: { name: string; output: string }) => {
       const c = ctx();
       await printObject(c.io, await c.client().get('MessageQueueTrigger', c.namespace, checkName('--name', f.name)), f.output);

@@ -7,7 +7,7 @@ import { buildCommandProblem } from '../../api/build-command.ts';
 import { checkName, collect, kubifyName, usage } from '../flags.ts';
 import type { Ctx } from '../io.ts';
 import { createOrSave, SpecOutput, type SpecOutputFlags, withSpecOutput } from '../spec/output.ts';
-import { type ListOutputFlags, printList, printObject, table, withListOutput } from '../output.ts';
+import { type ListOutputFlags, outputOption, printList, printObject, table, withListOutput } from '../output.ts';
 
 interface PkgFlags {
   name?: string;
@@ -132,7 +132,7 @@ export function registerPkg(pkg: Command, ctx: () => Ctx): void {
     .command('info')
     .description("Show a package's status and build log")
     .requiredOption('--name <name>', 'package name')
-    .option('-o, --output <format>', 'json or yaml: the package object instead of the summary')
+    .addOption(outputOption('json or yaml: the package object instead of the summary', undefined))
     .action(async (f: { name: string; output?: string }) => {
       const c = ctx();
       const p = await c.client().get('Package', c.namespace, checkName('--name', f.name));

@@ -5,7 +5,7 @@ import { applyIngressFlags, routeListHost } from '../../ingress/flags.ts';
 import { checkName, collect, httpMethod, usage } from '../flags.ts';
 import type { Ctx } from '../io.ts';
 import { createOrSave, SpecOutput, type SpecOutputFlags, withSpecOutput } from '../spec/output.ts';
-import { type ListOutputFlags, printList, printObject, withListOutput } from '../output.ts';
+import { type ListOutputFlags, outputOption, printList, printObject, withListOutput } from '../output.ts';
 
 interface RouteFlags {
   name?: string;
@@ -103,7 +103,7 @@ export function registerRoute(route: Command, ctx: () => Ctx): void {
     .command('get')
     .description('Show a route')
     .requiredOption('--name <name>', 'route name')
-    .option('-o, --output <format>', 'yaml or json', 'yaml')
+    .addOption(outputOption())
     .action(async (f: { name: string; output: string }) => {
       const c = ctx();
       await printObject(c.io, await c.client().get('HTTPTrigger', c.namespace, checkName('--name', f.name)), f.output);
