@@ -22,10 +22,26 @@ for (const stream of [process.stdout, process.stderr]) {
 const root = path.dirname(path.dirname(fileURLToPath(import.meta.url)));
 const argv = process.argv.slice(2);
 const debug = (m) => process.env.FLINT_DEBUG && process.stderr.write(`flint: ${m}\n`);
+// Node strips types only outside node_modules, so a flint npm installed
+// (npm install -g of a packed tarball) runs its bundle, which npm pack built
+// from the same sources. Its files' times are the install's, not the build's.
+const installed = root.split(path.sep).includes('node_modules');
+
+/** The command word: the first that is neither a flag nor the namespace flag's value. */
+function commandWord() {
+  for (let i = 0; i < argv.length; i++) {
+    const a = argv[i];
+    if (a === '-n' || a === '--namespace') i++;
+    else if (!a.startsWith('-')) return a;
+  }
+  return undefined;
+}
 
 /** The bundle's entry, when it was built after every source it holds last changed. */
 function freshBundle() {
-  if (process.env.FLINT_CLI_SOURCES) return undefined;
+  if (process.env.FLINT_CLI_SOURCES && !installed) return undefined;
+  const entry = pathToFileURL(path.join(root, 'dist', 'cli', 'flint.js')).href;
+  if (installed) return entry;
   let manifest;
   try {
     manifest = JSON.parse(fs.readFileSync(path.join(root, 'dist', 'cli', 'inputs.json'), 'utf8'));
@@ -40,7 +56,7 @@ function freshBundle() {
       return undefined;
     }
   }
-  return pathToFileURL(path.join(root, 'dist', 'cli', 'flint.js')).href;
+  return entry;
 }
 
 /**
@@ -67,7 +83,13 @@ function enableCompileCache() {
 const [major, minor] = process.versions.node.split('.').map(Number);
 const stripsTypes = major > 22 || (major === 22 && minor >= 18);
 const bundle = freshBundle();
-const serverSide = argv.includes('server') || argv.includes('fetcher');
+const serverSide = ['server', 'fetcher'].includes(commandWord());
+if (installed && serverSide) {
+  console.error(
+    `Error: flint ${commandWord()} runs from a checkout of flint (npm install, then npm start there; npm link puts that flint on the PATH): Node does not run TypeScript under node_modules, where npm installed this one`,
+  );
+  process.exit(1);
+}
 if (!stripsTypes && (bundle === undefined || serverSide)) {
   const pinned = path.join(root, 'node_modules', 'node', 'bin', 'node');
   if (fs.existsSync(pinned)) {
