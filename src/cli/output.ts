@@ -34,10 +34,10 @@ export async function printObject(io: Io, obj: unknown, format: string | undefin
   throw usage(`unknown output format '${format}': use json or yaml`);
 }
 
-/** `-o yaml|json` of a get command; without a default, the command's own form unless asked. */
-export function outputOption(description = 'yaml or json', defaultFormat: string | undefined = 'yaml'): Option {
+/** `-o yaml|json` of a get command; with a null default, the command's own form unless asked. */
+export function outputOption(description = 'yaml or json', defaultFormat: string | null = 'yaml'): Option {
   const o = new Option('-o, --output <format>', description).choices(['yaml', 'json']);
-  return defaultFormat === undefined ? o : o.default(defaultFormat);
+  return defaultFormat === null ? o : o.default(defaultFormat);
 }
 
 export const LIST_FORMATS = ['table', 'wide', 'json', 'yaml'] as const;

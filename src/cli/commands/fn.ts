@@ -246,7 +246,7 @@ export function registerFn(fn: Command, ctx: () => Ctx): void {
   fn.command('get')
     .description("Print a function's source code (with -o, the function object, as getmeta does)")
     .requiredOption('--name <name>', 'function name')
-    .addOption(outputOption('json or yaml: the function object instead of its code', undefined))
+    .addOption(outputOption('json or yaml: the function object instead of its code', null))
     .action(async (f: { name: string; output?: string }) => {
       const c = ctx();
       const fnObj = await c.client().get('Function', c.namespace, checkName('--name', f.name));

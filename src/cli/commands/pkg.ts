@@ -132,7 +132,7 @@ export function registerPkg(pkg: Command, ctx: () => Ctx): void {
     .command('info')
     .description("Show a package's status and build log")
     .requiredOption('--name <name>', 'package name')
-    .addOption(outputOption('json or yaml: the package object instead of the summary', undefined))
+    .addOption(outputOption('json or yaml: the package object instead of the summary', null))
     .action(async (f: { name: string; output?: string }) => {
       const c = ctx();
       const p = await c.client().get('Package', c.namespace, checkName('--name', f.name));
