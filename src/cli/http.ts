@@ -76,6 +76,8 @@ export async function httpRequest(url: string, req: HttpRequest): Promise<HttpRe
         cr.destroy(err);
         fail(err);
       }, req.timeoutMs);
+      // The socket keeps the process alive while the answer comes; the deadline alone must not.
+      timer.unref();
     }
     cr.on('error', fail);
     const body = req.body;
