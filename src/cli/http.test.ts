@@ -7,7 +7,7 @@ import type { AddressInfo } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { HttpFailure, httpRequest } from './http.ts';
+import { type HttpFailure, httpRequest } from './http.ts';
 
 let server: http.Server;
 let base: string;

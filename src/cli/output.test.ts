@@ -40,7 +40,7 @@ describe('CLI output', () => {
       return out;
     };
     assert.equal(await print('table'), 'NAME N\na    1\n');
-    assert.match(await print('wide'), /^NAME N AGE\na    1 [56]s\n$/);
+    assert.match(await print('wide'), /^NAME N AGE\na {4}1 [56]s\n$/);
     assert.equal(await print('table', false), 'a 1\n');
     assert.deepEqual(JSON.parse(await print('json')), items);
     assert.equal(await print('yaml'), `- metadata:\n    name: a\n    creationTimestamp: ${items[0].metadata.creationTimestamp}\n  n: 1\n`);
