@@ -4,12 +4,38 @@ import { readKnobs } from './knobs.ts';
 
 describe('benchmark knobs', () => {
   it('has defaults for everything', () => {
-    assert.deepEqual(readKnobs({}), { requests: 3000, seconds: 4, rounds: 3, authPairs: 3, cold: 15, messages: 2000, sandbox: 'bubblewrap', packages: true, kafka: true, overload: true });
+    assert.deepEqual(readKnobs({}), {
+      requests: 3000,
+      seconds: 4,
+      rounds: 3,
+      authPairs: 3,
+      cold: 15,
+      messages: 2000,
+      sandbox: 'bubblewrap',
+      packages: true,
+      kafka: true,
+      overload: true,
+      cli: true,
+      cliRounds: 15,
+    });
   });
 
   it('reads every knob', () => {
-    const k = readKnobs({ BENCH_REQUESTS: '500', BENCH_SECONDS: '2', BENCH_ROUNDS: '5', BENCH_AUTH_PAIRS: '1', BENCH_COLD: '3', BENCH_MESSAGES: '100', BENCH_SANDBOX: 'none', BENCH_PACKAGES: '0', BENCH_KAFKA: '1', BENCH_OVERLOAD: '0' });
-    assert.deepEqual(k, { requests: 500, seconds: 2, rounds: 5, authPairs: 1, cold: 3, messages: 100, sandbox: 'none', packages: false, kafka: true, overload: false });
+    const k = readKnobs({
+      BENCH_REQUESTS: '500',
+      BENCH_SECONDS: '2',
+      BENCH_ROUNDS: '5',
+      BENCH_AUTH_PAIRS: '1',
+      BENCH_COLD: '3',
+      BENCH_MESSAGES: '100',
+      BENCH_SANDBOX: 'none',
+      BENCH_PACKAGES: '0',
+      BENCH_KAFKA: '1',
+      BENCH_OVERLOAD: '0',
+      BENCH_CLI: '0',
+      BENCH_CLI_ROUNDS: '7',
+    });
+    assert.deepEqual(k, { requests: 500, seconds: 2, rounds: 5, authPairs: 1, cold: 3, messages: 100, sandbox: 'none', packages: false, kafka: true, overload: false, cli: false, cliRounds: 7 });
   });
 
   it('refuses what is not a knob value, naming the knob', () => {
@@ -23,6 +49,7 @@ describe('benchmark knobs', () => {
       [{ BENCH_MESSAGES: '5' }, /BENCH_MESSAGES must be a whole number of at least 10/],
       [{ BENCH_SANDBOX: 'docker' }, /BENCH_SANDBOX must be bubblewrap or none, not 'docker'/],
       [{ BENCH_KAFKA: 'no' }, /BENCH_KAFKA must be 0 \(skip\) or 1 \(run\), not 'no'/],
+      [{ BENCH_CLI_ROUNDS: '2' }, /BENCH_CLI_ROUNDS must be a whole number of at least 3, not '2'/],
     ];
     for (const [env, message] of cases) assert.throws(() => readKnobs(env), message, JSON.stringify(env));
   });

@@ -20,6 +20,10 @@ export interface BenchKnobs {
   kafka: boolean;
   /** Goodput under rising load beside nginx, and tails during updates (bench/overload.ts). */
   overload: boolean;
+  /** CLI start times against `node -e 0` (bench/cli-start.ts). */
+  cli: boolean;
+  /** Rounds of the CLI start figures (each runs every form of every command once). */
+  cliRounds: number;
 }
 
 function whole(env: NodeJS.ProcessEnv, name: string, fallback: number, min: number): number {
@@ -51,5 +55,7 @@ export function readKnobs(env: NodeJS.ProcessEnv = process.env): BenchKnobs {
     packages: toggle(env, 'BENCH_PACKAGES'),
     kafka: toggle(env, 'BENCH_KAFKA'),
     overload: toggle(env, 'BENCH_OVERLOAD'),
+    cli: toggle(env, 'BENCH_CLI'),
+    cliRounds: whole(env, 'BENCH_CLI_ROUNDS', 15, 3),
   };
 }

@@ -12,7 +12,8 @@
 //   4. authentication's added latency, and a scoped token's over an unscoped one (bench/auth.ts);
 //   5. packages (bench/packages.ts) and Kafka triggers (bench/mq.ts);
 //   6. goodput at 50/500/2,000 connections beside nginx, and tails while the
-//      package is replaced every 2 s (bench/overload.ts).
+//      package is replaced every 2 s (bench/overload.ts);
+//   7. CLI start times against `node -e 0`, now and before issue 27 (bench/cli-start.ts).
 // Results print as a markdown table; bench/RESULTS.md records them.
 import fs from 'node:fs';
 import os from 'node:os';
@@ -23,6 +24,7 @@ import { clientFrame, OP, type RawPeer, rawUpgrade } from '../src/runtimes/node/
 import { eventually } from '../src/testing/eventually.ts';
 import { startServer } from '../test/helpers/server.ts';
 import { authBench } from './auth.ts';
+import { cliStartBench } from './cli-start.ts';
 import { egressBench } from './egress.ts';
 import { createFunction, createResource, deployHello, fmt, forkUntilServed, hasWrk, interleavedLatency, percentiles, startBareServer, HELLO, timedFirstCall, type WrkResult, wrk } from './lib.ts';
 import { readKnobs } from './knobs.ts';
@@ -233,6 +235,14 @@ if (knobs.overload) {
     rows.push(...(await overloadBench(sandbox, SECONDS)));
   } catch (err) {
     rows.push(['overload and updates', 'failed', String((err as Error).message), '']);
+  }
+}
+
+if (knobs.cli) {
+  try {
+    rows.push(...(await cliStartBench(sandbox, knobs.cliRounds)));
+  } catch (err) {
+    rows.push(['CLI start / node -e 0', 'failed', String((err as Error).message), '≤ 0.25x of before']);
   }
 }
 

@@ -117,6 +117,17 @@ describe('message-queue triggers with Kafka', { timeout: 600_000 }, () => {
     assert.equal(log.split('\n').filter((l) => l.includes('attempt for r1')).length, 3, log);
   });
 
+  it("takes kafka-pixy's produce form (raw body, ?key=) beside its own, keeping a null key null", async () => {
+    const pixy = await fetch(`${server.controllerUrl}/topics/pixy/messages?key=bar&sync`, { method: 'POST', headers: { 'content-type': 'text/plain' }, body: 'Good news everyone!' });
+    assert.equal(pixy.status, 200, await pixy.clone().text());
+    assert.deepEqual(await pixy.json(), {});
+    assert.equal(ok(['topic', 'produce', '--topic', 'pixy', '--value', 'no key']), "message sent to 'pixy'\n");
+    const first = await eventually(() => readOne('pixy', 'pixy-check'), 'the kafka-pixy message', 30_000);
+    assert.deepEqual([first.key, first.value], ['bar', 'Good news everyone!']);
+    const second = await eventually(() => readOne('pixy', 'pixy-check'), 'the CLI message', 30_000);
+    assert.deepEqual([second.key, second.value], [null, 'no key']);
+  });
+
   it('works without an error topic, and stops consuming when the trigger is deleted', async () => {
     ok(['fn', 'create', '--name', 'echo', '--env', 'nodejs', '--code', code('echo', 'module.exports = async (c) => ({ status: c.request.body.fail ? 500 : 200, body: "echo " + c.request.body.n });')]);
     ok(['mqt', 'create', '--name', 'echoes', '--function', 'echo', '--topic', 'echo-in', '--resptopic', 'echo-out']);

@@ -2,8 +2,9 @@
 // validation at the API boundary, the OpenAPI document and the CRD YAML.
 import { type Static, type TSchema, Type } from '@sinclair/typebox';
 import { ApiVersion, DNS1123_LABEL, DNS1123_MAX, ObjectMeta, ObjectRef, Resources, type StoredMeta, StringMap } from './meta.ts';
+import { HTTP_METHODS, KIND_PLURALS, type KindName, MQ_TYPES, MQT_KINDS, STREAMING_PROTOCOLS } from './names.ts';
 
-const HTTP_METHODS = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'CONNECT', 'OPTIONS', 'TRACE'] as const;
+export { KIND_NAMES, type KindName, MQ_TYPES, MQT_KINDS, STREAMING_PROTOCOLS } from './names.ts';
 export const HttpMethod = Type.Union(HTTP_METHODS.map((m) => Type.Literal(m)));
 export const HTTP_METHOD_NAMES: readonly string[] = HTTP_METHODS;
 
@@ -105,7 +106,6 @@ export const ExecutionStrategy = Type.Object(
 );
 export type ExecutionStrategy = Static<typeof ExecutionStrategy>;
 
-export const STREAMING_PROTOCOLS = ['auto', 'sse', 'chunked', 'websocket'] as const;
 export type StreamingProtocol = (typeof STREAMING_PROTOCOLS)[number];
 
 /**
@@ -202,9 +202,6 @@ export type HTTPTriggerSpec = Static<typeof HTTPTriggerSpec>;
 
 // ---- MessageQueueTrigger -------------------------------------------------------
 
-export const MQ_TYPES = ['kafka', 'nats-jetstream', 'rabbitmq', 'redis'] as const;
-/** `keda`: a KEDA-scaled connector (Fission's CLI default); `fission`: Fission's classic built-in consumer (Kafka only). */
-export const MQT_KINDS = ['keda', 'fission'] as const;
 /** KEDA's counts are Kubernetes int32s. */
 const INT32_MAX = 2_147_483_647;
 export type MessageQueueType = (typeof MQ_TYPES)[number];
@@ -279,16 +276,6 @@ function dataSchema<K extends string>(kind: K) {
 export const SecretSchema = dataSchema('Secret');
 export const ConfigMapSchema = dataSchema('ConfigMap');
 
-export const KIND_NAMES = [
-  'Environment',
-  'Function',
-  'Package',
-  'HTTPTrigger',
-  'MessageQueueTrigger',
-  'Secret',
-  'ConfigMap',
-] as const;
-export type KindName = (typeof KIND_NAMES)[number];
 
 interface Stored<K extends KindName> {
   apiVersion: string;
@@ -339,18 +326,18 @@ export interface KindInfo {
 }
 
 export const KINDS: Record<KindName, KindInfo> = {
-  Environment: { kind: 'Environment', plural: 'environments', schema: EnvironmentSchema, hasStatus: false },
-  Function: { kind: 'Function', plural: 'functions', schema: FunctionSchema, hasStatus: false },
-  Package: { kind: 'Package', plural: 'packages', schema: PackageSchema, hasStatus: true },
-  HTTPTrigger: { kind: 'HTTPTrigger', plural: 'httptriggers', schema: HTTPTriggerSchema, hasStatus: false },
+  Environment: { kind: 'Environment', plural: KIND_PLURALS.Environment, schema: EnvironmentSchema, hasStatus: false },
+  Function: { kind: 'Function', plural: KIND_PLURALS.Function, schema: FunctionSchema, hasStatus: false },
+  Package: { kind: 'Package', plural: KIND_PLURALS.Package, schema: PackageSchema, hasStatus: true },
+  HTTPTrigger: { kind: 'HTTPTrigger', plural: KIND_PLURALS.HTTPTrigger, schema: HTTPTriggerSchema, hasStatus: false },
   MessageQueueTrigger: {
     kind: 'MessageQueueTrigger',
-    plural: 'messagequeuetriggers',
+    plural: KIND_PLURALS.MessageQueueTrigger,
     schema: MessageQueueTriggerSchema,
     hasStatus: false,
   },
-  Secret: { kind: 'Secret', plural: 'secrets', schema: SecretSchema, hasStatus: false },
-  ConfigMap: { kind: 'ConfigMap', plural: 'configmaps', schema: ConfigMapSchema, hasStatus: false },
+  Secret: { kind: 'Secret', plural: KIND_PLURALS.Secret, schema: SecretSchema, hasStatus: false },
+  ConfigMap: { kind: 'ConfigMap', plural: KIND_PLURALS.ConfigMap, schema: ConfigMapSchema, hasStatus: false },
 };
 
 const BY_PLURAL = new Map(Object.values(KINDS).map((k) => [k.plural, k]));

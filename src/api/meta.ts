@@ -1,13 +1,7 @@
 import { type Static, Type } from '@sinclair/typebox';
+import { API_VERSION, DNS1123_LABEL, DNS1123_MAX, FISSION_API_VERSION } from './names.ts';
 
-export const API_VERSION = 'flint.dev/v1';
-export const FISSION_API_VERSION = 'fission.io/v1';
-export const DEFAULT_NAMESPACE = 'default';
-/** The control plane's own namespace; the router secret lives here. */
-export const SYSTEM_NAMESPACE = 'flint';
-
-export const DNS1123_LABEL = '^[a-z0-9]([-a-z0-9]*[a-z0-9])?$';
-export const DNS1123_MAX = 63;
+export { API_VERSION, DEFAULT_NAMESPACE, DNS1123_LABEL, DNS1123_MAX, FISSION_API_VERSION, SYSTEM_NAMESPACE } from './names.ts';
 /** A name or namespace wherever one is sent: in an object, a reference or a URL. */
 export const Dns1123Label = (description?: string) =>
   Type.String({ minLength: 1, maxLength: DNS1123_MAX, pattern: DNS1123_LABEL, ...(description ? { description } : {}) });

@@ -69,7 +69,8 @@ export async function archiveFrom(c: Ctx, flag: string, inputs: string[], opts: 
 export async function archiveBytes(c: Ctx, a: Archive): Promise<Buffer> {
   if (a.type === 'literal') return Buffer.from(a.literal ?? '', 'base64');
   const url = a.url ?? '';
-  if (url.startsWith('/')) return Buffer.from(await (await c.client().raw('GET', url)).arrayBuffer());
+  if (url.startsWith('/')) return await (await c.client().raw('GET', url)).bytes();
+  // fetch, not the light client: an archive's URL may redirect (release downloads do).
   const res = await fetch(url).catch((err: Error) => {
     throw usage(`cannot download ${url}: ${err.message}`);
   });

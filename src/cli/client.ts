@@ -1,11 +1,11 @@
 // The CLI's client of the control-plane API. Errors come back as FlintErrors
 // with the server's code, so the CLI exits with the registry's exit code.
 import fs from 'node:fs';
-import { Readable } from 'node:stream';
 import { errorFromBody, FlintError, isFlintError } from '../api/errors.ts';
 import type { AnyResource, KindMap, KindName } from '../api/kinds.ts';
-import { KINDS } from '../api/kinds.ts';
+import { KIND_PLURALS } from '../api/names.ts';
 import type { TokenResponse } from '../api/token-request.ts';
+import { type HttpResponse, httpRequest } from './http.ts';
 
 /** An `Authorization: Basic` value (RFC 7617). */
 export function basicAuthorization(username: string, password: string): string {
@@ -63,26 +63,25 @@ export class ApiClient {
     method: string,
     path: string,
     body?: unknown,
-    bytes?: { stream: ReadableStream<Uint8Array>; contentType: string },
+    bytes?: { stream: fs.ReadStream; contentType: string },
     authorization?: string,
-  ): Promise<Response> {
+  ): Promise<HttpResponse> {
     const headers: Record<string, string> = {};
     if (body !== undefined) headers['content-type'] = 'application/json';
     if (bytes) headers['content-type'] = bytes.contentType;
     const auth = authorization ?? (await this.#auth());
     if (auth) headers.authorization = auth;
-    let res: Response;
+    let res: HttpResponse;
     try {
       const payload = bytes ? bytes.stream : body === undefined ? undefined : JSON.stringify(body);
-      res = await fetch(this.baseUrl + path, { method, headers, body: payload, ...(bytes ? { duplex: 'half' } : {}) } as RequestInit);
+      res = await httpRequest(this.baseUrl + path, { method, headers, body: payload });
     } catch (err) {
-      const reason = (err as { cause?: { code?: string; message?: string } }).cause;
       throw new FlintError(
         'FLINT_ERR_UNREACHABLE',
-        `cannot reach the Flint control plane at ${this.baseUrl}: ${reason?.code ?? reason?.message ?? (err as Error).message} (is 'flint server' running? set FLINT_URL)`,
+        `cannot reach the Flint control plane at ${this.baseUrl}: ${(err as { code?: string }).code ?? (err as Error).message} (is 'flint server' running? set FLINT_URL)`,
       );
     }
-    const warnings = res.headers.get('x-flint-warnings');
+    const warnings = res.header('x-flint-warnings');
     if (warnings) {
       try {
         for (const w of JSON.parse(warnings) as string[]) this.#onWarning(w);
@@ -115,7 +114,7 @@ export class ApiClient {
   }
 
   #path(kind: KindName, ns: string, name?: string): string {
-    const base = `/v1/namespaces/${encodeURIComponent(ns)}/${KINDS[kind].plural}`;
+    const base = `/v1/namespaces/${encodeURIComponent(ns)}/${KIND_PLURALS[kind]}`;
     return name === undefined ? base : `${base}/${encodeURIComponent(name)}`;
   }
 
@@ -133,7 +132,7 @@ export class ApiClient {
   }
 
   async list<K extends KindName>(kind: K, ns: string | undefined, labelSelector?: string): Promise<KindMap[K][]> {
-    const path = ns === undefined ? `/v1/${KINDS[kind].plural}` : this.#path(kind, ns);
+    const path = ns === undefined ? `/v1/${KIND_PLURALS[kind]}` : this.#path(kind, ns);
     const q = labelSelector ? `?labelSelector=${encodeURIComponent(labelSelector)}` : '';
     return (await this.json<{ items: KindMap[K][] }>('GET', path + q)).items;
   }
@@ -152,7 +151,7 @@ export class ApiClient {
 
   /** Streams a file to the archive store; the answer's url and checksum go into a package. */
   async uploadArchive(file: string, sha256: string): Promise<{ url: string; checksum: { type: 'sha256'; sum: string }; size: number }> {
-    const stream = Readable.toWeb(fs.createReadStream(file)) as ReadableStream<Uint8Array>;
+    const stream = fs.createReadStream(file);
     return (await (await this.raw('POST', `/v1/archives?sha256=${sha256}`, undefined, { stream, contentType: 'application/octet-stream' })).json()) as {
       url: string;
       checksum: { type: 'sha256'; sum: string };

@@ -1,7 +1,7 @@
 // Flag value parsers: each refuses a bad value with a message naming the flag,
 // before anything is sent to the control plane.
 import { FlintError } from '../api/errors.ts';
-import { DNS1123_LABEL } from '../api/meta.ts';
+import { DNS1123_LABEL } from '../api/names.ts';
 
 const NAME = new RegExp(DNS1123_LABEL);
 

@@ -7,7 +7,7 @@ import { type Io, processIo } from './io.ts';
 import { buildProgram } from './program.ts';
 
 export async function main(argv: string[], io: Io = processIo()): Promise<number> {
-  const program = buildProgram(io);
+  const program = await buildProgram(io, argv);
   try {
     await program.parseAsync(argv, { from: 'user' });
     return 0;

@@ -1,19 +1,57 @@
-// The `flint` command tree. Built by a function so the CLI reference can be
-// generated from the very same definitions.
-import { Command } from 'commander';
-import { registerData } from './commands/data.ts';
-import { registerEnv } from './commands/env.ts';
-import { registerFn } from './commands/fn.ts';
-import { registerMqt } from './commands/mqt.ts';
-import { registerPkg } from './commands/pkg.ts';
-import { registerRoute } from './commands/route.ts';
-import { registerSpec } from './commands/spec.ts';
-import { registerToken } from './commands/token.ts';
-import { registerTopic } from './commands/topic.ts';
+// The `flint` command tree. Built by a function so the CLI reference and
+// the shell completion are generated from the very same definitions.
+//
+// A command group's definitions are loaded and built only when the command
+// line names the group: `flint fn list` builds the function commands and
+// only a name and a description for the others, which is all the top-level
+// help shows of them. Building every group costs more than the rest of a
+// `flint fn list` together.
+import { Argument, Command } from 'commander';
 import { collect, intFlag } from './flags.ts';
 import { type Ctx, type Io, makeCtx } from './io.ts';
 
-export function buildProgram(io: Io): Command {
+type Register = (group: Command, ctx: () => Ctx) => void;
+
+interface Group {
+  name: string;
+  aliases?: string[];
+  description: string;
+  load(): Promise<Register>;
+}
+
+const GROUPS: Group[] = [
+  { name: 'token', description: 'Authentication tokens', load: async () => (await import('./commands/token.ts')).registerToken },
+  { name: 'environment', aliases: ['env'], description: 'Environments: the runtimes functions run in', load: async () => (await import('./commands/env.ts')).registerEnv },
+  { name: 'package', aliases: ['pkg'], description: 'Packages: the code of functions, as files or archives', load: async () => (await import('./commands/pkg.ts')).registerPkg },
+  { name: 'function', aliases: ['fn'], description: 'Functions: code that runs when a trigger fires', load: async () => (await import('./commands/fn.ts')).registerFn },
+  {
+    name: 'route',
+    aliases: ['httptrigger', 'ht'],
+    description: 'Routes (HTTP triggers): call a function over HTTP',
+    load: async () => (await import('./commands/route.ts')).registerRoute,
+  },
+  {
+    name: 'mqt',
+    aliases: ['mqtrigger'],
+    description: 'Message-queue triggers: call a function for each message on a topic',
+    load: async () => (await import('./commands/mqt.ts')).registerMqt,
+  },
+  { name: 'secret', description: 'Secrets: confidential key/value data for functions', load: async () => (await import('./commands/data.ts')).registerSecret },
+  { name: 'configmap', description: 'ConfigMaps: key/value settings for functions', load: async () => (await import('./commands/data.ts')).registerConfigMap },
+  { name: 'topic', description: 'Message-queue topics (Kafka): produce and read messages', load: async () => (await import('./commands/topic.ts')).registerTopic },
+  {
+    name: 'spec',
+    description: 'Spec files: resources declared in a directory (Flint or Fission YAML), applied together',
+    load: async () => (await import('./commands/spec.ts')).registerSpec,
+  },
+];
+
+/**
+ * The command tree; with `argv`, only the groups it names are built in
+ * full (any word of it that is a group's name or alias: a namespace called
+ * `fn` costs a group built for nothing, never a command missing).
+ */
+export async function buildProgram(io: Io, argv?: readonly string[]): Promise<Command> {
   const program = new Command('flint')
     .description('Flint: functions as a service. FLINT_URL points at the control plane (default http://127.0.0.1:8888).')
     .option('-n, --namespace <namespace>', 'namespace of the resources (default: FLINT_NAMESPACE or "default")')
@@ -58,15 +96,13 @@ export function buildProgram(io: Io): Command {
         for (const signal of ['SIGINT', 'SIGTERM'] as const) process.once(signal, () => void fetcher.close().then(resolve));
       });
     });
-  registerToken(program, ctx);
-  registerEnv(program, ctx);
-  registerPkg(program, ctx);
-  registerFn(program, ctx);
-  registerRoute(program, ctx);
-  registerMqt(program, ctx);
-  registerData(program, ctx);
-  registerTopic(program, ctx);
-  registerSpec(program, ctx);
+  for (const g of GROUPS) {
+    const group = program
+      .command(g.name)
+      .aliases(g.aliases ?? [])
+      .description(g.description);
+    if (argv === undefined || argv.some((a) => a === g.name || g.aliases?.includes(a))) (await g.load())(group, ctx);
+  }
   program
     .command('version')
     .description('Print the client and server versions')
@@ -79,6 +115,14 @@ export function buildProgram(io: Io): Command {
       } catch {
         io.out('server: unreachable\n');
       }
+    });
+  program
+    .command('completion')
+    .description('Print shell completion for every command and flag: source <(flint completion bash), source <(flint completion zsh), flint completion fish | source')
+    .addArgument(new Argument('<shell>', 'bash, zsh or fish').choices(['bash', 'zsh', 'fish']))
+    .action(async (shell: 'bash' | 'zsh' | 'fish') => {
+      const { completionScript } = await import('./completion.ts');
+      io.out(completionScript(await buildProgram(io), shell));
     });
   // Every subcommand reports usage errors the same one-line way.
   const quiet = (cmd: Command) => {

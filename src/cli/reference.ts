@@ -13,8 +13,8 @@ function walk(cmd: Command, path: string[], out: string[]): void {
   for (const sub of cmd.commands) walk(sub, [...path, cmd.name()], out);
 }
 
-export function renderReference(): string {
-  const program = buildProgram({ out() {}, err() {}, env: {}, cwd: '/' });
+export async function renderReference(): Promise<string> {
+  const program = await buildProgram({ out() {}, err() {}, env: {}, cwd: '/' });
   // Help text wraps at the terminal width; pin it so the file is stable.
   program.configureHelp({ helpWidth: 100 });
   const apply = (c: Command) => {
@@ -28,5 +28,5 @@ export function renderReference(): string {
 }
 
 export async function writeReference(): Promise<void> {
-  fs.writeFileSync(REFERENCE_FILE, renderReference());
+  fs.writeFileSync(REFERENCE_FILE, await renderReference());
 }

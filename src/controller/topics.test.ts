@@ -6,6 +6,7 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { after, before, beforeEach, describe, it } from 'node:test';
 import Fastify, { type FastifyInstance } from 'fastify';
+import { FlintError } from '../api/errors.ts';
 import { eventually } from '../testing/eventually.ts';
 import { ErrorBody } from './openapi.ts';
 import { registerTopicRoutes, type TopicAccess, type TopicDelivery } from './topics.ts';
@@ -27,15 +28,23 @@ function delivery(value: string, settled: Settled): TopicDelivery {
 let app: FastifyInstance;
 let base: string;
 const settled: Settled = { commits: 0, givenBack: 0 };
+/** What the fake broker was given to produce. */
+const produced: { topic: string; key?: string | null; value: Buffer; headers?: Record<string, string> }[] = [];
 /** How the fake broker answers the next read. */
 let next: (signal: AbortSignal | undefined) => Promise<TopicDelivery | undefined>;
 
 before(async () => {
   const access: TopicAccess = {
     read: (_topic, _group, _timeoutMs, signal) => next(signal),
-    produce: async () => {},
+    produce: async (topic, msg) => {
+      produced.push({ topic, ...msg });
+    },
   };
   app = Fastify();
+  // The controller's own handler, in short: a FlintError's status and code.
+  app.setErrorHandler((err: Error & { statusCode?: number; code?: string }, _req, reply) => {
+    reply.code(err instanceof FlintError ? err.status : (err.statusCode ?? 500)).send({ code: err.code, message: err.message });
+  });
   // The routes' error responses refer to the shared Error schema, as createController registers it.
   app.addSchema(ErrorBody);
   registerTopicRoutes(app, access);
@@ -85,5 +94,71 @@ describe('topic read-back route', () => {
     req.destroy();
     await eventually(() => settled.givenBack === 1, 'the message given back');
     assert.equal(settled.commits, 0);
+  });
+});
+
+describe('topic produce route', () => {
+  beforeEach(() => {
+    produced.length = 0;
+  });
+  const post = (query: string, body: string | Buffer | undefined, contentType?: string) =>
+    fetch(`${base}/topics/t/messages${query}`, { method: 'POST', headers: contentType ? { 'content-type': contentType } : {}, body });
+
+  it("takes Flint's JSON form, and answers 204", async () => {
+    const res = await post('', JSON.stringify({ key: 'k', value: 'hi', headers: { a: 'b' } }), 'application/json');
+    assert.equal(res.status, 204);
+    assert.deepEqual(produced, [{ topic: 't', key: 'k', value: Buffer.from('hi'), headers: { a: 'b' } }]);
+    assert.equal((await post('', JSON.stringify({ value: Buffer.from([0, 255]).toString('base64'), encoding: 'base64' }), 'application/json')).status, 204);
+    assert.deepEqual(produced[1], { topic: 't', key: null, value: Buffer.from([0, 255]), headers: undefined });
+  });
+
+  it("keeps a null key null and an empty key empty (two different keys; `flint topic produce` sends null)", async () => {
+    assert.equal((await post('', JSON.stringify({ key: null, value: 'a' }), 'application/json')).status, 204);
+    assert.equal((await post('', JSON.stringify({ key: '', value: 'b' }), 'application/json')).status, 204);
+    assert.deepEqual(
+      produced.map((m) => m.key),
+      [null, ''],
+    );
+  });
+
+  it("takes kafka-pixy's form: the raw body is the message, ?key= its key, and answers 200 {}", async () => {
+    const res = await post('?key=bar&sync', 'Good news everyone!', 'text/plain');
+    assert.equal(res.status, 200);
+    assert.deepEqual(await res.json(), {});
+    assert.deepEqual(produced, [{ topic: 't', key: 'bar', value: Buffer.from('Good news everyone!'), headers: undefined }]);
+  });
+
+  it("keeps a JSON body whole as the message when a key or sync parameter says kafka-pixy's form", async () => {
+    const body = '{"bar":  "bazz"}';
+    assert.equal((await post('?key=bar', body, 'application/json')).status, 200);
+    assert.equal((await post('?sync', body, 'application/json')).status, 200);
+    assert.deepEqual(
+      produced.map((m) => [m.key, m.value.toString()]),
+      [
+        ['bar', body],
+        [null, body],
+      ],
+    );
+  });
+
+  it('takes any bytes in any other content type, without a key, and an empty message', async () => {
+    const bytes = Buffer.from([0, 1, 2, 254, 255]);
+    assert.equal((await post('', bytes, 'application/octet-stream')).status, 200);
+    assert.equal((await post('?key=', undefined)).status, 200);
+    assert.deepEqual(
+      produced.map((m) => [m.key, m.value]),
+      [
+        [null, bytes],
+        ['', Buffer.alloc(0)],
+      ],
+    );
+  });
+
+  it("refuses a JSON body that is not JSON, or not Flint's form, in Flint's form", async () => {
+    const bad = await post('', '{"value": ', 'application/json');
+    assert.equal(bad.status, 400);
+    assert.equal(((await bad.json()) as { code: string }).code, 'FLINT_ERR_BAD_JSON');
+    assert.equal((await post('', JSON.stringify({ key: 'k' }), 'application/json')).status, 400);
+    assert.deepEqual(produced, []);
   });
 });

@@ -82,36 +82,92 @@ export function registerTopicRoutes(app: FastifyInstance, access: TopicAccess | 
     },
   );
 
-  app.post<{ Params: { topic: string }; Body: unknown }>(
-    '/topics/:topic/messages',
-    {
-      schema: {
-        tags: ['topics'],
-        summary: 'Produce a message to a topic',
-        description: 'Body {key?, value, headers?}: value is text, or base64 with "encoding": "base64".',
-        params: TopicParams,
-        body: Type.Object({
-          key: Type.Optional(Type.Union([Type.String(), Type.Null()])),
-          value: Type.String(),
-          encoding: Type.Optional(Type.Union([Type.Literal('utf8'), Type.Literal('base64')])),
-          headers: Type.Optional(Type.Record(Type.String(), Type.String())),
-        }),
-        response: { 204: Type.Null({ description: 'Produced' }), ...errorResponses(503) },
-      },
-    },
-    async (req, reply) => {
-      const { topic } = req.params;
-      const b = req.body as { key?: unknown; value?: unknown; encoding?: unknown; headers?: unknown };
-      if (!b || typeof b !== 'object') throw invalid('body', 'must be a JSON object {key?, value, headers?}');
-      if (typeof b.value !== 'string') throw invalid('value', 'required, a string');
-      if (b.key !== undefined && b.key !== null && typeof b.key !== 'string') throw invalid('key', 'must be a string or null');
-      if (b.encoding !== undefined && b.encoding !== 'utf8' && b.encoding !== 'base64') throw invalid('encoding', "must be 'utf8' or 'base64'");
-      if (b.headers !== undefined && (typeof b.headers !== 'object' || b.headers === null || Object.values(b.headers).some((v) => typeof v !== 'string'))) {
-        throw invalid('headers', 'must map names to strings');
+  // Produce takes two forms. Flint's: a JSON object {key?, value, encoding?,
+  // headers?}. kafka-pixy's (the proxy the product document's verification
+  // setup uses): the raw body is the message and ?key= its key, told apart
+  // by a key or sync parameter, or by a body that is not JSON. Its bytes are
+  // read here as they came, then said in Flint's form, so one check and one
+  // produce serve both.
+  app.register(async (sub) => {
+    const pixy = new WeakSet<object>();
+    const isPixy = (query: unknown) => {
+      const q = query as Record<string, unknown> | undefined;
+      return q !== undefined && (q.key !== undefined || q.sync !== undefined);
+    };
+    const asFlint = (req: { query: unknown }, raw: Buffer) => {
+      const key = (req.query as { key?: unknown }).key;
+      return { key: typeof key === 'string' ? key : null, value: raw.toString('base64'), encoding: 'base64' };
+    };
+    sub.removeContentTypeParser(['application/json', 'text/plain']);
+    sub.addContentTypeParser('application/json', { parseAs: 'buffer' }, (req, raw, done) => {
+      if (isPixy(req.query)) {
+        pixy.add(req);
+        done(null, asFlint(req, raw as Buffer));
+        return;
       }
-      const value = Buffer.from(b.value, b.encoding === 'base64' ? 'base64' : 'utf8');
-      await need().produce(topic, { key: (b.key as string | null | undefined) ?? null, value, headers: b.headers as Record<string, string> | undefined });
-      return reply.code(204).send();
-    },
-  );
+      try {
+        done(null, JSON.parse((raw as Buffer).toString('utf8')));
+      } catch {
+        done(new FlintError('FLINT_ERR_BAD_JSON', 'the body is not valid JSON'), undefined);
+      }
+    });
+    sub.addContentTypeParser('*', { parseAs: 'buffer' }, (req, raw, done) => {
+      pixy.add(req);
+      done(null, asFlint(req, raw as Buffer));
+    });
+    // No body at all: kafka-pixy's form sends an empty message.
+    sub.addHook('preValidation', async (req) => {
+      if (req.body === undefined && req.method === 'POST' && isPixy(req.query)) {
+        pixy.add(req);
+        req.body = asFlint(req, Buffer.alloc(0));
+      }
+    });
+
+    sub.post<{ Params: { topic: string }; Querystring: { key?: string; sync?: string }; Body: unknown }>(
+      '/topics/:topic/messages',
+      {
+        schema: {
+          tags: ['topics'],
+          summary: 'Produce a message to a topic',
+          description:
+            'Body {key?, value, headers?} as application/json: value is text, or base64 with "encoding": "base64"; answers 204. ' +
+            "Or kafka-pixy's form: the raw body (any content type) is the message and ?key= its key (with a key or sync parameter a JSON body is a message too); " +
+            'answers 200 {} once the broker has the message.',
+          params: TopicParams,
+          querystring: Type.Object({
+            key: Type.Optional(Type.String({ description: "kafka-pixy's form: the message key (the body is the message)" })),
+            sync: Type.Optional(Type.String({ description: "kafka-pixy's form; Flint always answers after the broker has the message" })),
+          }),
+          body: Type.Object({
+            // One type list, not anyOf: the validator coerces types, and would turn a null key into '' or '' into null (each another key).
+            key: Type.Optional(Type.Unsafe<string | null>({ type: ['string', 'null'] })),
+            value: Type.String(),
+            encoding: Type.Optional(Type.Union([Type.Literal('utf8'), Type.Literal('base64')])),
+            headers: Type.Optional(Type.Record(Type.String(), Type.String())),
+          }),
+          response: {
+            200: Type.Object({}, { description: "Produced (kafka-pixy's form)" }),
+            204: Type.Null({ description: 'Produced' }),
+            ...errorResponses(503),
+          },
+        },
+      },
+      async (req, reply) => {
+        const { topic } = req.params;
+        const b = req.body as { key?: unknown; value?: unknown; encoding?: unknown; headers?: unknown };
+        if (!b || typeof b !== 'object') throw invalid('body', 'must be a JSON object {key?, value, headers?}');
+        if (typeof b.value !== 'string') throw invalid('value', 'required, a string');
+        if (b.key !== undefined && b.key !== null && typeof b.key !== 'string') throw invalid('key', 'must be a string or null');
+        if (b.encoding !== undefined && b.encoding !== 'utf8' && b.encoding !== 'base64') throw invalid('encoding', "must be 'utf8' or 'base64'");
+        if (b.headers !== undefined && (typeof b.headers !== 'object' || b.headers === null || Object.values(b.headers).some((v) => typeof v !== 'string'))) {
+          throw invalid('headers', 'must map names to strings');
+        }
+        const value = Buffer.from(b.value, b.encoding === 'base64' ? 'base64' : 'utf8');
+        await need().produce(topic, { key: (b.key as string | null | undefined) ?? null, value, headers: b.headers as Record<string, string> | undefined });
+        // kafka-pixy's asynchronous answer; its sync answer adds partition and offset, which the connectors do not report.
+        if (pixy.has(req)) return reply.code(200).send({});
+        return reply.code(204).send();
+      },
+    );
+  });
 }

@@ -152,6 +152,18 @@ describe('router', () => {
     assert.ok(r.headers['x-flint-request-id']);
   });
 
+  it('answers GET and HEAD / with 200 and an empty body, which ingress controllers probe; other methods there get 404', async () => {
+    for (const method of ['GET', 'HEAD']) {
+      const r = await get('/', { method });
+      assert.equal(r.status, 200, method);
+      assert.equal(r.body.length, 0);
+      assert.equal(r.headers['content-length'], '0');
+      assert.ok(r.headers['x-flint-request-id']);
+    }
+    assert.equal((await get('/', { method: 'POST', body: 'x' })).status, 404);
+    assert.equal((await get('/?probe=1')).status, 200);
+  });
+
   it('forwards an exact route with the original path and query, and adds the Flint headers', async () => {
     const r = await get('/hello?x=1&y=2', { headers: { Host: 'example.test:9000', 'X-Custom': 'kept' } });
     assert.equal(r.status, 200);

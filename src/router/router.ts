@@ -316,6 +316,12 @@ export class Router {
       fwd = hit.forwardPath + query;
     } else {
       const m = table.match(scan.host, path, method);
+      if (path === '/' && (method === 'GET' || method === 'HEAD') && (m === undefined || 'allow' in m)) {
+        // Ingress controllers and load balancers probe the root (GKE's ingress must get a 200 there), as Fission's router allows.
+        sendEmpty(res, 200, requestId);
+        this.#countMiss(method, 200);
+        return;
+      }
       if (m === undefined) {
         this.#countMiss(method, sendError(res, 'FLINT_ERR_NOT_FOUND', `no route for ${method} ${path.slice(0, 256)}`, requestId));
         return;

@@ -5,7 +5,7 @@ import type { Command } from 'commander';
 import type { ConfigMap, Secret } from '../../api/kinds.ts';
 import { checkName, collect, keyValue, usage } from '../flags.ts';
 import type { Ctx } from '../io.ts';
-import { printObject, table } from '../output.ts';
+import { type ListOutputFlags, outputOption, printList, printObject, withListOutput } from '../output.ts';
 
 interface DataFlags {
   name: string;
@@ -33,9 +33,8 @@ function dataOf(c: Ctx, f: DataFlags): Record<string, string> | undefined {
   return data;
 }
 
-function register(program: Command, ctx: () => Ctx, kind: 'Secret' | 'ConfigMap'): void {
+function register(cmd: Command, ctx: () => Ctx, kind: 'Secret' | 'ConfigMap'): void {
   const word = kind === 'Secret' ? 'secret' : 'configmap';
-  const cmd = program.command(word).description(kind === 'Secret' ? 'Secrets: confidential key/value data for functions' : 'ConfigMaps: key/value settings for functions');
   const withData = (x: Command) =>
     x
       .option('--from-literal <key=value>', 'a key and its value (repeatable)', collect)
@@ -63,7 +62,7 @@ function register(program: Command, ctx: () => Ctx, kind: 'Secret' | 'ConfigMap'
     .description(`Show a ${word}, or one of its values with --key`)
     .requiredOption('--name <name>', `${word} name`)
     .option('--key <key>', 'print only this value')
-    .option('-o, --output <format>', 'yaml or json', 'yaml')
+    .addOption(outputOption())
     .action(async (f: { name: string; key?: string; output: string }) => {
       const c = ctx();
       const obj = await c.client().get(kind, c.namespace, checkName('--name', f.name));
@@ -76,15 +75,13 @@ function register(program: Command, ctx: () => Ctx, kind: 'Secret' | 'ConfigMap'
       await printObject(c.io, obj, f.output);
     });
 
-  cmd
-    .command('list')
-    .description(`List ${word}s`)
-    .option('-A, --all-namespaces', 'every namespace')
-    .action(async (f: { allNamespaces?: boolean }) => {
+  withListOutput(cmd.command('list').description(`List ${word}s`).option('-A, --all-namespaces', 'every namespace')).action(
+    async (f: { allNamespaces?: boolean } & ListOutputFlags) => {
       const c = ctx();
       const items = await c.client().list(kind, f.allNamespaces ? undefined : c.namespace);
-      table(c.io, ['NAME', 'KEYS', 'NAMESPACE'], items.map((o) => [o.metadata.name, Object.keys(o.data ?? {}).join(','), o.metadata.namespace]));
-    });
+      await printList(c.io, items, f, { header: ['NAME', 'KEYS', 'NAMESPACE'], row: (o) => [o.metadata.name, Object.keys(o.data ?? {}).join(','), o.metadata.namespace] });
+    },
+  );
 
   cmd
     .command('delete')
@@ -97,7 +94,10 @@ function register(program: Command, ctx: () => Ctx, kind: 'Secret' | 'ConfigMap'
     });
 }
 
-export function registerData(program: Command, ctx: () => Ctx): void {
-  register(program, ctx, 'Secret');
-  register(program, ctx, 'ConfigMap');
+export function registerSecret(cmd: Command, ctx: () => Ctx): void {
+  register(cmd, ctx, 'Secret');
+}
+
+export function registerConfigMap(cmd: Command, ctx: () => Ctx): void {
+  register(cmd, ctx, 'ConfigMap');
 }

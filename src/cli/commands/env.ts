@@ -3,7 +3,7 @@ import type { Environment } from '../../api/kinds.ts';
 import { checkName, collect, cpuQuantity, intFlag, kvMap, memoryQuantity } from '../flags.ts';
 import type { Ctx } from '../io.ts';
 import { createOrSave, SpecOutput, type SpecOutputFlags, withSpecOutput } from '../spec/output.ts';
-import { printObject, table } from '../output.ts';
+import { type ListOutputFlags, outputOption, printList, printObject, withListOutput } from '../output.ts';
 
 interface EnvFlags {
   name: string;
@@ -65,8 +65,7 @@ function applyFlags(spec: Environment['spec'], f: EnvFlags): void {
   if (f.externalnetwork) spec.allowAccessToExternalNetwork = true;
 }
 
-export function registerEnv(program: Command, ctx: () => Ctx): void {
-  const env = program.command('environment').alias('env').description('Environments: the runtimes functions run in');
+export function registerEnv(env: Command, ctx: () => Ctx): void {
 
   withSpecOutput(
     addSpecFlags(
@@ -104,23 +103,19 @@ export function registerEnv(program: Command, ctx: () => Ctx): void {
     .command('get')
     .description('Show an environment')
     .requiredOption('--name <name>', 'environment name')
-    .option('-o, --output <format>', 'yaml or json', 'yaml')
+    .addOption(outputOption())
     .action(async (f: { name: string; output: string }) => {
       const c = ctx();
       await printObject(c.io, await c.client().get('Environment', c.namespace, checkName('--name', f.name)), f.output);
     });
 
-  env
-    .command('list')
-    .description('List environments')
-    .option('-A, --all-namespaces', 'every namespace')
-    .action(async (f: { allNamespaces?: boolean }) => {
+  withListOutput(env.command('list').description('List environments').option('-A, --all-namespaces', 'every namespace')).action(
+    async (f: { allNamespaces?: boolean } & ListOutputFlags) => {
       const c = ctx();
       const items = await c.client().list('Environment', f.allNamespaces ? undefined : c.namespace);
-      table(
-        c.io,
-        ['NAME', 'IMAGE', 'BUILDER_IMAGE', 'POOLSIZE', 'MINCPU', 'MAXCPU', 'MINMEMORY', 'MAXMEMORY', 'EXTNET', 'GRACETIME', 'NAMESPACE'],
-        items.map((e) => [
+      await printList(c.io, items, f, {
+        header: ['NAME', 'IMAGE', 'BUILDER_IMAGE', 'POOLSIZE', 'MINCPU', 'MAXCPU', 'MINMEMORY', 'MAXMEMORY', 'EXTNET', 'GRACETIME', 'NAMESPACE'],
+        row: (e) => [
           e.metadata.name,
           e.spec.runtime.image,
           e.spec.builder?.image,
@@ -132,9 +127,10 @@ export function registerEnv(program: Command, ctx: () => Ctx): void {
           e.spec.allowAccessToExternalNetwork === true,
           e.spec.terminationGracePeriod,
           e.metadata.namespace,
-        ]),
-      );
-    });
+        ],
+      });
+    },
+  );
 
   env
     .command('delete')

@@ -1,11 +1,13 @@
 import { randomUUID } from 'node:crypto';
-import type { Command } from 'commander';
+import { type Command, Option } from 'commander';
 import type { InstancesReport } from '../../api/instances.ts';
-import { type ExecutionStrategy, type FunctionResource, type HTTPTrigger, type Package, STREAMING_PROTOCOLS, type StreamingProtocol } from '../../api/kinds.ts';
+import type { ExecutionStrategy, FunctionResource, HTTPTrigger, Package, StreamingProtocol } from '../../api/kinds.ts';
+import { STREAMING_PROTOCOLS } from '../../api/names.ts';
 import { checkName, collect, httpMethod, intFlag, kvMap, usage } from '../flags.ts';
+import type { HttpResponse } from '../http.ts';
 import type { Ctx } from '../io.ts';
 import { SpecOutput, type SpecOutputFlags, withSpecOutput } from '../spec/output.ts';
-import { printObject, table } from '../output.ts';
+import { type ListOutputFlags, outputOption, printList, printObject, table, withListOutput } from '../output.ts';
 import { invokeFunction } from './invoke.ts';
 import { archivesFromFlags, specArchiveMaker } from './pkg.ts';
 
@@ -165,11 +167,10 @@ async function saveFunctionSpec(c: Ctx, out: SpecOutput, f: FnFlags): Promise<vo
   out.add({ kind: 'Function', metadata: { name: f.name, namespace: c.namespace, labels: kvMap('--labels', f.labels) }, spec });
   const route = routeOf(c, f);
   if (route) out.add(route);
-  out.save(`function-${f.name}`);
+  await out.save(`function-${f.name}`);
 }
 
-export function registerFn(program: Command, ctx: () => Ctx): void {
-  const fn = program.command('function').alias('fn').description('Functions: code that runs when a trigger fires');
+export function registerFn(fn: Command, ctx: () => Ctx): void {
 
   withSpecOutput(
     addSpecFlags(fn.command('create').description('Create a function').requiredOption('--name <name>', 'function name'))
@@ -243,11 +244,16 @@ export function registerFn(program: Command, ctx: () => Ctx): void {
   );
 
   fn.command('get')
-    .description("Print a function's source code")
+    .description("Print a function's source code (with -o, the function object, as getmeta does)")
     .requiredOption('--name <name>', 'function name')
-    .action(async (f: { name: string }) => {
+    .addOption(outputOption('json or yaml: the function object instead of its code', null))
+    .action(async (f: { name: string; output?: string }) => {
       const c = ctx();
       const fnObj = await c.client().get('Function', c.namespace, checkName('--name', f.name));
+      if (f.output !== undefined) {
+        await printObject(c.io, fnObj, f.output);
+        return;
+      }
       const ref = fnObj.spec.package.packageref;
       const pkg = await c.client().get('Package', ref.namespace ?? c.namespace, ref.name);
       const archive = pkg.spec.deployment ?? pkg.spec.source;
@@ -258,22 +264,19 @@ export function registerFn(program: Command, ctx: () => Ctx): void {
   fn.command('getmeta')
     .description("Print a function's metadata and spec")
     .requiredOption('--name <name>', 'function name')
-    .option('-o, --output <format>', 'yaml or json', 'yaml')
+    .addOption(outputOption())
     .action(async (f: { name: string; output: string }) => {
       const c = ctx();
       await printObject(c.io, await c.client().get('Function', c.namespace, checkName('--name', f.name)), f.output);
     });
 
-  fn.command('list')
-    .description('List functions')
-    .option('-A, --all-namespaces', 'every namespace')
-    .action(async (f: { allNamespaces?: boolean }) => {
+  withListOutput(fn.command('list').description('List functions').option('-A, --all-namespaces', 'every namespace')).action(
+    async (f: { allNamespaces?: boolean } & ListOutputFlags) => {
       const c = ctx();
       const items = await c.client().list('Function', f.allNamespaces ? undefined : c.namespace);
-      table(
-        c.io,
-        ['NAME', 'ENV', 'EXECUTORTYPE', 'MINSCALE', 'MAXSCALE', 'MINCPU', 'MAXCPU', 'MINMEMORY', 'MAXMEMORY', 'SECRETS', 'CONFIGMAPS', 'NAMESPACE'],
-        items.map((x) => {
+      await printList(c.io, items, f, {
+        header: ['NAME', 'ENV', 'EXECUTORTYPE', 'MINSCALE', 'MAXSCALE', 'MINCPU', 'MAXCPU', 'MINMEMORY', 'MAXMEMORY', 'SECRETS', 'CONFIGMAPS', 'NAMESPACE'],
+        row: (x) => {
           const es = x.spec.invokeStrategy?.executionStrategy;
           return [
             x.metadata.name,
@@ -289,9 +292,10 @@ export function registerFn(program: Command, ctx: () => Ctx): void {
             (x.spec.configmaps ?? []).map((s) => s.name).join(','),
             x.metadata.namespace,
           ];
-        }),
-      );
-    });
+        },
+      });
+    },
+  );
 
   fn.command('delete')
     .description('Delete a function')
@@ -326,8 +330,9 @@ export function registerFn(program: Command, ctx: () => Ctx): void {
     .alias('instances')
     .description("List a function's instances (local mode: its workers; in kubernetes mode use kubectl), and the instance budget")
     .requiredOption('--name <name>', 'function name')
-    .option('-o, --output <format>', 'table, yaml or json', 'table')
-    .action(async (f: { name: string; output: string }) => {
+    .addOption(new Option('-o, --output <format>', 'table, yaml or json').choices(['table', 'yaml', 'json']).default('table'))
+    .option('--no-headers', 'print the table without its header line')
+    .action(async (f: { name: string; output: string; headers: boolean }) => {
       const c = ctx();
       const name = checkName('--name', f.name);
       const report = await c.client().json<InstancesReport>('GET', `/v1/namespaces/${c.namespace}/functions/${name}/instances`);
@@ -337,7 +342,7 @@ export function registerFn(program: Command, ctx: () => Ctx): void {
       }
       table(
         c.io,
-        ['NAME', 'STATE', 'VERSION', 'ACTIVE', 'SERVED', 'AGE', 'IDLE'],
+        f.headers ? ['NAME', 'STATE', 'VERSION', 'ACTIVE', 'SERVED', 'AGE', 'IDLE'] : undefined,
         report.items.map((i) => [i.name, i.state, i.current ? 'current' : 'old', String(i.active), String(i.served), `${i.ageSeconds}s`, `${i.idleSeconds}s`]),
       );
       if (report.starting > 0) c.io.out(`${report.starting} starting\n`);
@@ -354,7 +359,7 @@ export function registerFn(program: Command, ctx: () => Ctx): void {
     .action(async (f: { name: string; follow?: boolean; recordcount: number }) => {
       const c = ctx();
       const name = checkName('--name', f.name);
-      let res: Response;
+      let res: HttpResponse;
       try {
         res = await c
           .client()
@@ -363,13 +368,7 @@ export function registerFn(program: Command, ctx: () => Ctx): void {
         const e = err as Error & { status?: number };
         throw Object.assign(e, { message: `error getting logs from the controller (status ${e.status ?? 'unknown'}): ${e.message}` });
       }
-      const reader = res.body?.getReader();
-      if (!reader) return;
-      for (;;) {
-        const { value, done } = await reader.read();
-        if (done) break;
-        c.io.out(Buffer.from(value).toString('utf8'));
-      }
+      for await (const chunk of res.chunks()) c.io.out(chunk.toString('utf8'));
     });
 
 }

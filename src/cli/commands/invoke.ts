@@ -2,6 +2,7 @@
 import { FlintError } from '../../api/errors.ts';
 import { resolveInvokeAuthorization } from '../../auth/client.ts';
 import { keyValue, usage } from '../flags.ts';
+import { type HttpResponse, httpRequest } from '../http.ts';
 import type { Ctx } from '../io.ts';
 
 export interface InvokeFlags {
@@ -14,6 +15,9 @@ export interface InvokeFlags {
   timeout: number;
 }
 
+// RFC 9110's token.
+const HEADER_NAME = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
+
 async function routerUrl(c: Ctx): Promise<string> {
   if (c.io.env.FLINT_ROUTER_URL) return c.io.env.FLINT_ROUTER_URL.replace(/\/+$/, '');
   return (await c.client().info()).routerUrl.replace(/\/+$/, '');
@@ -24,7 +28,12 @@ export async function invokeFunction(c: Ctx, f: InvokeFlags): Promise<void> {
   for (const h of f.header ?? []) {
     const i = h.indexOf(':');
     if (i <= 0) throw usage(`--header needs "Name: value", got '${h}'`);
-    headers[h.slice(0, i).trim()] = h.slice(i + 1).trim();
+    const name = h.slice(0, i).trim();
+    const value = h.slice(i + 1).trim();
+    // Said here, before the request: node:http would refuse them with a code only.
+    if (!HEADER_NAME.test(name)) throw usage(`--header name '${name}' is not a valid HTTP header name`);
+    if (/[\0\r\n]/.test(value)) throw usage(`--header '${name}' has a line break or NUL in its value`);
+    headers[name] = value;
   }
   const qs = new URLSearchParams();
   for (const q of f.query ?? []) {
@@ -40,15 +49,16 @@ export async function invokeFunction(c: Ctx, f: InvokeFlags): Promise<void> {
   const ns = c.namespace === 'default' ? '' : `${c.namespace}/`;
   const sub = f.subpath ? (f.subpath.startsWith('/') ? f.subpath : `/${f.subpath}`) : '';
   const url = `${router}/flint-function/${ns}${f.name}${sub}${qs.size ? `?${qs}` : ''}`;
-  let res: Response;
+  let res: HttpResponse;
+  let body: string;
   try {
-    res = await fetch(url, { method: f.method, headers, body: f.body, signal: AbortSignal.timeout(f.timeout * 1000) });
+    res = await httpRequest(url, { method: f.method, headers, body: f.body, timeoutMs: f.timeout * 1000 });
+    body = await res.text();
   } catch (err) {
-    const e = err as Error & { cause?: { code?: string } };
+    const e = err as Error & { code?: string };
     if (e.name === 'TimeoutError') throw new FlintError('FLINT_ERR_FUNCTION_TIMEOUT', `Error calling function ${f.name}: no answer within ${f.timeout} s`);
-    throw new FlintError('FLINT_ERR_UNREACHABLE', `cannot reach the router at ${router}: ${e.cause?.code ?? e.message} (set FLINT_ROUTER_URL)`);
+    throw new FlintError('FLINT_ERR_UNREACHABLE', `cannot reach the router at ${router}: ${e.code ?? e.message} (set FLINT_ROUTER_URL)`);
   }
-  const body = await res.text();
   if (res.status >= 400) {
     throw new FlintError('FLINT_ERR_FUNCTION_ERROR', `Error calling function ${f.name}: ${res.status}; Please try again or fix the error: ${body}`);
   }

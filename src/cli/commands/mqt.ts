@@ -1,9 +1,10 @@
 import type { Command } from 'commander';
-import { MQ_TYPES, MQT_KINDS, type MessageQueueTrigger } from '../../api/kinds.ts';
+import type { MessageQueueTrigger } from '../../api/kinds.ts';
+import { MQ_TYPES, MQT_KINDS } from '../../api/names.ts';
 import { checkName, collect, intFlag, kvMap, usage } from '../flags.ts';
 import type { Ctx } from '../io.ts';
 import { createOrSave, SpecOutput, type SpecOutputFlags, withSpecOutput } from '../spec/output.ts';
-import { printObject, table } from '../output.ts';
+import { type ListOutputFlags, outputOption, printList, printObject, withListOutput } from '../output.ts';
 
 interface MqtFlags {
   name: string;
@@ -89,8 +90,7 @@ function apply(spec: Partial<MessageQueueTrigger['spec']>, f: MqtFlags): void {
   else if (f.secret !== undefined) spec.secret = checkName('--secret', f.secret);
 }
 
-export function registerMqt(program: Command, ctx: () => Ctx): void {
-  const mqt = program.command('mqt').alias('mqtrigger').description('Message-queue triggers: call a function for each message on a topic');
+export function registerMqt(mqt: Command, ctx: () => Ctx): void {
 
   withSpecOutput(addFlags(mqt.command('create').description('Create a message-queue trigger').requiredOption('--name <name>', 'trigger name'))).action(async (f: MqtFlags & SpecOutputFlags) => {
     const c = ctx();
@@ -115,25 +115,22 @@ export function registerMqt(program: Command, ctx: () => Ctx): void {
     .command('get')
     .description('Show a message-queue trigger')
     .requiredOption('--name <name>', 'trigger name')
-    .option('-o, --output <format>', 'yaml or json', 'yaml')
+    .addOption(outputOption())
     .action(async (f: { name: string; output: string }) => {
       const c = ctx();
       await printObject(c.io, await c.client().get('MessageQueueTrigger', c.namespace, checkName('--name', f.name)), f.output);
     });
 
-  mqt
-    .command('list')
-    .description('List message-queue triggers')
-    .option('-A, --all-namespaces', 'every namespace')
-    .action(async (f: { allNamespaces?: boolean }) => {
+  withListOutput(mqt.command('list').description('List message-queue triggers').option('-A, --all-namespaces', 'every namespace')).action(
+    async (f: { allNamespaces?: boolean } & ListOutputFlags) => {
       const c = ctx();
       const items = await c.client().list('MessageQueueTrigger', f.allNamespaces ? undefined : c.namespace);
-      table(
-        c.io,
-        ['NAME', 'FUNCTION_NAME', 'MESSAGE_QUEUE_TYPE', 'TOPIC', 'RESPONSE_TOPIC', 'ERROR_TOPIC', 'MAX_RETRIES'],
-        items.map((t) => [t.metadata.name, t.spec.functionref.name, t.spec.messageQueueType, t.spec.topic, t.spec.respTopic, t.spec.errorTopic, t.spec.maxRetries ?? 0]),
-      );
-    });
+      await printList(c.io, items, f, {
+        header: ['NAME', 'FUNCTION_NAME', 'MESSAGE_QUEUE_TYPE', 'TOPIC', 'RESPONSE_TOPIC', 'ERROR_TOPIC', 'MAX_RETRIES'],
+        row: (t) => [t.metadata.name, t.spec.functionref.name, t.spec.messageQueueType, t.spec.topic, t.spec.respTopic, t.spec.errorTopic, t.spec.maxRetries ?? 0],
+      });
+    },
+  );
 
   mqt
     .command('delete')

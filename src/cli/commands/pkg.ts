@@ -4,11 +4,10 @@ import path from 'node:path';
 import type { Command } from 'commander';
 import type { Archive, Package } from '../../api/kinds.ts';
 import { buildCommandProblem } from '../../api/build-command.ts';
-import { archiveBytes, archiveFrom } from '../archive-input.ts';
 import { checkName, collect, kubifyName, usage } from '../flags.ts';
 import type { Ctx } from '../io.ts';
 import { createOrSave, SpecOutput, type SpecOutputFlags, withSpecOutput } from '../spec/output.ts';
-import { table } from '../output.ts';
+import { type ListOutputFlags, outputOption, printList, printObject, table, withListOutput } from '../output.ts';
 
 interface PkgFlags {
   name?: string;
@@ -22,6 +21,9 @@ interface PkgFlags {
   force?: boolean;
 }
 
+// Loaded when a command has archives to make or read: zip handling is most of the CLI's code.
+const archiveInput = () => import('../archive-input.ts');
+
 type ArchiveMaker = (flag: '--src' | '--deploy' | '--code', inputs: string[], opts: { checksum?: string; checksumFlag?: string; keepAsIs?: boolean }) => Archive | Promise<Archive>;
 
 /**
@@ -32,7 +34,7 @@ type ArchiveMaker = (flag: '--src' | '--deploy' | '--code', inputs: string[], op
 export async function archivesFromFlags(
   c: Ctx,
   f: Pick<PkgFlags, 'code' | 'deploy' | 'src' | 'srcchecksum' | 'deploychecksum'>,
-  make: ArchiveMaker = (flag, inputs, opts) => archiveFrom(c, flag, inputs, opts),
+  make: ArchiveMaker = async (flag, inputs, opts) => (await archiveInput()).archiveFrom(c, flag, inputs, opts),
 ): Promise<Pick<Package['spec'], 'source' | 'deployment'>> {
   if (f.code && f.deploy) throw usage('use either --code or --deploy, not both');
   const out: Pick<Package['spec'], 'source' | 'deployment'> = {};
@@ -66,8 +68,7 @@ export function packageNameFor(file: string): string {
   return kubifyName(`${path.basename(file)}-${suffix()}`);
 }
 
-export function registerPkg(program: Command, ctx: () => Ctx): void {
-  const pkg = program.command('package').alias('pkg').description('Packages: the code of functions, as files or archives');
+export function registerPkg(pkg: Command, ctx: () => Ctx): void {
 
   const pkgCreate = pkg
     .command('create')
@@ -131,9 +132,14 @@ export function registerPkg(program: Command, ctx: () => Ctx): void {
     .command('info')
     .description("Show a package's status and build log")
     .requiredOption('--name <name>', 'package name')
-    .action(async (f: { name: string }) => {
+    .addOption(outputOption('json or yaml: the package object instead of the summary', null))
+    .action(async (f: { name: string; output?: string }) => {
       const c = ctx();
       const p = await c.client().get('Package', c.namespace, checkName('--name', f.name));
+      if (f.output !== undefined) {
+        await printObject(c.io, p, f.output);
+        return;
+      }
       table(c.io, ['Name:', p.metadata.name], [
         ['Environment:', p.spec.environment.name],
         ['Status:', p.status?.buildstatus ?? 'none'],
@@ -143,19 +149,16 @@ export function registerPkg(program: Command, ctx: () => Ctx): void {
       if (log) c.io.out(log.endsWith('\n') ? log : `${log}\n`);
     });
 
-  pkg
-    .command('list')
-    .description('List packages')
-    .option('-A, --all-namespaces', 'every namespace')
-    .action(async (f: { allNamespaces?: boolean }) => {
+  withListOutput(pkg.command('list').description('List packages').option('-A, --all-namespaces', 'every namespace')).action(
+    async (f: { allNamespaces?: boolean } & ListOutputFlags) => {
       const c = ctx();
       const items = await c.client().list('Package', f.allNamespaces ? undefined : c.namespace);
-      table(
-        c.io,
-        ['NAME', 'BUILD_STATUS', 'ENV', 'LASTUPDATEDAT', 'NAMESPACE'],
-        items.map((p) => [p.metadata.name, p.status?.buildstatus ?? 'none', p.spec.environment.name, p.status?.lastUpdateTimestamp ?? p.metadata.creationTimestamp, p.metadata.namespace]),
-      );
-    });
+      await printList(c.io, items, f, {
+        header: ['NAME', 'BUILD_STATUS', 'ENV', 'LASTUPDATEDAT', 'NAMESPACE'],
+        row: (p) => [p.metadata.name, p.status?.buildstatus ?? 'none', p.spec.environment.name, p.status?.lastUpdateTimestamp ?? p.metadata.creationTimestamp, p.metadata.namespace],
+      });
+    },
+  );
 
   pkg
     .command('delete')
@@ -179,7 +182,7 @@ export function registerPkg(program: Command, ctx: () => Ctx): void {
         const p = await c.client().get('Package', c.namespace, checkName('--name', f.name));
         const a = which === 'getsrc' ? p.spec.source : p.spec.deployment;
         if (!a) throw usage(`package '${f.name}' has no ${which === 'getsrc' ? 'source' : 'deploy'} archive`);
-        const bytes = await archiveBytes(c, a);
+        const bytes = await (await archiveInput()).archiveBytes(c, a);
         if (f.output) fs.writeFileSync(path.resolve(c.io.cwd, f.output), bytes);
         else c.io.out(bytes);
       });

@@ -5,7 +5,7 @@ import { applyIngressFlags, routeListHost } from '../../ingress/flags.ts';
 import { checkName, collect, httpMethod, usage } from '../flags.ts';
 import type { Ctx } from '../io.ts';
 import { createOrSave, SpecOutput, type SpecOutputFlags, withSpecOutput } from '../spec/output.ts';
-import { printObject, table } from '../output.ts';
+import { type ListOutputFlags, outputOption, printList, printObject, withListOutput } from '../output.ts';
 
 interface RouteFlags {
   name?: string;
@@ -59,8 +59,7 @@ function applyIngress(c: Ctx, spec: HTTPTrigger['spec'], f: RouteFlags): HTTPTri
   return next;
 }
 
-export function registerRoute(program: Command, ctx: () => Ctx): void {
-  const route = program.command('route').aliases(['httptrigger', 'ht']).description('Routes (HTTP triggers): call a function over HTTP');
+export function registerRoute(route: Command, ctx: () => Ctx): void {
 
   withSpecOutput(addFlags(route.command('create').description('Create a route').option('--name <name>', 'route name (default: a UUID)'))).action(async (f: RouteFlags & SpecOutputFlags) => {
     const c = ctx();
@@ -104,31 +103,27 @@ export function registerRoute(program: Command, ctx: () => Ctx): void {
     .command('get')
     .description('Show a route')
     .requiredOption('--name <name>', 'route name')
-    .option('-o, --output <format>', 'yaml or json', 'yaml')
+    .addOption(outputOption())
     .action(async (f: { name: string; output: string }) => {
       const c = ctx();
       await printObject(c.io, await c.client().get('HTTPTrigger', c.namespace, checkName('--name', f.name)), f.output);
     });
 
-  route
-    .command('list')
-    .description('List routes')
-    .option('-A, --all-namespaces', 'every namespace')
-    .option('--function <name>', 'only routes to this function')
-    .action(async (f: { allNamespaces?: boolean; function?: string }) => {
+  withListOutput(
+    route.command('list').description('List routes').option('-A, --all-namespaces', 'every namespace').option('--function <name>', 'only routes to this function'),
+  ).action(async (f: { allNamespaces?: boolean; function?: string } & ListOutputFlags) => {
       const c = ctx();
       let items = await c.client().list('HTTPTrigger', f.allNamespaces ? undefined : c.namespace);
       if (f.function) items = items.filter((t) => t.spec.functionref.name === f.function || Object.hasOwn(t.spec.functionref.functionweights ?? {}, f.function as string));
-      table(
-        c.io,
-        ['NAME', 'METHOD', 'HOST', 'URL', 'INGRESS', 'FUNCTION_NAME'],
-        items.map((t) => {
+      await printList(c.io, items, f, {
+        header: ['NAME', 'METHOD', 'HOST', 'URL', 'INGRESS', 'FUNCTION_NAME'],
+        row: (t) => {
           const methods = [...new Set([...(t.spec.methods ?? []), ...(t.spec.method ? [t.spec.method] : [])])];
           const ref = t.spec.functionref;
           const fnName = (ref.type ?? 'name') === 'name' ? ref.name : Object.entries(ref.functionweights ?? {}).map(([n, w]) => `${n}:${w}`).join(' ');
           return [t.metadata.name, `[${(methods.length ? methods : ['GET']).join(' ')}]`, routeListHost(t.spec), t.spec.prefix || t.spec.relativeurl, t.spec.createingress === true, fnName];
-        }),
-      );
+        },
+      });
     });
 
   route

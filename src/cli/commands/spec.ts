@@ -5,9 +5,12 @@ import path from 'node:path';
 import type { Command } from 'commander';
 import { kubifyName, usage } from '../flags.ts';
 import type { Ctx } from '../io.ts';
-import { table } from '../output.ts';
-import { applySpecs, checkArchiveFiles, destroySpecs, ownedResources } from '../spec/apply.ts';
-import { DEPLOYMENT_CONFIG_FILE, readSpecs, type SpecSet } from '../spec/documents.ts';
+import { type ListOutputFlags, printList, withListOutput } from '../output.ts';
+import type { SpecSet } from '../spec/documents.ts';
+import { DEPLOYMENT_CONFIG_FILE } from '../spec/names.ts';
+
+// Loaded by the commands that read specs: the YAML parser, the schemas and zip handling.
+const apply = () => import('../spec/apply.ts');
 
 const DEFAULT_DIR = 'specs';
 
@@ -23,13 +26,13 @@ async function specSet(c: Ctx, dir: string, server: 'required' | 'optional', war
   } catch (err) {
     if (server === 'required') throw err;
   }
+  const { readSpecs } = await import('../spec/documents.ts');
   const set = readSpecs(path.resolve(c.io.cwd, dir), { localImages: mode === 'local' });
   if (warn) for (const w of set.warnings) c.warn(w);
   return set;
 }
 
-export function registerSpec(program: Command, ctx: () => Ctx): void {
-  const cmd = program.command('spec').description('Spec files: resources declared in a directory (Flint or Fission YAML), applied together');
+export function registerSpec(cmd: Command, ctx: () => Ctx): void {
   const withDir = (x: Command) => x.option('--specdir <dir>', 'the spec directory', DEFAULT_DIR);
 
   withDir(cmd.command('init').description('Create a spec directory with its deployment config'))
@@ -51,7 +54,7 @@ export function registerSpec(program: Command, ctx: () => Ctx): void {
   withDir(cmd.command('validate').description('Check the specs without applying them (images too when the control plane is reachable)')).action(async (f: { specdir: string }) => {
     const c = ctx();
     const set = await specSet(c, f.specdir, 'optional', true);
-    checkArchiveFiles(set);
+    (await apply()).checkArchiveFiles(set);
     c.io.out(`${set.resources.length} resources and ${set.archives.size} archives are valid\n`);
   });
 
@@ -59,24 +62,20 @@ export function registerSpec(program: Command, ctx: () => Ctx): void {
     .option('--delete', 'also delete resources this spec directory applied before and no longer declares')
     .action(async (f: { specdir: string; delete?: boolean }) => {
       const c = ctx();
-      const report = await applySpecs(c, await specSet(c, f.specdir, 'required', true), { delete: f.delete === true });
+      const report = await (await apply()).applySpecs(c, await specSet(c, f.specdir, 'required', true), { delete: f.delete === true });
       const lines = report.lines();
       c.io.out(lines.length > 0 ? `${lines.join('\n')}\n` : `nothing to change (${report.unchanged} resources up to date)\n`);
     });
 
   withDir(cmd.command('destroy').description('Delete every resource this spec directory applied')).action(async (f: { specdir: string }) => {
     const c = ctx();
-    const lines = (await destroySpecs(c, await specSet(c, f.specdir, 'required'))).lines();
+    const lines = (await (await apply()).destroySpecs(c, await specSet(c, f.specdir, 'required'))).lines();
     c.io.out(lines.length > 0 ? `${lines.join('\n')}\n` : 'nothing to delete\n');
   });
 
-  withDir(cmd.command('list').description('List the resources this spec directory applied')).action(async (f: { specdir: string }) => {
+  withListOutput(withDir(cmd.command('list').description('List the resources this spec directory applied'))).action(async (f: { specdir: string } & ListOutputFlags) => {
     const c = ctx();
-    const owned = await ownedResources(c, await specSet(c, f.specdir, 'required'));
-    table(
-      c.io,
-      ['KIND', 'NAME', 'NAMESPACE'],
-      owned.map((r) => [r.kind, r.metadata.name, r.metadata.namespace]),
-    );
+    const owned = await (await apply()).ownedResources(c, await specSet(c, f.specdir, 'required'));
+    await printList(c.io, owned, f, { header: ['KIND', 'NAME', 'NAMESPACE'], row: (r) => [r.kind, r.metadata.name, r.metadata.namespace] });
   });
 }

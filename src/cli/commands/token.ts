@@ -5,7 +5,6 @@
 // signing key.
 import type { Command } from 'commander';
 import { isFlintError } from '../../api/errors.ts';
-import { validateTokenRequest } from '../../api/token-request.ts';
 import { fetchToken } from '../../auth/client.ts';
 import { basicAuthorization } from '../client.ts';
 import { collect, usage } from '../flags.ts';
@@ -24,7 +23,9 @@ interface TokenFlags {
 /** The API's field names, as the flags a user typed. */
 const FLAG_OF: Record<string, string> = { audience: '--audience', functions: '--function', methods: '--method', ttl: '--ttl', namespace: '--namespace' };
 
-function checked(c: Ctx, f: TokenFlags) {
+async function checked(c: Ctx, f: TokenFlags) {
+  // The request's schema, loaded here: building the schemas at start-up would slow every command.
+  const { validateTokenRequest } = await import('../../api/token-request.ts');
   const body = {
     audience: f.audience,
     functions: f.function,
@@ -42,10 +43,8 @@ function checked(c: Ctx, f: TokenFlags) {
   return body;
 }
 
-export function registerToken(program: Command, ctx: () => Ctx): void {
-  program
-    .command('token')
-    .description('Authentication tokens')
+export function registerToken(token: Command, ctx: () => Ctx): void {
+  token
     .command('create')
     .description(
       'Print a token. With only --username and --password: a router token from the router\'s login. With --audience, --function, --method or --ttl: ' +
@@ -60,7 +59,7 @@ export function registerToken(program: Command, ctx: () => Ctx): void {
     .option('--ttl <duration>', 'lifetime, e.g. 90s, 10m, 1h30m, at most 24h (default: authentication.jwtExpiryTime)')
     .action(async (f: TokenFlags) => {
       const c = ctx();
-      const body = checked(c, f);
+      const body = await checked(c, f);
       if ((f.username === undefined) !== (f.password === undefined)) throw usage('give --username and --password together');
       const plain = f.audience === 'router' && f.function === undefined && f.method === undefined && f.ttl === undefined;
       if (plain && f.username !== undefined && f.password !== undefined) {

@@ -12,8 +12,7 @@ function topicName(t: string): string {
   return t;
 }
 
-export function registerTopic(program: Command, ctx: () => Ctx): void {
-  const topic = program.command('topic').description('Message-queue topics (Kafka): produce and read messages');
+export function registerTopic(topic: Command, ctx: () => Ctx): void {
 
   topic
     .command('produce')
@@ -23,7 +22,7 @@ export function registerTopic(program: Command, ctx: () => Ctx): void {
     .option('--key <key>', 'message key')
     .action(async (f: { topic: string; value: string; key?: string }) => {
       const c = ctx();
-      await c.client().raw('POST', `/topics/${topicName(f.topic)}/messages`, { key: f.key ?? null, value: f.value });
+      await (await c.client().raw('POST', `/topics/${topicName(f.topic)}/messages`, { key: f.key ?? null, value: f.value })).text();
       c.io.out(`message sent to '${f.topic}'\n`);
     });
 

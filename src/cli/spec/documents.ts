@@ -9,15 +9,12 @@ import path from 'node:path';
 import { parseAllDocuments } from 'yaml';
 import { FlintError } from '../../api/errors.ts';
 import { type AnyResource, isKindName, KIND_NAMES, type KindName, type Package } from '../../api/kinds.ts';
-import { API_VERSION, FISSION_API_VERSION } from '../../api/meta.ts';
+import { API_VERSION, FISSION_API_VERSION } from '../../api/names.ts';
 import { type ValidateOptions, validateResource } from '../../api/validate.ts';
 import { fromFission } from './fission.ts';
+import { ARCHIVE_SPEC_SCHEME } from './names.ts';
 
-export const DEPLOYMENT_CONFIG_FILE = 'flint-deployment-config.yaml';
-/** The label that ties a resource to the spec directory that applied it. */
-export const DEPLOYMENT_LABEL = 'flint.dev/deployment-uid';
-/** Package archives may name an ArchiveUploadSpec: `archive://<name>`. */
-export const ARCHIVE_SPEC_SCHEME = 'archive://';
+export { ARCHIVE_SPEC_SCHEME, DEPLOYMENT_CONFIG_FILE, DEPLOYMENT_LABEL } from './names.ts';
 
 export interface DeploymentConfig {
   name: string;

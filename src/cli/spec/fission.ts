@@ -5,7 +5,7 @@
 // `builder: {}`, `TargetCPUPercent: 0`, a status); the user's own maps
 // (data, labels, annotations, env) are kept as written. Anything else Flint
 // does not know is left in place, so validation names it.
-import { API_VERSION } from '../../api/meta.ts';
+import { API_VERSION } from '../../api/names.ts';
 
 const RENAMED: Record<string, string> = {
   InvokeStrategy: 'invokeStrategy',

@@ -6,12 +6,11 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import type { Command } from 'commander';
-import { stringify } from 'yaml';
 import type { AnyResource, Archive } from '../../api/kinds.ts';
-import { API_VERSION } from '../../api/meta.ts';
+import { API_VERSION } from '../../api/names.ts';
 import { usage } from '../flags.ts';
 import type { Ctx } from '../io.ts';
-import { ARCHIVE_SPEC_SCHEME, DEPLOYMENT_CONFIG_FILE } from './documents.ts';
+import { ARCHIVE_SPEC_SCHEME, DEPLOYMENT_CONFIG_FILE } from './names.ts';
 
 /** A resource as a create command builds it: the server sets the rest of the metadata. */
 type NewResource = AnyResource extends infer R ? (R extends AnyResource ? Omit<R, 'metadata' | 'apiVersion'> & { metadata: { name: string; namespace: string; labels?: Record<string, string> } } : never) : never;
@@ -91,7 +90,8 @@ export class SpecOutput {
   }
 
   /** Writes `<specdir>/<file>.yaml` (refusing to overwrite one) or prints the YAML. */
-  save(file: string): void {
+  async save(file: string): Promise<void> {
+    const { stringify } = await import('yaml');
     const text = this.#docs.map((d) => stringify(d)).join('---\n');
     if (this.#dry) {
       this.#c.io.out(text);
@@ -112,7 +112,7 @@ export class SpecOutput {
 export async function createOrSave(c: Ctx, out: SpecOutput | undefined, obj: NewResource, file: string, created: string): Promise<void> {
   if (out) {
     out.add(obj);
-    out.save(file);
+    await out.save(file);
     return;
   }
   await c.client().create(obj);
