@@ -26,7 +26,7 @@ import { type CodeSource, materialize } from './materialize.ts';
 import { startWorker, type WorkerHandle } from './process/worker-process.ts';
 import { InstanceCore, isNewdeploy } from './core/instance-core.ts';
 import { InstanceState } from './core/instance-state.ts';
-import { type FunctionSlot, START_ABANDONED } from './core/types.ts';
+import { type FunctionSlot, START_ABANDONED, type StartReason } from './core/types.ts';
 import type { Executor, Lease } from './types.ts';
 
 export interface ProcessExecutorOptions {
@@ -126,7 +126,7 @@ export class ProcessExecutor implements Executor {
       queue: opts.queue,
       longLivedDrainMs: opts.longLivedDrainMs,
       backend: {
-        startInstance: (slot, version) => this.#startInstance(slot, version),
+        startInstance: (slot, version, why) => this.#startInstance(slot, version, why),
         stopInstance: (_slot, inst, _why, immediate) => void inst.worker.kill(immediate ? 0 : undefined),
         versionOf: (fn) => this.#versionOf(fn),
         maxInstances: (fn) => {
@@ -300,25 +300,25 @@ export class ProcessExecutor implements Executor {
    * with neither, the start waits for a release until no request waits for
    * it any more.
    */
-  async #startBudgetedWorker(st: Slot, env: Environment, sink: (line: string, stream: 'stdout' | 'stderr') => void): Promise<WorkerHandle> {
+  async #startBudgetedWorker(st: Slot, env: Environment, sink: (line: string, stream: 'stdout' | 'stderr') => void, background: boolean): Promise<WorkerHandle> {
     const budget = this.#o.budget;
-    if (!budget) return this.#startWorker(env, undefined, sink);
+    if (!budget) return this.#startWorker(env, undefined, sink, background);
     const mb = memoryOf(env, this.#o.memoryMB);
     const first = budget.reserve(mb);
-    if (first) return this.#startWorker(env, first, sink);
+    if (first) return this.#startWorker(env, first, sink, background);
     this.#budgetDemand++;
     try {
-      return await this.#waitForBudget(st, env, mb, sink);
+      return await this.#waitForBudget(st, env, mb, sink, background);
     } finally {
       if (--this.#budgetDemand === 0 && !this.#stopped) for (const pool of this.#pools.values()) pool.refill();
     }
   }
 
-  async #waitForBudget(st: Slot, env: Environment, mb: number, sink: (line: string, stream: 'stdout' | 'stderr') => void): Promise<WorkerHandle> {
+  async #waitForBudget(st: Slot, env: Environment, mb: number, sink: (line: string, stream: 'stdout' | 'stderr') => void, background: boolean): Promise<WorkerHandle> {
     const budget = this.#o.budget as InstanceBudget;
     for (;;) {
       const reservation = budget.reserve(mb);
-      if (reservation) return this.#startWorker(env, reservation, sink);
+      if (reservation) return this.#startWorker(env, reservation, sink, background);
       const victim = this.#reclaimable(st);
       if (victim) {
         await victim;
@@ -407,7 +407,7 @@ export class ProcessExecutor implements Executor {
   }
 
   /** A worker specialized for `st.fn` at `version`: a warm one of the environment's pool, else a new one within the budget. */
-  async #startInstance(st: Slot, version: string): Promise<WorkerInstance> {
+  async #startInstance(st: Slot, version: string, why: StartReason): Promise<WorkerInstance> {
     const fn = st.fn;
     const ns = fn.metadata.namespace;
     const name = fn.metadata.name;
@@ -422,7 +422,9 @@ export class ProcessExecutor implements Executor {
       if (!pkg) throw new FlintError('FLINT_ERR_NOT_FOUND', `package '${ref.name}' not found in namespace '${ref.namespace ?? ns}'`);
       worker = isNewdeploy(fn) ? undefined : pool.take();
       if (worker) outputSinks.set(worker.id, sink);
-      else worker = await this.#startBudgetedWorker(st, pool.env, sink);
+      // No request waits for a rollout's or minScale's new worker (old instances serve meanwhile): it starts at the
+      // warm pool's lower priority, raised when it is specialized, so the instances serving keep the CPU.
+      else worker = await this.#startBudgetedWorker(st, pool.env, sink, why !== 'demand');
       const timeoutMs = (fn.spec.invokeStrategy?.executionStrategy?.specializationTimeout ?? 120) * 1000;
       const m = await materialize(this.#code, fn, pkg, pool.env.spec.keeparchive === true, worker);
       await worker.specialize(m, timeoutMs);

@@ -13,7 +13,7 @@ import { FlintError } from '../../api/errors.ts';
 import type { InstancesReport } from '../../api/instances.ts';
 import type { FunctionResource } from '../../api/kinds.ts';
 import type { Lease } from '../types.ts';
-import { type CoreInstance, type FunctionSlot, type InstanceBackend, START_ABANDONED } from './types.ts';
+import { type CoreInstance, type FunctionSlot, type InstanceBackend, START_ABANDONED, type StartReason } from './types.ts';
 
 /** What a 429 for a full queue asks the client to wait, in seconds. */
 export const RETRY_AFTER_S = 1;
@@ -312,7 +312,7 @@ export class InstanceCore<I extends CoreInstance> {
     let load = 0;
     for (const inst of left) load += inst.active;
     const needed = Math.max(1, Math.ceil(load / rpp));
-    while (st.starting < Math.min(ROLL_SURGE, needed)) this.#startInstance(st);
+    while (st.starting < Math.min(ROLL_SURGE, needed)) this.#startInstance(st, 'rollout');
   }
 
   /** Drains old instances, least busy first, while the current version's free slots can take what they carry. */
@@ -360,7 +360,7 @@ export class InstanceCore<I extends CoreInstance> {
   #ensureMinScale(st: Slot<I>): void {
     if (this.#stopped || this.#slots.get(st.key) !== st || st.warmAfter > Date.now()) return;
     const min = minScaleOf(st.fn);
-    for (let n = this.#liveCurrent(st) + st.starting; n < min; n++) this.#startInstance(st);
+    for (let n = this.#liveCurrent(st) + st.starting; n < min; n++) this.#startInstance(st, 'minScale');
   }
 
   // ---- acquiring -------------------------------------------------------------------------
@@ -459,14 +459,14 @@ export class InstanceCore<I extends CoreInstance> {
     const max = this.#b.maxInstances(st.fn);
     while (st.waiters.length > st.starting * rpp) {
       if (this.#liveCurrent(st) + st.starting >= max) break;
-      this.#startInstance(st);
+      this.#startInstance(st, 'demand');
     }
   }
 
-  #startInstance(st: Slot<I>): void {
+  #startInstance(st: Slot<I>, why: StartReason): void {
     st.starting++;
     const version = st.version;
-    void this.#b.startInstance(st, version).then(
+    void this.#b.startInstance(st, version, why).then(
       (inst) => {
         st.starting--;
         if (this.#slots.get(st.key) !== st || this.#stopped) {

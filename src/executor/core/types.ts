@@ -45,6 +45,8 @@ export interface FunctionSlot<I extends CoreInstance = CoreInstance> {
   readonly waiting: number;
 }
 
+export type StartReason = 'demand' | 'rollout' | 'minScale';
+
 /** Thrown by a backend's start when nobody waits for the instance any more (it gave up waiting for room). */
 export const START_ABANDONED = new Error('no request waits for this instance any more');
 
@@ -52,8 +54,11 @@ export interface InstanceBackend<I extends CoreInstance> {
   /**
    * Starts and specializes one instance of `slot.fn` at `version`. Rejects
    * with START_ABANDONED when it waited for room and no request waits any more.
+   * `why`: `demand` when requests wait for it; `rollout` or `minScale` when
+   * none does yet (instances of the old version serve meanwhile), so a
+   * backend may start it at a lower priority than the ones serving.
    */
-  startInstance(slot: FunctionSlot<I>, version: string): Promise<I>;
+  startInstance(slot: FunctionSlot<I>, version: string, why: StartReason): Promise<I>;
   /** Stops a retired instance; `immediate` (a timed-out or never-used one) skips its grace period. */
   stopInstance(slot: FunctionSlot<I>, inst: I, why: string, immediate: boolean): void;
   /** The function's version: a change starts new instances and drains the old ones. */
