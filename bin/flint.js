@@ -67,8 +67,9 @@ function freshBundle() {
 function enableCompileCache() {
   const module = builtin('node:module');
   if (typeof module.enableCompileCache !== 'function' || process.env.NODE_COMPILE_CACHE) return;
-  const base = process.env.XDG_CACHE_HOME || path.join(builtin('node:os').homedir(), '.cache');
   try {
+    // homedir() throws where there is neither HOME nor a passwd entry (a sandbox, a pod): no cache then.
+    const base = process.env.XDG_CACHE_HOME || path.join(builtin('node:os').homedir(), '.cache');
     const dir = path.join(base, 'flint', 'compile-cache');
     fs.mkdirSync(dir, { recursive: true, mode: 0o700 });
     module.enableCompileCache(dir);
