@@ -403,10 +403,12 @@ export class KubeExecutor implements Executor {
     const es = fn.spec.invokeStrategy?.executionStrategy;
     const deadline = Date.now() + (es?.specializationTimeout ?? 120) * 1000;
     const envRef = fn.spec.environment;
-    const env = this.#envOf(fn);
+    // The watches may lag the request (a function made just after an API-server restart, while they reconnect): what
+    // they have not delivered yet is read from the store.
+    const env = this.#envOf(fn) ?? (await this.#o.store.get('Environment', envRef.namespace ?? ns, envRef.name));
     if (!env) throw new FlintError('FLINT_ERR_NOT_FOUND', `environment '${envRef.name}' not found in namespace '${envRef.namespace ?? ns}'`);
     const ref = fn.spec.package.packageref;
-    const pkg = this.#packages.get(keyOf(ref.namespace ?? ns, ref.name));
+    const pkg = this.#packages.get(keyOf(ref.namespace ?? ns, ref.name)) ?? (await this.#o.store.get('Package', ref.namespace ?? ns, ref.name));
     if (!pkg) throw new FlintError('FLINT_ERR_NOT_FOUND', `package '${ref.name}' not found in namespace '${ref.namespace ?? ns}'`);
     const body = await specializeRequest({
       store: this.#o.store,
