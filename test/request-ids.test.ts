@@ -200,6 +200,6 @@ describe('debugging by request id', () => {
     }
     const api = await fetch(`${server.controllerUrl}/v1/namespaces/default/functions/reqlog/logs?requestId=${encodeURIComponent(evil.ansi)}`);
     assert.equal(api.status, 400);
-    assert.equal((await api.json()).code, 'FLINT_ERR_VALIDATION');
+    assert.equal(((await api.json()) as { code: string }).code, 'FLINT_ERR_VALIDATION');
   });
 });
