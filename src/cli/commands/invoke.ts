@@ -66,7 +66,7 @@ export async function invokeFunction(c: Ctx, f: InvokeFlags): Promise<void> {
     const said = `Error calling function ${f.name}: ${res.status}; Please try again or fix the error: ${body}`;
     // Printed to a terminal: only an id that is one (a proxy in between could send anything).
     const requestId = res.header('x-flint-request-id');
-    if (!isRequestId(requestId) || refusedBeforeTheFunction(body, requestId)) throw new FlintError('FLINT_ERR_FUNCTION_ERROR', said);
+    if (!isRequestId(requestId) || refusedBeforeTheFunction(res.status, body, requestId)) throw new FlintError('FLINT_ERR_FUNCTION_ERROR', said);
     // As Fission's fn test: the error, then what the function wrote for this call, then the request.
     c.io.err(`Error: ${said}\n`);
     c.io.err(failedToLoad(body) ? await lastLinesOf(c, f.name) : await linesOfRequest(c, f.name, requestId));
@@ -79,9 +79,11 @@ export async function invokeFunction(c: Ctx, f: InvokeFlags): Promise<void> {
 /** Router refusals that no function ran for (its errors name their request id); its timeouts and failures are not. */
 const BEFORE_THE_FUNCTION = new Set(['FLINT_ERR_UNAUTHORIZED', 'FLINT_ERR_FORBIDDEN', 'FLINT_ERR_NOT_FOUND', 'FLINT_ERR_METHOD_NOT_ALLOWED', 'FLINT_ERR_TOO_MANY_REQUESTS', 'FLINT_ERR_VALIDATION', 'FLINT_ERR_HEADERS_TOO_LARGE', 'FLINT_ERR_PAYLOAD_TOO_LARGE']);
 
-function refusedBeforeTheFunction(body: string, requestId: string): boolean {
+function refusedBeforeTheFunction(status: number, body: string, requestId: string): boolean {
   try {
-    const b = JSON.parse(body) as { code?: unknown; requestId?: unknown };
+    const b = JSON.parse(body) as { code?: unknown; requestId?: unknown; statusCode?: unknown; message?: unknown };
+    // The auth guard answers in Fission's form, {"message", "statusCode"} (DESIGN section 5).
+    if (status === 401 && b.statusCode === 401 && typeof b.message === 'string') return true;
     return b.requestId === requestId && BEFORE_THE_FUNCTION.has(String(b.code));
   } catch {
     return false;
