@@ -236,6 +236,17 @@ describe('controller API', () => {
     // A filter is untrusted input: only an id or an instance name gets through.
     for (const bad of ['a%0Ab', '%1B%5B31m', 'a%20b', 'x'.repeat(193)]) await refused('GET', `${NS}/functions/hello/logs?requestId=${bad}`, undefined, 400, 'FLINT_ERR_VALIDATION', 'requestId');
     await refused('GET', `${NS}/functions/hello/logs?instance=..%2Fx`, undefined, 400, 'FLINT_ERR_VALIDATION', 'instance');
+
+    // Following, the filter applies to what is appended, a line at a time, even one written in two pieces.
+    const ac = new AbortController();
+    const res = await fetch(`${base}${NS}/functions/hello/logs?follow=true&tail=0&requestId=r-9`, { signal: ac.signal });
+    const reader = (res.body as ReadableStream<Uint8Array>).getReader();
+    fs.appendFileSync(file, 't6 instance=node-a request=r-8 [stdout] not this one\nt7 instance=node-a request=r-9 [stdout] this ');
+    fs.appendFileSync(file, 'one\n');
+    let seen = '';
+    while (!seen.includes('\n')) seen += new TextDecoder().decode((await reader.read()).value);
+    ac.abort();
+    assert.equal(seen, 't7 request=r-9 [stdout] this one\n');
   });
 
   it('checks path and query parameters against the published schema, naming the parameter', async () => {
