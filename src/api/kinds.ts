@@ -2,9 +2,9 @@
 // validation at the API boundary, the OpenAPI document and the CRD YAML.
 import { type Static, type TSchema, Type } from '@sinclair/typebox';
 import { ApiVersion, DNS1123_LABEL, DNS1123_MAX, ObjectMeta, ObjectRef, Resources, type StoredMeta, StringMap } from './meta.ts';
-import { HTTP_METHODS, KIND_PLURALS, type KindName, MQ_TYPES, MQT_KINDS, STREAMING_PROTOCOLS } from './names.ts';
+import { BUILD_STATUSES, HTTP_METHODS, KIND_PLURALS, type KindName, MQ_TYPES, MQT_KINDS, STREAMING_PROTOCOLS } from './names.ts';
 
-export { KIND_NAMES, type KindName, MQ_TYPES, MQT_KINDS, STREAMING_PROTOCOLS } from './names.ts';
+export { BUILD_STATUSES, KIND_NAMES, type KindName, MQ_TYPES, MQT_KINDS, STREAMING_PROTOCOLS } from './names.ts';
 export const HttpMethod = Type.Union(HTTP_METHODS.map((m) => Type.Literal(m)));
 export const HTTP_METHOD_NAMES: readonly string[] = HTTP_METHODS;
 
@@ -65,7 +65,6 @@ export const Archive = Type.Object(
 );
 export type Archive = Static<typeof Archive>;
 
-export const BUILD_STATUSES = ['pending', 'running', 'succeeded', 'failed', 'none'] as const;
 export type BuildStatus = (typeof BUILD_STATUSES)[number];
 
 export const PackageSpec = Type.Object(

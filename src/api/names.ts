@@ -17,6 +17,8 @@ export const MQ_TYPES = ['kafka', 'nats-jetstream', 'rabbitmq', 'redis'] as cons
 /** `keda`: a KEDA-scaled connector (Fission's CLI default); `fission`: Fission's classic built-in consumer (Kafka only). */
 export const MQT_KINDS = ['keda', 'fission'] as const;
 
+export const BUILD_STATUSES = ['pending', 'running', 'succeeded', 'failed', 'none'] as const;
+
 export const KIND_NAMES = ['Environment', 'Function', 'Package', 'HTTPTrigger', 'MessageQueueTrigger', 'Secret', 'ConfigMap'] as const;
 export type KindName = (typeof KIND_NAMES)[number];
 

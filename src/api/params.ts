@@ -9,8 +9,10 @@
 // classes take in more of Unicode than JavaScript's do.
 import { Type } from '@sinclair/typebox';
 import { SHA256_HEX } from './build-command.ts';
+import { INSTANCE_PATTERN } from './function-log-line.ts';
 import { KIND_NAMES } from './kinds.ts';
 import { Dns1123Label } from './meta.ts';
+import { REQUEST_ID_MAX, REQUEST_ID_PATTERN } from './request-id.ts';
 
 // ---- label selectors ------------------------------------------------------------
 
@@ -62,7 +64,12 @@ export const WatchQuery = Type.Object({
 });
 export const LogQuery = Type.Object({
   follow: Type.Optional(BooleanFlag('true: keep the response open and send lines as they are written')),
-  tail: Type.Optional(Type.String({ pattern: '^[0-9]{1,9}$', description: 'How many of the last lines to send (default 1000)' })),
+  tail: Type.Optional(Type.String({ pattern: '^[0-9]{1,9}$', description: 'How many of the last lines to send (default 1000), counted after the filters' })),
+  requestId: Type.Optional(
+    Type.String({ pattern: REQUEST_ID_PATTERN, maxLength: REQUEST_ID_MAX, description: 'Only the lines the function wrote while serving this request (its X-Flint-Request-Id)' }),
+  ),
+  instance: Type.Optional(Type.String({ pattern: INSTANCE_PATTERN, maxLength: 253, description: 'Only the lines of this instance (a worker, or a pod in kubernetes mode: `flint fn pods`)' })),
+  detail: Type.Optional(BooleanFlag("true: a header line naming the function, environment, namespace and instance wherever the instance changes (Fission's --detail)")),
 });
 export const ArchiveParams = Type.Object({ sha256: Sha256Param });
 export const UploadQuery = Type.Object({ sha256: Type.Optional(Sha256Param) });

@@ -6,7 +6,7 @@
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { MAX_LITERAL_BYTES, SHA256_HEX } from '../api/build-command.ts';
+import { ARCHIVE_URL_PREFIX, MAX_LITERAL_BYTES, SHA256_HEX } from '../api/build-command.ts';
 import type { Archive } from '../api/kinds.ts';
 import { isZipFile, sha256File, zipDirectory, zipFiles } from '../archive/index.ts';
 import { usage } from './flags.ts';
@@ -21,12 +21,17 @@ function checkChecksum(flag: string, sum: string | undefined): string | undefine
   return lower;
 }
 
-/** One file as a package archive: embedded when small, uploaded otherwise. */
-export async function archiveOfFile(c: Ctx, file: string, checksum?: string, flag = 'archive'): Promise<Archive> {
+/**
+ * One file as a package archive: embedded when small, uploaded otherwise.
+ * With `dryRun`, nothing is uploaded: the archive is the one an upload would
+ * give (the store names an archive by its sha256).
+ */
+export async function archiveOfFile(c: Ctx, file: string, checksum?: string, flag = 'archive', dryRun = false): Promise<Archive> {
   const sum = await sha256File(file);
   if (checksum && checksum !== sum) throw usage(`${flag}: the archive's sha256 is ${sum}, not ${checksum}`);
   const size = fs.statSync(file).size;
   if (size <= MAX_LITERAL_BYTES) return { type: 'literal', literal: fs.readFileSync(file).toString('base64'), checksum: { type: 'sha256', sum } };
+  if (dryRun) return { type: 'url', url: `${ARCHIVE_URL_PREFIX}${sum}`, checksum: { type: 'sha256', sum } };
   const up = await c.client().uploadArchive(file, sum);
   return { type: 'url', url: up.url, checksum: up.checksum };
 }

@@ -25,6 +25,12 @@ const GROUPS: Group[] = [
   { name: 'package', aliases: ['pkg'], description: 'Packages: the code of functions, as files or archives', load: async () => (await import('./commands/pkg.ts')).registerPkg },
   { name: 'function', aliases: ['fn'], description: 'Functions: code that runs when a trigger fires', load: async () => (await import('./commands/fn.ts')).registerFn },
   {
+    name: 'archive',
+    aliases: ['ar'],
+    description: "Archives: the control plane's store of uploaded code, by sha256",
+    load: async () => (await import('./commands/archive.ts')).registerArchive,
+  },
+  {
     name: 'route',
     aliases: ['httptrigger', 'ht'],
     description: 'Routes (HTTP triggers): call a function over HTTP',

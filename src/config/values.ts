@@ -23,7 +23,7 @@ export const ValuesSchema = Type.Object(
     dataDir: Type.String({ minLength: 1 }),
     logLevel: Type.Union(['trace', 'debug', 'info', 'warn', 'error', 'silent'].map((l) => Type.Literal(l))),
     controller: Type.Object({ host: Host, port: Port, ...ListenerLimits }, Strict),
-    router: Type.Object({ host: Host, port: Port, forwardAuthorization: Type.Boolean(), ...ListenerLimits }, Strict),
+    router: Type.Object({ host: Host, port: Port, forwardAuthorization: Type.Boolean(), accessLog: Type.Boolean(), ...ListenerLimits }, Strict),
     ingress: Type.Object(
       {
         enabled: Type.Boolean(),

@@ -207,6 +207,48 @@ describe('controller API', () => {
     assert.equal((await call('GET', `${NS}/functions/hello/logs?follow=false&tail=1`)).text, 'three\n');
   });
 
+  it("picks a function's log lines by request and instance, and heads each instance's lines with --detail", async () => {
+    await call('POST', `${NS}/environments`, ENV);
+    await call('POST', `${NS}/packages`, PKG);
+    await call('POST', `${NS}/functions`, FN);
+    const file = functionLogFile(dataLayout(dir), 'default', 'hello');
+    fs.mkdirSync(path.dirname(file), { recursive: true });
+    fs.writeFileSync(
+      file,
+      [
+        't1 [flint] started',
+        't2 instance=node-a request=r-1 [stdout] a for r-1',
+        't3 instance=node-b request=r-2 [stdout] b for r-2',
+        't4 instance=node-a request=r-1 [stderr] a again for r-1',
+        't5 instance=node-a [stdout] a alone',
+        '',
+      ].join('\n'),
+    );
+    const logs = async (q: string) => (await call('GET', `${NS}/functions/hello/logs${q}`)).text;
+    assert.equal(await logs(''), 't1 [flint] started\nt2 request=r-1 [stdout] a for r-1\nt3 request=r-2 [stdout] b for r-2\nt4 request=r-1 [stderr] a again for r-1\nt5 [stdout] a alone\n');
+    assert.equal(await logs('?requestId=r-1'), 't2 request=r-1 [stdout] a for r-1\nt4 request=r-1 [stderr] a again for r-1\n');
+    assert.equal(await logs('?requestId=r-1&tail=1'), 't4 request=r-1 [stderr] a again for r-1\n');
+    assert.equal(await logs('?instance=node-b'), 't3 request=r-2 [stdout] b for r-2\n');
+    assert.equal(await logs('?requestId=r-3'), '');
+    const head = (i: string) => `\n=== Function=hello Environment=nodejs Namespace=default Instance=${i}\n`;
+    assert.equal(await logs('?instance=node-a&detail=true'), `${head('node-a')}t2 request=r-1 [stdout] a for r-1\nt4 request=r-1 [stderr] a again for r-1\nt5 [stdout] a alone\n`);
+    assert.equal(await logs('?detail=true&tail=3'), `${head('node-b')}t3 request=r-2 [stdout] b for r-2\n${head('node-a')}t4 request=r-1 [stderr] a again for r-1\nt5 [stdout] a alone\n`);
+    // A filter is untrusted input: only an id or an instance name gets through.
+    for (const bad of ['a%0Ab', '%1B%5B31m', 'a%20b', 'x'.repeat(193)]) await refused('GET', `${NS}/functions/hello/logs?requestId=${bad}`, undefined, 400, 'FLINT_ERR_VALIDATION', 'requestId');
+    await refused('GET', `${NS}/functions/hello/logs?instance=..%2Fx`, undefined, 400, 'FLINT_ERR_VALIDATION', 'instance');
+
+    // Following, the filter applies to what is appended, a line at a time, even one written in two pieces.
+    const ac = new AbortController();
+    const res = await fetch(`${base}${NS}/functions/hello/logs?follow=true&tail=0&requestId=r-9`, { signal: ac.signal });
+    const reader = (res.body as ReadableStream<Uint8Array>).getReader();
+    fs.appendFileSync(file, 't6 instance=node-a request=r-8 [stdout] not this one\nt7 instance=node-a request=r-9 [stdout] this ');
+    fs.appendFileSync(file, 'one\n');
+    let seen = '';
+    while (!seen.includes('\n')) seen += new TextDecoder().decode((await reader.read()).value);
+    ac.abort();
+    assert.equal(seen, 't7 request=r-9 [stdout] this one\n');
+  });
+
   it('checks path and query parameters against the published schema, naming the parameter', async () => {
     await refused('GET', '/v1/namespaces/Bad_NS/secrets', undefined, 400, 'FLINT_ERR_VALIDATION', 'namespace');
     await refused('GET', `${NS}/secrets/${'x'.repeat(64)}`, undefined, 400, 'FLINT_ERR_VALIDATION', 'name');
@@ -234,7 +276,7 @@ describe('controller API', () => {
     assert.equal(q.headers.get('allow'), 'GET, HEAD');
     const d = await call('DELETE', '/v1/archives', 'bytes', { 'content-type': 'text/x-unknown' });
     assert.equal(d.status, 405, d.text);
-    assert.equal(d.headers.get('allow'), 'POST');
+    assert.equal(d.headers.get('allow'), 'GET, HEAD, POST');
     await refused('PATCH', '/v1/nothing/here', undefined, 404, 'FLINT_ERR_NOT_FOUND');
   });
 

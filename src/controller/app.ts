@@ -166,7 +166,7 @@ export async function createController(opts: ControllerOptions): Promise<Fastify
   registerLogRoutes(app, opts.store, opts.layout);
   registerInstanceRoutes(app, opts.store, opts.instances);
   registerTopicRoutes(app, opts.topics);
-  registerArchiveRoutes(app, opts.archives, opts.maxUploadBytes ?? DEFAULT_MAX_UPLOAD, opts.archiveLimits ?? DEFAULT_ARCHIVE_LIMITS);
+  registerArchiveRoutes(app, opts.archives, opts.maxUploadBytes ?? DEFAULT_MAX_UPLOAD, opts.archiveLimits ?? DEFAULT_ARCHIVE_LIMITS, opts.store);
   registerRebuildRoute(app, opts.store);
   registerTokenRoute(app, opts.store, opts.issueToken);
   registerMetricsRoute(app, controllerMetrics(opts.store, opts.metrics));

@@ -90,6 +90,44 @@ describe('archive API', () => {
   it('answers 404 for an unknown archive and 400 for a malformed id', async () => {
     assert.equal((await call('GET', `/v1/archives/${'a'.repeat(64)}`)).status, 404);
     assert.equal((await call('GET', '/v1/archives/nothex')).status, 400);
+    for (const bad of ['nothex', '..%2F..%2Fflint.db', 'A'.repeat(64)]) {
+      const r = await call('DELETE', `/v1/archives/${bad}`);
+      assert.equal(r.status, 400, bad);
+      assert.equal(r.json.code, 'FLINT_ERR_VALIDATION');
+      assert.equal((await call('HEAD', `/v1/archives/${bad}`)).status, 400);
+    }
+    assert.equal((await call('HEAD', `/v1/archives/${'a'.repeat(64)}`)).status, 404);
+    const gone = await call('DELETE', `/v1/archives/${'a'.repeat(64)}`);
+    assert.equal(gone.status, 404);
+    assert.equal(gone.json.code, 'FLINT_ERR_NOT_FOUND');
+  });
+
+  it('lists archives with the packages that refer to them, and refuses to delete one in use, naming the package', async () => {
+    const used = Buffer.from('archive a package uses');
+    const orphan = Buffer.from('archive nobody uses');
+    for (const b of [used, orphan]) assert.equal((await call('POST', '/v1/archives', b, 'application/octet-stream')).status, 201);
+    const pkg = { metadata: { name: 'uses-archive' }, spec: { environment: { name: 'nodejs' }, deployment: { type: 'url', url: `/v1/archives/${sha(used)}`, checksum: { type: 'sha256', sum: sha(used) } } } };
+    assert.equal((await call('POST', `${NS}/packages`, pkg)).status, 201);
+    const list = await call('GET', '/v1/archives');
+    assert.equal(list.status, 200);
+    const byId = new Map((list.json.items as Array<{ sha256: string; packages: string[] }>).map((i) => [i.sha256, i]));
+    assert.deepEqual({ ...byId.get(sha(used)), createdAt: 0 }, { sha256: sha(used), url: `/v1/archives/${sha(used)}`, size: used.length, createdAt: 0, packages: ['default/uses-archive'] });
+    assert.deepEqual(byId.get(sha(orphan))?.packages, []);
+    const head = await fetch(`${base}/v1/archives/${sha(used)}`, { method: 'HEAD' });
+    assert.equal(head.status, 200);
+    assert.equal(head.headers.get('content-length'), String(used.length));
+
+    const refused = await call('DELETE', `/v1/archives/${sha(used)}`);
+    assert.equal(refused.status, 409);
+    assert.equal(refused.json.code, 'FLINT_ERR_IN_USE');
+    assert.match(refused.json.message, /is used by package 'default\/uses-archive'/);
+    assert.ok(await archives.get(sha(used)));
+    const deleted = await call('DELETE', `/v1/archives/${sha(orphan)}`);
+    assert.equal(deleted.status, 200);
+    assert.deepEqual(deleted.json, { sha256: sha(orphan) });
+    assert.equal(await archives.get(sha(orphan)), undefined);
+    assert.equal((await call('DELETE', `${NS}/packages/uses-archive`)).status, 200);
+    assert.equal((await call('DELETE', `/v1/archives/${sha(used)}`)).status, 200);
   });
 });
 

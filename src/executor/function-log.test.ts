@@ -57,4 +57,17 @@ describe('function logs', () => {
     assert.equal(refusals, 1);
     assert.match(fs.readFileSync(file, 'utf8'), /^\S+ \[stdout\] kept\n$/);
   });
+
+  it("tags a runtime's marked line with its request and every line with its instance; the server's own lines keep their text", async () => {
+    const layout = dataLayout(path.join(dir, 'data3'));
+    const logs = new FunctionLogs(layout);
+    logs.write('ns', 'fn', 'stdout', '\x1ereq-1\x1ehello', 'node-ab12');
+    logs.write('ns', 'fn', 'stderr', '\x1enot an id\x1eboom', 'node-ab12');
+    logs.write('ns', 'fn', 'flint', '\x1ereq-1\x1eforged by nobody');
+    await logs.closeAll();
+    const lines = fs.readFileSync(functionLogFile(layout, 'ns', 'fn'), 'utf8').split('\n');
+    assert.match(lines[0], /^\S+ instance=node-ab12 request=req-1 \[stdout\] hello$/);
+    assert.match(lines[1], /^\S+ instance=node-ab12 \[stderr\] \x1enot an id\x1eboom$/);
+    assert.match(lines[2], /^\S+ \[flint\] \x1ereq-1\x1eforged by nobody$/);
+  });
 });

@@ -5,8 +5,13 @@
 // planted at `logs/<ns>/<fn>.log` can never turn a function's stdout into a
 // write to another file. Such a log is refused, said once, and its lines
 // dropped until the function's log is closed.
+//
+// Each line says which instance wrote it and, when its runtime marked it,
+// which request it was written for (src/api/function-log-line.ts), so
+// `flint fn log --request-id` and `--instance` can pick lines out.
 import type fs from 'node:fs';
 import path from 'node:path';
+import { formatLogLine, type LogStream, takeRequestMark } from '../api/function-log-line.ts';
 import { type DataLayout, functionLogFile } from '../config/layout.ts';
 import { mkdirUnder } from '../fsafe/mkdir.ts';
 import { appendStreamNoFollow } from '../fsafe/open.ts';
@@ -43,8 +48,13 @@ export class FunctionLogs {
     return s;
   }
 
-  write(namespace: string, name: string, stream: 'stdout' | 'stderr' | 'flint', line: string): void {
-    this.#stream(namespace, name)?.write(`${new Date().toISOString()} [${stream}] ${line}\n`);
+  /** `instance`: the worker or pod that wrote the line, when one did. */
+  write(namespace: string, name: string, stream: LogStream, line: string, instance?: string): void {
+    const out = this.#stream(namespace, name);
+    if (out === undefined) return;
+    // Only what runtimes write carries a request mark; the server's own lines are taken as they are.
+    const { requestId, text } = stream === 'flint' ? { requestId: undefined, text: line } : takeRequestMark(line);
+    out.write(`${formatLogLine({ time: new Date().toISOString(), instance, requestId, stream, text })}\n`);
   }
 
   /** Closes a function's file (deleted functions); it reopens on the next write. */

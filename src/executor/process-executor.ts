@@ -244,7 +244,7 @@ export class ProcessExecutor implements Executor {
     return this.#startWorker(env, reservation, undefined, true);
   }
 
-  #startWorker(env: Environment, reservation: Reservation | undefined, sink?: (line: string, stream: 'stdout' | 'stderr') => void, background = false): Promise<WorkerHandle> {
+  #startWorker(env: Environment, reservation: Reservation | undefined, sink?: OutputSink, background = false): Promise<WorkerHandle> {
     const runtime = runtimeForImage(env.spec.runtime.image);
     if (!runtime) {
       reservation?.release();
@@ -267,7 +267,7 @@ export class ProcessExecutor implements Executor {
       env: env.spec.runtime.env,
       // Raising a priority back needs root: elsewhere a warm worker starts at the normal one.
       background: background && process.getuid?.() === 0,
-      onOutput: (line, stream) => (box.sink ?? outputSinks.get(id))?.(line, stream),
+      onOutput: (line, stream) => (box.sink ?? outputSinks.get(id))?.(line, stream, id),
     });
     return handle.then(
       (w) => {
@@ -300,7 +300,7 @@ export class ProcessExecutor implements Executor {
    * with neither, the start waits for a release until no request waits for
    * it any more.
    */
-  async #startBudgetedWorker(st: Slot, env: Environment, sink: (line: string, stream: 'stdout' | 'stderr') => void, background: boolean): Promise<WorkerHandle> {
+  async #startBudgetedWorker(st: Slot, env: Environment, sink: OutputSink, background: boolean): Promise<WorkerHandle> {
     const budget = this.#o.budget;
     if (!budget) return this.#startWorker(env, undefined, sink, background);
     const mb = memoryOf(env, this.#o.memoryMB);
@@ -314,7 +314,7 @@ export class ProcessExecutor implements Executor {
     }
   }
 
-  async #waitForBudget(st: Slot, env: Environment, mb: number, sink: (line: string, stream: 'stdout' | 'stderr') => void, background: boolean): Promise<WorkerHandle> {
+  async #waitForBudget(st: Slot, env: Environment, mb: number, sink: OutputSink, background: boolean): Promise<WorkerHandle> {
     const budget = this.#o.budget as InstanceBudget;
     for (;;) {
       const reservation = budget.reserve(mb);
@@ -411,7 +411,7 @@ export class ProcessExecutor implements Executor {
     const fn = st.fn;
     const ns = fn.metadata.namespace;
     const name = fn.metadata.name;
-    const sink = (line: string, stream: 'stdout' | 'stderr') => this.#logs.write(ns, name, stream, line);
+    const sink: OutputSink = (line, stream, instance) => this.#logs.write(ns, name, stream, line, instance);
     let worker: WorkerHandle | undefined;
     try {
       const envRef = fn.spec.environment;
@@ -440,8 +440,11 @@ export class ProcessExecutor implements Executor {
   }
 }
 
+/** Where a worker's output lines go: its function's log, tagged with the worker's id. */
+type OutputSink = (line: string, stream: 'stdout' | 'stderr', instance: string) => void;
+
 /** Where a pooled worker's output goes once a function owns it. */
-const outputSinks = new Map<string, (line: string, stream: 'stdout' | 'stderr') => void>();
+const outputSinks = new Map<string, OutputSink>();
 
 export function createProcessExecutor(opts: ProcessExecutorOptions): ProcessExecutor {
   return new ProcessExecutor(opts);

@@ -8,6 +8,7 @@ import type net from 'node:net';
 import type { Logger } from 'pino';
 import { type ErrorCode, ErrorCodes, isFlintError } from '../api/errors.ts';
 import type { Executor, Lease } from '../executor/types.ts';
+import { type AccessLog, accessEntry } from './access-log.ts';
 import { responseHeaders, switchHeaders } from './forward-headers.ts';
 import type { Http1Request } from './http1/request.ts';
 import type { DetachedSocket, Http1Response, ResponseWatcher } from './http1/response.ts';
@@ -26,6 +27,8 @@ export interface ProxyDeps {
   logger: Logger;
   /** Upgraded connections open now; the router cuts them when it stops. */
   tunnels: Tunnels;
+  /** Set when router.accessLog is on. */
+  accessLog?: AccessLog;
 }
 
 /** nginx's code for "the client went away first"; only ever seen in metrics. */
@@ -307,5 +310,6 @@ export class ProxyCall implements ResponseHandler, ResponseWatcher {
     // A drain or close after the end must not reach this call (nor resume the instance connection for its next request).
     if (this.#res.watcher === this) this.#res.watcher = undefined;
     this.#deps.metrics.end(this.#stats, this.#opts.method, status, this.#startedMs);
+    this.#deps.accessLog?.(accessEntry(this.#req, status, this.#requestId, this.#startedMs, this.#target.key, this.#lease?.instanceId ?? null));
   }
 }

@@ -3,9 +3,7 @@
 // prefix plus a counter is unique enough across restarts and costs far less
 // than a UUID per request.
 import { randomBytes } from 'node:crypto';
-
-/** 1-192 printable ASCII characters, no spaces (what Fission accepts too). */
-const SANE_ID = /^[\x21-\x7e]{1,192}$/;
+import { isRequestId } from '../api/request-id.ts';
 
 const PREFIX = `${randomBytes(6).toString('base64url')}-`;
 let counter = 0;
@@ -17,5 +15,5 @@ export function newRequestId(): string {
 
 /** The client's id when it is sane, else a new one. */
 export function requestIdFrom(given: string | undefined): string {
-  return given !== undefined && SANE_ID.test(given) ? given : newRequestId();
+  return isRequestId(given) ? given : newRequestId();
 }

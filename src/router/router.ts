@@ -7,6 +7,7 @@ import type { Registry } from 'prom-client';
 import type { FlintError } from '../api/errors.ts';
 import type { Executor } from '../executor/types.ts';
 import type { Store } from '../store/store.ts';
+import { type AccessLog, accessEntry } from './access-log.ts';
 import { forwardedHost, type RequestClasses, requestClasses, type ScannedRequest, scanRequest } from './forward-headers.ts';
 import type { Http1Request } from './http1/request.ts';
 import type { Http1Response } from './http1/response.ts';
@@ -80,6 +81,8 @@ export interface RouterOptions {
    * that saw it could replay it.
    */
   forwardAuthorization?: boolean;
+  /** Where one entry per request for a function (or for no route) goes: router.accessLog. */
+  accessLog?: AccessLog;
 }
 
 export const HEALTH_PATH = '/router-healthz';
@@ -149,7 +152,7 @@ export class Router {
     this.#classes = requestClasses({ forwardAuthorization: opts.forwardAuthorization ?? true });
     this.metrics = new RouterMetrics(opts.registry, () => this.#tunnels.size);
     this.#source = new RouteSource(opts.store, opts.logger);
-    this.#deps = { executor: opts.executor, upstreams: this.#upstreams, metrics: this.metrics, logger: opts.logger, tunnels: this.#tunnels };
+    this.#deps = { executor: opts.executor, upstreams: this.#upstreams, metrics: this.metrics, logger: opts.logger, tunnels: this.#tunnels, accessLog: opts.accessLog };
     const own: RouterEndpoint[] = [
       { path: HEALTH_PATH, public: true, handle: (req, res, info) => this.#health(req, res, info) },
       // Behind the auth seam like every route (DESIGN section 5 exempts only
@@ -240,12 +243,16 @@ export class Router {
         this.#hookFailed(res, requestId, err);
         return;
       }
-      if (go === false) return;
+      if (go === false) {
+        this.#access(req, res.statusCode, requestId, startedMs);
+        return;
+      }
       if (go !== true) {
         if (go instanceof Promise) {
           go.then(
             (ok) => {
               if (ok) this.#afterHook(own, req, res, scan, requestId, path, query, startedMs, undefined);
+              else this.#access(req, res.statusCode, requestId, startedMs);
             },
             (err) => this.#hookFailed(res, requestId, err),
           );
@@ -270,7 +277,7 @@ export class Router {
     gate: TargetGate | undefined,
   ): void {
     if (own === undefined) this.#route(req, res, scan, requestId, path, query, startedMs, gate);
-    else if (gate !== undefined) this.#countMiss(req.method as string, sendError(res, 'FLINT_ERR_FORBIDDEN', SCOPED_OWN_ENDPOINT, requestId));
+    else if (gate !== undefined) this.#miss(req, sendError(res, 'FLINT_ERR_FORBIDDEN', SCOPED_OWN_ENDPOINT, requestId), requestId, startedMs);
     else this.#serveOwn(own, req, res, { requestId, method: req.method as string, path });
   }
 
@@ -302,14 +309,14 @@ export class Router {
     if (path.startsWith(INTERNAL_PREFIX)) {
       const hit = resolveInternal(path, table.functions);
       if (hit === undefined) {
-        this.#countMiss(method, sendError(res, 'FLINT_ERR_NOT_FOUND', `no function at ${path.slice(0, 256)}`, requestId));
+        this.#miss(req, sendError(res, 'FLINT_ERR_NOT_FOUND', `no function at ${path.slice(0, 256)}`, requestId), requestId, startedMs);
         return;
       }
       target = hit.target;
       if (gate !== undefined) {
         const why = gate.refusal(method, target.key);
         if (why !== undefined) {
-          this.#countMiss(method, sendError(res, 'FLINT_ERR_FORBIDDEN', why, requestId));
+          this.#miss(req, sendError(res, 'FLINT_ERR_FORBIDDEN', why, requestId), requestId, startedMs);
           return;
         }
       }
@@ -319,22 +326,22 @@ export class Router {
       if (path === '/' && (method === 'GET' || method === 'HEAD') && (m === undefined || 'allow' in m)) {
         // Ingress controllers and load balancers probe the root (GKE's ingress must get a 200 there), as Fission's router allows.
         sendEmpty(res, 200, requestId);
-        this.#countMiss(method, 200);
+        this.#miss(req, 200, requestId, startedMs);
         return;
       }
       if (m === undefined) {
-        this.#countMiss(method, sendError(res, 'FLINT_ERR_NOT_FOUND', `no route for ${method} ${path.slice(0, 256)}`, requestId));
+        this.#miss(req, sendError(res, 'FLINT_ERR_NOT_FOUND', `no route for ${method} ${path.slice(0, 256)}`, requestId), requestId, startedMs);
         return;
       }
       if ('allow' in m) {
         const msg = `method ${method} is not allowed on ${path.slice(0, 256)}`;
-        this.#countMiss(method, sendError(res, 'FLINT_ERR_METHOD_NOT_ALLOWED', msg, requestId, m.allow));
+        this.#miss(req, sendError(res, 'FLINT_ERR_METHOD_NOT_ALLOWED', msg, requestId, m.allow), requestId, startedMs);
         return;
       }
       if (gate !== undefined) {
         const why = this.#refusal(gate, method, m.entry.backend);
         if (why !== undefined) {
-          this.#countMiss(method, sendError(res, 'FLINT_ERR_FORBIDDEN', why, requestId));
+          this.#miss(req, sendError(res, 'FLINT_ERR_FORBIDDEN', why, requestId), requestId, startedMs);
           return;
         }
       }
@@ -363,6 +370,16 @@ export class Router {
 
   #countMiss(method: string, status: number): void {
     this.metrics.count(this.metrics.none, method, status);
+  }
+
+  /** A request that reached no function: counted, and in the access log. */
+  #miss(req: Http1Request, status: number, requestId: string, startedMs: number): void {
+    this.#countMiss(req.method as string, status);
+    this.#access(req, status, requestId, startedMs);
+  }
+
+  #access(req: Http1Request, status: number, requestId: string, startedMs: number): void {
+    this.#o.accessLog?.(accessEntry(req, status, requestId, startedMs, null, null));
   }
 
   #hookFailed(res: Http1Response, requestId: string, err: unknown): void {

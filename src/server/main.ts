@@ -39,6 +39,7 @@ import { NatsConnector } from '../mqtrigger/nats.ts';
 import { RabbitConnector } from '../mqtrigger/rabbitmq.ts';
 import { RedisConnector } from '../mqtrigger/redis.ts';
 import { TopicReadback } from '../mqtrigger/readback.ts';
+import { jsonLines } from '../router/access-log.ts';
 import { createRouter } from '../router/router.ts';
 import { openKubeStore } from '../store/kubernetes.ts';
 import { openSqliteStore } from '../store/sqlite.ts';
@@ -216,6 +217,9 @@ export async function startServer(src: ValuesSources, out: (line: string) => voi
     const gc = new ArchiveGc({ store, archives, graceMs: values.archives.gcGraceMinutes * 60_000, intervalMs: 60_000, logger: logger.child({ component: 'archives' }) });
     gc.start();
     stops.push(async () => gc.stop());
+    // Written as the event loop allows: the hot path pays for one string per request.
+    const accessOut = values.router.accessLog ? pino.destination({ dest: 1, sync: false }) : undefined;
+    if (accessOut !== undefined) stops.push(async () => accessOut.flushSync());
     const router = createRouter({
       store,
       executor,
@@ -226,6 +230,7 @@ export async function startServer(src: ValuesSources, out: (line: string) => voi
       connections: { ...limitsOf('router', values.router), onDrop: dropped('router') },
       // With authentication off the header is not a Flint credential: a function may do its own auth with it.
       forwardAuthorization: auth === undefined || values.router.forwardAuthorization,
+      accessLog: accessOut === undefined ? undefined : jsonLines(accessOut),
     });
     const routerUrl = (await router.start()).url;
     // The instances stop while upgraded connections still carry bytes, so WebSockets get the runtime's 1001 rather than a cut.

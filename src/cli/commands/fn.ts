@@ -4,11 +4,10 @@ import type { InstancesReport } from '../../api/instances.ts';
 import type { ExecutionStrategy, FunctionResource, HTTPTrigger, Package, StreamingProtocol } from '../../api/kinds.ts';
 import { STREAMING_PROTOCOLS } from '../../api/names.ts';
 import { checkName, collect, httpMethod, intFlag, kvMap, usage } from '../flags.ts';
-import type { HttpResponse } from '../http.ts';
 import type { Ctx } from '../io.ts';
 import { SpecOutput, type SpecOutputFlags, withSpecOutput } from '../spec/output.ts';
 import { type ListOutputFlags, outputOption, printList, printObject, table, withListOutput } from '../output.ts';
-import { invokeFunction } from './invoke.ts';
+import { functionLog, invokeFunction } from './invoke.ts';
 import { archivesFromFlags, specArchiveMaker } from './pkg.ts';
 
 interface FnFlags {
@@ -352,22 +351,17 @@ export function registerFn(fn: Command, ctx: () => Ctx): void {
 
   fn.command('log')
     .alias('logs')
-    .description("Print a function's log")
+    .description("Print a function's log: every instance's lines, in order")
     .requiredOption('--name <name>', 'function name')
     .option('-f, --follow', 'keep printing new lines')
-    .option('--recordcount <n>', 'how many recent lines', intFlag('--recordcount', 0, 1_000_000), 1000)
-    .action(async (f: { name: string; follow?: boolean; recordcount: number }) => {
+    .option('--recordcount <n>', 'how many recent lines (of those the filters keep)', intFlag('--recordcount', 0, 1_000_000), 1000)
+    .option('--request-id <id>', "only the lines written while serving this request (the router's X-Flint-Request-Id)")
+    .option('--pod, --instance <name>', 'only the lines of this instance (flint fn pods lists them)')
+    .option('-d, --detail', 'a header naming function, environment, namespace and instance wherever the instance changes')
+    .action(async (f: { name: string; follow?: boolean; recordcount: number; requestId?: string; instance?: string; detail?: boolean }) => {
       const c = ctx();
       const name = checkName('--name', f.name);
-      let res: HttpResponse;
-      try {
-        res = await c
-          .client()
-          .raw('GET', `/v1/namespaces/${c.namespace}/functions/${name}/logs?tail=${f.recordcount}${f.follow ? '&follow=true' : ''}`);
-      } catch (err) {
-        const e = err as Error & { status?: number };
-        throw Object.assign(e, { message: `error getting logs from the controller (status ${e.status ?? 'unknown'}): ${e.message}` });
-      }
+      const res = await functionLog(c, name, { tail: f.recordcount, follow: f.follow, requestId: f.requestId, instance: f.instance, detail: f.detail });
       for await (const chunk of res.chunks()) c.io.out(chunk.toString('utf8'));
     });
 

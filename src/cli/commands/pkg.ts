@@ -1,9 +1,11 @@
 import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
-import type { Command } from 'commander';
+import { type Command, Option } from 'commander';
 import type { Archive, Package } from '../../api/kinds.ts';
 import { buildCommandProblem } from '../../api/build-command.ts';
+import { functionUses } from '../../api/conflicts.ts';
+import { BUILD_STATUSES } from '../../api/names.ts';
 import { checkName, collect, kubifyName, usage } from '../flags.ts';
 import type { Ctx } from '../io.ts';
 import { createOrSave, SpecOutput, type SpecOutputFlags, withSpecOutput } from '../spec/output.ts';
@@ -66,6 +68,13 @@ function suffix(): string {
 /** `hello.zip` -> `hello-zip-k3x9`, as Fission names packages. */
 export function packageNameFor(file: string): string {
   return kubifyName(`${path.basename(file)}-${suffix()}`);
+}
+
+/** The packages of `pkgs` no function uses (functions of every namespace: a function may use another namespace's package). */
+async function orphans(c: Ctx, pkgs: Package[]): Promise<Package[]> {
+  if (pkgs.length === 0) return pkgs;
+  const fns = await c.client().list('Function', undefined);
+  return pkgs.filter((p) => !fns.some((f) => functionUses(f, 'Package', p.metadata.namespace, p.metadata.name)));
 }
 
 export function registerPkg(pkg: Command, ctx: () => Ctx): void {
@@ -149,26 +158,57 @@ export function registerPkg(pkg: Command, ctx: () => Ctx): void {
       if (log) c.io.out(log.endsWith('\n') ? log : `${log}\n`);
     });
 
-  withListOutput(pkg.command('list').description('List packages').option('-A, --all-namespaces', 'every namespace')).action(
-    async (f: { allNamespaces?: boolean } & ListOutputFlags) => {
-      const c = ctx();
-      const items = await c.client().list('Package', f.allNamespaces ? undefined : c.namespace);
-      await printList(c.io, items, f, {
-        header: ['NAME', 'BUILD_STATUS', 'ENV', 'LASTUPDATEDAT', 'NAMESPACE'],
-        row: (p) => [p.metadata.name, p.status?.buildstatus ?? 'none', p.spec.environment.name, p.status?.lastUpdateTimestamp ?? p.metadata.creationTimestamp, p.metadata.namespace],
-      });
-    },
-  );
+  withListOutput(
+    pkg
+      .command('list')
+      .description('List packages')
+      .option('-A, --all-namespaces', 'every namespace')
+      .option('--orphan', 'only packages no function uses')
+      .addOption(new Option('--status <status>', 'only packages with this build status').choices(BUILD_STATUSES)),
+  ).action(async (f: { allNamespaces?: boolean; orphan?: boolean; status?: string } & ListOutputFlags) => {
+    const c = ctx();
+    const ns = f.allNamespaces ? undefined : c.namespace;
+    let items = await c.client().list('Package', ns);
+    if (f.status !== undefined) items = items.filter((p) => (p.status?.buildstatus ?? 'none') === f.status);
+    if (f.orphan) items = await orphans(c, items);
+    await printList(c.io, items, f, {
+      header: ['NAME', 'BUILD_STATUS', 'ENV', 'LASTUPDATEDAT', 'NAMESPACE'],
+      row: (p) => [p.metadata.name, p.status?.buildstatus ?? 'none', p.spec.environment.name, p.status?.lastUpdateTimestamp ?? p.metadata.creationTimestamp, p.metadata.namespace],
+    });
+  });
 
   pkg
     .command('delete')
-    .description('Delete a package')
-    .requiredOption('--name <name>', 'package name')
+    .description('Delete a package, or with --orphan every package of the namespace no function uses')
+    .option('--name <name>', 'package name')
     .option('-f, --force', 'delete even if functions use it')
-    .action(async (f: { name: string; force?: boolean }) => {
+    .option('--orphan', 'delete every package of the namespace that no function uses')
+    .option('--ignorenotfound', 'succeed when it does not exist')
+    .action(async (f: { name?: string; force?: boolean; orphan?: boolean; ignorenotfound?: boolean }) => {
       const c = ctx();
-      await c.client().delete('Package', c.namespace, checkName('--name', f.name), f.force);
-      c.io.out(`Package '${f.name}' deleted\n`);
+      if (f.name === undefined && !f.orphan) throw usage('need --name or --orphan flag');
+      if (f.name !== undefined) {
+        try {
+          await c.client().delete('Package', c.namespace, checkName('--name', f.name), f.force);
+          c.io.out(`Package '${f.name}' deleted\n`);
+        } catch (err) {
+          if (!(f.ignorenotfound && (err as { code?: string }).code === 'FLINT_ERR_NOT_FOUND')) throw err;
+        }
+      }
+      if (f.orphan) {
+        for (const p of await orphans(c, await c.client().list('Package', c.namespace))) {
+          // Never forced: a function made since the listing makes the control plane refuse, and the package stays.
+          try {
+            await c.client().delete('Package', p.metadata.namespace, p.metadata.name);
+            c.io.out(`Package '${p.metadata.name}' deleted\n`);
+          } catch (err) {
+            const code = (err as { code?: string }).code;
+            if (code === 'FLINT_ERR_IN_USE') c.warn(`package '${p.metadata.name}' is used by a function now; not deleted`);
+            else if (code !== 'FLINT_ERR_NOT_FOUND') throw err;
+          }
+        }
+        c.io.out('Orphan packages deleted\n');
+      }
     });
 
   for (const which of ['getsrc', 'getdeploy'] as const) {

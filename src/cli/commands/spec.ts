@@ -60,11 +60,15 @@ export function registerSpec(cmd: Command, ctx: () => Ctx): void {
 
   withDir(cmd.command('apply').description('Create or update every resource of the specs'))
     .option('--delete', 'also delete resources this spec directory applied before and no longer declares')
-    .action(async (f: { specdir: string; delete?: boolean }) => {
+    .option('--dry-run', 'print what would be created, updated (with the fields that change) and deleted; upload and write nothing')
+    .action(async (f: { specdir: string; delete?: boolean; dryRun?: boolean }) => {
       const c = ctx();
-      const report = await (await apply()).applySpecs(c, await specSet(c, f.specdir, 'required', true), { delete: f.delete === true });
+      const dryRun = f.dryRun === true;
+      const report = await (await apply()).applySpecs(c, await specSet(c, f.specdir, 'required', true), { delete: f.delete === true, dryRun });
       const lines = report.lines();
+      if (dryRun) lines.push(...report.changes());
       c.io.out(lines.length > 0 ? `${lines.join('\n')}\n` : `nothing to change (${report.unchanged} resources up to date)\n`);
+      if (dryRun) c.io.out('(dry run - no changes made)\n');
     });
 
   withDir(cmd.command('destroy').description('Delete every resource this spec directory applied')).action(async (f: { specdir: string }) => {

@@ -29,11 +29,19 @@ type Outcome = 'created' | 'updated' | 'deleted';
 
 export class ApplyReport {
   readonly #done = new Map<string, string[]>();
+  /** For each update, the fields it changes (`spec.functionTimeout`), in apply order. */
+  readonly #changes: string[] = [];
   unchanged = 0;
 
-  add(kind: KindName, outcome: Outcome, name: string): void {
+  add(kind: KindName, outcome: Outcome, name: string, changed?: string[]): void {
     const key = `${kind} ${outcome}`;
     this.#done.set(key, [...(this.#done.get(key) ?? []), name]);
+    if (changed !== undefined) this.#changes.push(`  ${WORDS[kind][0]} ${name}: ${changed.join(', ')}`);
+  }
+
+  /** What each update changes: the field paths, never their values (a Secret's are secret). */
+  changes(): string[] {
+    return [...this.#changes];
   }
 
   /** Fission's summary lines: `2 functions created: a, b`. */
@@ -134,7 +142,7 @@ export function checkArchiveFiles(set: SpecSet): void {
  * (a single-file function), anything else is zipped with paths relative to
  * the project root. Keyed `<use> <name>`.
  */
-export async function buildArchives(c: Ctx, set: SpecSet): Promise<Map<string, Archive>> {
+export async function buildArchives(c: Ctx, set: SpecSet, dryRun = false): Promise<Map<string, Archive>> {
   const root = path.dirname(path.resolve(set.dir));
   const built = new Map<string, Archive>();
   for (const [name, uses] of archiveUses(set)) {
@@ -144,17 +152,17 @@ export async function buildArchives(c: Ctx, set: SpecSet): Promise<Map<string, A
     // A zip taken as it is is checked here as the server would (no paths or
     // links leaving it, size caps), so a bad one stops the apply before any write.
     if (zip) await inspectZip(single, DEFAULT_EXTRACT_LIMITS);
-    const asIs = zip ? await archiveOfFile(c, single) : undefined;
+    const asIs = zip ? await archiveOfFile(c, single, undefined, undefined, dryRun) : undefined;
     for (const use of uses) {
       if (asIs) built.set(`${use} ${name}`, asIs);
-      else if (single !== undefined && use === 'deployment') built.set(`${use} ${name}`, await archiveOfFile(c, single));
-      else built.set(`${use} ${name}`, await zipped(c, root, set.archives.get(name) as ArchiveUploadSpec, files));
+      else if (single !== undefined && use === 'deployment') built.set(`${use} ${name}`, await archiveOfFile(c, single, undefined, undefined, dryRun));
+      else built.set(`${use} ${name}`, await zipped(c, root, set.archives.get(name) as ArchiveUploadSpec, files, dryRun));
     }
   }
   return built;
 }
 
-async function zipped(c: Ctx, root: string, spec: ArchiveUploadSpec, files: string[]): Promise<Archive> {
+async function zipped(c: Ctx, root: string, spec: ArchiveUploadSpec, files: string[], dryRun: boolean): Promise<Archive> {
   const base = (spec.rootdir ?? '').replace(/\/+$/, '');
   const entries = files.map((rel) => {
     const name = base === '' ? rel : path.posix.relative(base, rel);
@@ -165,7 +173,7 @@ async function zipped(c: Ctx, root: string, spec: ArchiveUploadSpec, files: stri
   try {
     const zip = path.join(tmp, `${spec.name}.zip`);
     await zipFiles(entries, zip);
-    return await archiveOfFile(c, zip);
+    return await archiveOfFile(c, zip, undefined, undefined, dryRun);
   } finally {
     fs.rmSync(tmp, { recursive: true, force: true });
   }
@@ -178,15 +186,23 @@ function canonical(v: unknown): string {
   );
 }
 
+/** Dotted paths where two decided forms differ; objects are walked, anything else compared whole. */
+function changedPaths(a: unknown, b: unknown, at: string): string[] {
+  const isObj = (x: unknown): x is Record<string, unknown> => x !== null && typeof x === 'object' && !Array.isArray(x);
+  if (!isObj(a) || !isObj(b)) return canonical(a) === canonical(b) ? [] : [at];
+  const keys = [...new Set([...Object.keys(a), ...Object.keys(b)])].sort();
+  return keys.flatMap((k) => changedPaths(a[k], b[k], at === '' ? k : `${at}.${k}`));
+}
+
 /** What the specs decide about a resource; for a package, not the deployment a build wrote. */
 function decided(obj: AnyResource, fromSpec: AnyResource): unknown {
-  const meta = { labels: obj.metadata.labels ?? {}, annotations: obj.metadata.annotations ?? {} };
-  if (obj.kind === 'Secret' || obj.kind === 'ConfigMap') return { meta, data: obj.data ?? {} };
+  const metadata = { labels: obj.metadata.labels ?? {}, annotations: obj.metadata.annotations ?? {} };
+  if (obj.kind === 'Secret' || obj.kind === 'ConfigMap') return { metadata, data: obj.data ?? {} };
   if (obj.kind === 'Package') {
     const { deployment, ...rest } = obj.spec;
-    return { meta, spec: (fromSpec as Package).spec.deployment ? obj.spec : rest };
+    return { metadata, spec: (fromSpec as Package).spec.deployment ? obj.spec : rest };
   }
-  return { meta, spec: obj.spec };
+  return { metadata, spec: obj.spec };
 }
 
 function desiredOf(r: AnyResource, uid: string, archives: Map<string, Archive>): AnyResource {
@@ -203,7 +219,9 @@ function desiredOf(r: AnyResource, uid: string, archives: Map<string, Archive>):
 
 const keyOf = (r: AnyResource) => `${r.kind} ${r.metadata.namespace}/${r.metadata.name}`;
 
-export async function applySpecs(c: Ctx, set: SpecSet, opts: { delete?: boolean } = {}): Promise<ApplyReport> {
+/** With `dryRun`, everything is read and checked and the report says what would change; nothing is uploaded or written. */
+export async function applySpecs(c: Ctx, set: SpecSet, opts: { delete?: boolean; dryRun?: boolean } = {}): Promise<ApplyReport> {
+  const dryRun = opts.dryRun === true;
   const client = c.client();
   const uid = set.deployment.uid;
   // Read and check everything first: uploads, creates and updates come after.
@@ -222,16 +240,18 @@ export async function applySpecs(c: Ctx, set: SpecSet, opts: { delete?: boolean 
   const wanted = new Set(set.resources.map((r) => keyOf(r.resource)));
   const doomed = opts.delete ? (await ownedResources(c, set)).filter((r) => !wanted.has(keyOf(r))) : [];
   await checkAhead(c, set, doomed);
-  const archives = await buildArchives(c, set);
+  const archives = await buildArchives(c, set, dryRun);
   const plan = found.map(({ resource, current }) => ({ desired: desiredOf(resource, uid, archives), current }));
   const report = new ApplyReport();
   for (const { desired, current } of plan) {
     const name = desired.metadata.name;
     if (!current) {
-      await client.create(desired);
+      if (!dryRun) await client.create(desired);
       report.add(desired.kind, 'created', name);
     } else if (canonical(decided(current, desired)) === canonical(decided(desired, desired))) {
       report.unchanged++;
+    } else if (dryRun) {
+      report.add(desired.kind, 'updated', name, changedPaths(decided(current, desired), decided(desired, desired), ''));
     } else {
       if (desired.kind === 'Package' && !desired.spec.deployment && current.kind === 'Package' && current.spec.deployment) {
         // Keep serving the built code until the new source is built.
@@ -242,7 +262,8 @@ export async function applySpecs(c: Ctx, set: SpecSet, opts: { delete?: boolean 
       report.add(desired.kind, 'updated', name);
     }
   }
-  await deleteAll(c, doomed, report);
+  if (dryRun) for (const r of [...doomed].reverse()) report.add(r.kind, 'deleted', r.metadata.name);
+  else await deleteAll(c, doomed, report);
   return report;
 }
 

@@ -351,7 +351,7 @@ export class KubeExecutor implements Executor {
     const logs = this.#logs;
     if (!logs) return;
     const { namespace, name } = fn.metadata;
-    const follow = this.#o.client.podLog(this.#o.functionNamespace, pod, { container, follow: true }, (line) => logs.write(namespace, name, 'stdout', line));
+    const follow = this.#o.client.podLog(this.#o.functionNamespace, pod, { container, follow: true }, (line) => logs.write(namespace, name, 'stdout', line, pod));
     this.#following.set(pod, follow);
     follow.done
       .catch((err) => this.#log.debug({ err, pod }, 'following a pod log ended'))

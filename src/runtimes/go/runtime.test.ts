@@ -412,6 +412,20 @@ for (const sandbox of sandboxes) describe(`go runtime worker (${sandbox})`, { sk
     }
     assert.ok(lines.some((l) => l.includes('panic in function: boom from go')), lines.join('\n'));
     assert.ok(lines.some((l) => l.includes('.Panics(')), 'the stack names the function');
+    // With the router's request id, every line of the panic carries it.
+    const marked = await new Promise<number>((resolve, reject) => {
+      const req = http.request({ socketPath: w.socketPath, path: '/', headers: { 'x-flint-request-id': 'go-req-1' } }, (res) => {
+        res.resume();
+        resolve(res.statusCode ?? 0);
+      });
+      req.on('error', reject);
+      req.end();
+    });
+    assert.equal(marked, 500);
+    for (let i = 0; i < 100 && !lines.some((l) => l.startsWith('\x1ego-req-1\x1e')); i++) await new Promise((r) => setTimeout(r, 20));
+    const tagged = lines.filter((l) => l.startsWith('\x1ego-req-1\x1e'));
+    assert.equal(tagged[0], '\x1ego-req-1\x1epanic in function: boom from go');
+    assert.ok(tagged.some((l) => l.includes('.Panics(')), lines.join('\n'));
     assert.equal(w.isAlive(), true);
     // Once the response has started, the connection is cut instead.
     const late = await deploy(plugins.multi, 'PanicsLate');

@@ -3,6 +3,7 @@
 import http from 'node:http';
 import { invoke } from './invoke.ts';
 import type { RuntimeOptions } from './options.ts';
+import { inRequest } from './request-log.ts';
 import { sendFunctionError, sendJson } from './respond.ts';
 import { Specializer } from './specialize.ts';
 import { offersWebSocket, type WebSocketUpgrades, webSocketUpgrades } from './ws-upgrade.ts';
@@ -61,7 +62,7 @@ export function createRuntimeServer(opts: Pick<RuntimeOptions, 'codepath' | 'max
         sendJson(res, 503, { error: 'Generic container: no requests supported until specialized' });
         return;
       }
-      invoke(handler, req, res, maxBodyBytes).catch((err) => sendFunctionError(res, err));
+      inRequest(req, () => invoke(handler, req, res, maxBodyBytes).catch((err) => sendFunctionError(res, err)));
       return;
     }
     if (route === 'healthz') {
@@ -95,6 +96,6 @@ export function createRuntimeServer(opts: Pick<RuntimeOptions, 'codepath' | 'max
   // the worker hold.
   const upgrades = webSocketUpgrades({ handler: () => specializer.handler, maxPayload: maxBodyBytes, debug: opts.debug });
   webSockets.set(server, upgrades);
-  server.on('upgrade', upgrades.onUpgrade);
+  server.on('upgrade', (req, socket, head) => inRequest(req, () => upgrades.onUpgrade(req, socket, head)));
   return server;
 }

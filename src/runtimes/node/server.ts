@@ -7,9 +7,12 @@ import fs from 'node:fs';
 import http from 'node:http';
 import { closeWebSockets, createRuntimeServer, WARMUP_HEADER, WARMUP_PATH } from './app.ts';
 import { parseOptions } from './options.ts';
+import { tagRequestOutput } from './request-log.ts';
 import { warmUp } from './warmup.ts';
 
 const opts = parseOptions(process.argv.slice(2), process.env);
+tagRequestOutput(process.stdout);
+tagRequestOutput(process.stderr);
 const warmupToken = randomUUID();
 const server = createRuntimeServer(opts, warmupToken);
 

@@ -132,6 +132,20 @@ describe('python runtime', () => {
     await assert.rejects(w.specialize({ filepath: '/userfunc/deployarchive' }, 5000), /Not a generic container/);
   });
 
+  it("marks what a request prints with the router's request id, whole lines only, and ignores an id that is not one", async () => {
+    const { w, lines } = await start();
+    await deploy(w, 'import sys\n\ndef main(request):\n    print("hello from", request.args.get("n"))\n    sys.stdout.write("half a line")\n    if request.args.get("n") == "2":\n        raise ValueError("the-bad-value")\n    return "ok"\n');
+    assert.equal((await call(w, 'GET', '/?n=1', undefined, { 'x-flint-request-id': 'py-req-1' })).status, 200);
+    assert.equal((await call(w, 'GET', '/?n=2', undefined, { 'x-flint-request-id': 'py-req-2' })).status, 500);
+    assert.equal((await call(w, 'GET', '/?n=3', undefined, { 'x-flint-request-id': 'x'.repeat(193) })).status, 200);
+    for (let i = 0; i < 100 && !lines.some((l) => l.includes('hello from 3')); i++) await new Promise((r) => setTimeout(r, 20));
+    const mine = (id: string) => lines.filter((l) => l.startsWith(`\x1e${id}\x1e`)).map((l) => l.slice(id.length + 2));
+    assert.deepEqual(mine('py-req-1'), ['hello from 1', 'half a line'], lines.join('\n'));
+    assert.ok(mine('py-req-2').includes("ValueError: the-bad-value"), lines.join('\n'));
+    assert.ok(mine('py-req-2')[0].startsWith('hello from 2'));
+    assert.ok(lines.includes('hello from 3'), lines.join('\n'));
+  });
+
   it('reports a syntax error, a missing function and a missing path at specialization', async () => {
     const a = await start();
     await assert.rejects(deploy(a.w, 'def main(:\n'), (e: any) => e.code === 'FLINT_ERR_SPECIALIZE_FAILED' && /SyntaxError/.test(e.message));

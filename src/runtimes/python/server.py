@@ -13,6 +13,7 @@ import importlib.util
 import inspect
 import json
 import os
+import re
 import signal
 import socket
 import socketserver
@@ -28,6 +29,65 @@ import flint  # noqa: E402
 
 MAX_BODY = int(os.environ.get("FLINT_MAX_BODY_BYTES") or 50 * 1024 * 1024)
 USERFUNC = os.environ.get("FLINT_USERFUNC_DIR", "/userfunc")
+
+
+REQUEST_MARK = "\x1e"
+# The router sends only such ids; anyone else reaching the worker gets no tag rather than one it wrote.
+SANE_REQUEST_ID = re.compile(r"[\x21-\x7e]{1,192}\Z")
+
+
+class RequestOutput:
+    """stdout or stderr, starting each line a request writes with its id
+    (the mark the executor reads, src/api/function-log-line.ts), so
+    `flint fn log --request-id` finds it. A request runs on one thread; its
+    lines are kept until they are whole, so requests on other threads never
+    split them."""
+
+    current = threading.local()
+
+    def __init__(self, inner):
+        self._inner = inner
+        self._pending = threading.local()
+
+    def write(self, text):
+        rid = getattr(RequestOutput.current, "id", None)
+        if rid is None:
+            return self._inner.write(text)
+        buf = getattr(self._pending, "text", "") + text
+        lines = buf.split("\n")
+        self._pending.text = lines.pop()
+        if lines:
+            mark = REQUEST_MARK + rid + REQUEST_MARK
+            self._inner.write("".join(mark + line + "\n" for line in lines))
+        return len(text)
+
+    def end_request(self, rid):
+        """Writes what the request left of a line, ended, and flushes."""
+        rest = getattr(self._pending, "text", "")
+        self._pending.text = ""
+        if rest:
+            self._inner.write(REQUEST_MARK + rid + REQUEST_MARK + rest + "\n")
+        self._inner.flush()
+
+    def flush(self):
+        self._inner.flush()
+
+    def __getattr__(self, name):
+        return getattr(self._inner, name)
+
+
+def serve_request(rid, work):
+    """Runs work() with the thread's output tagged with rid (when it is an id)."""
+    if not isinstance(rid, str) or not SANE_REQUEST_ID.match(rid):
+        return work()
+    RequestOutput.current.id = rid
+    try:
+        return work()
+    finally:
+        RequestOutput.current.id = None
+        for stream in (sys.stdout, sys.stderr):
+            if isinstance(stream, RequestOutput):
+                stream.end_request(rid)
 
 
 class Headers:
@@ -252,7 +312,7 @@ class Handler(BaseHTTPRequestHandler):
         if State.handler is None:
             self.send_json(500, {"error": "Generic container: no requests supported"})
             return
-        self.invoke(body)
+        serve_request(self.headers.get("X-Flint-Request-Id"), lambda: self.invoke(body))
 
     def specialize(self, body, version):
         with State.lock:
@@ -384,6 +444,8 @@ class TcpServer(socketserver.ThreadingMixIn, socketserver.TCPServer):
 
 
 def main():
+    sys.stdout = RequestOutput(sys.stdout)
+    sys.stderr = RequestOutput(sys.stderr)
     port = 8888
     args = sys.argv[1:]
     if "--port" in args:

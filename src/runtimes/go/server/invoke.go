@@ -28,7 +28,7 @@ func serveFunction(h http.Handler, w http.ResponseWriter, r *http.Request) {
 			// The function's own way to cut the connection without a log line.
 			panic(p)
 		}
-		fmt.Fprintf(os.Stderr, "panic in function: %v\n%s", p, debug.Stack())
+		fmt.Fprint(os.Stderr, markLines(requestID(r), fmt.Sprintf("panic in function: %v\n%s", p, debug.Stack())))
 		if tw.status != 0 {
 			panic(http.ErrAbortHandler)
 		}
