@@ -128,7 +128,9 @@ export class Informer<T extends Named = KubeObject> {
         }
         this.#o.onError(err);
         failures++;
-        await this.#sleep(Math.min((this.#o.retryDelayMs ?? 250) * 2 ** (failures - 1), 10_000));
+        // At most 2 s apart: after an API-server restart the caches (routes, functions) must catch up within
+        // seconds of it answering, not after a backoff grown during the outage.
+        await this.#sleep(Math.min((this.#o.retryDelayMs ?? 250) * 2 ** (failures - 1), 2000));
       }
     }
   }
