@@ -69,6 +69,47 @@ describe('Helm chart', { timeout: 25 * 60_000 }, () => {
     assert.equal(find(docs, 'Service', 'router').spec.ports[0].port, 80);
   });
 
+  it('keeps the data directory on a claim by default, and needs no storage provisioner without persistence, then rolling its upgrades', () => {
+    const volume = (docs: any[]) => find(docs, 'Deployment', 'flint').spec.template.spec.volumes.find((v: any) => v.name === 'data');
+    const claims = (docs: any[]) => docs.filter((d) => d.kind === 'PersistentVolumeClaim').map((d) => d.metadata.name);
+    const byDefault = render();
+    assert.deepEqual(claims(byDefault), ['flint-data']);
+    assert.equal(volume(byDefault).persistentVolumeClaim.claimName, 'flint-data');
+    // One writer of a ReadWriteOnce claim: the old pod goes first.
+    assert.deepEqual(find(byDefault, 'Deployment', 'flint').spec.strategy, { type: 'Recreate' });
+    const existing = render(['chart.persistence.existingClaim=made-by-hand']);
+    assert.deepEqual(claims(existing), []);
+    assert.equal(volume(existing).persistentVolumeClaim.claimName, 'made-by-hand');
+    const off = render(['chart.persistence.enabled=false']);
+    assert.deepEqual(claims(off), []);
+    assert.deepEqual(volume(off).emptyDir, {});
+    const deployment = find(off, 'Deployment', 'flint');
+    assert.deepEqual(deployment.spec.strategy, { type: 'RollingUpdate', rollingUpdate: { maxSurge: 1, maxUnavailable: 0 } });
+    // Long enough for the router's drain and the components' own stop.
+    assert.equal(deployment.spec.template.spec.terminationGracePeriodSeconds, 35);
+    assert.equal(find(render(['router.drainSeconds=12']), 'Deployment', 'flint').spec.template.spec.terminationGracePeriodSeconds, 42);
+  });
+
+  it("listens on the pod's IP only with chart.listenOnPodIP, with values flint server accepts", async () => {
+    const container = (docs: any[]) => find(docs, 'Deployment', 'flint').spec.template.spec.containers[0];
+    assert.deepEqual(container(render()).args, ['server', '-f', '/etc/flint/values.yaml']);
+    const docs = render(['chart.listenOnPodIP=true']);
+    const c = container(docs);
+    assert.deepEqual(c.args, ['server', '-f', '/etc/flint/values.yaml', '--set', 'controller.host=$(POD_IP)', '--set', 'router.host=$(POD_IP)']);
+    assert.deepEqual(c.env.find((e: any) => e.name === 'POD_IP'), { name: 'POD_IP', valueFrom: { fieldRef: { fieldPath: 'status.podIP' } } });
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'flint-chart-'));
+    try {
+      fs.writeFileSync(path.join(dir, 'values.yaml'), find(docs, 'ConfigMap', 'flint-values').data['values.yaml']);
+      // As the kubelet expands $(POD_IP).
+      const sets = c.args.filter((a: string) => a.includes('=')).map((a: string) => a.replace('$(POD_IP)', '10.1.2.3'));
+      const values = await loadValues({ files: [path.join(dir, 'values.yaml')], sets });
+      assert.equal(values.controller.host, '10.1.2.3');
+      assert.equal(values.router.host, '10.1.2.3');
+    } finally {
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
   it('refuses a release namespace other than flint, saying why', () => {
     const r = spawnSync(helm, ['template', 'flint', CHART, '--namespace', 'other'], { encoding: 'utf8' });
     assert.notEqual(r.status, 0);

@@ -10,8 +10,12 @@
 // Where it differs from a kubelet, and why:
 // - No network namespace per pod: each pod gets a loopback address
 //   (127.x.y.z) as its IP and its containers listen on it (FLINT_HOST, or
-//   POD_IP from the downward API). Services have no ClusterIP path (no
-//   kube-proxy), so clients reach pods by IP.
+//   POD_IP from the downward API). A program that listens on 0.0.0.0 takes
+//   its port on every pod's address: the chart has chart.listenOnPodIP for
+//   this.
+// - Services are served by a userspace proxy (service-proxy.ts) on loopback
+//   addresses of their own, named in each pod's /etc/hosts, instead of
+//   kube-proxy's ClusterIP rewriting and cluster DNS.
 // - With the node-lifecycle controller off (it would taint and evict pods
 //   whenever a heartbeat is late on a loaded machine), the agent removes the
 //   not-ready taint admission puts on a new Node itself.
@@ -28,7 +32,8 @@ import type { AddressInfo } from 'node:net';
 import { createKubeClient, type GroupVersionResource, type KubeClient, type KubeWatch } from '../../src/store/kube-client.ts';
 import type { ControlPlane } from './control-plane.ts';
 import { signServingCert } from './pki.ts';
-import { type PodContext, PodNotStartable, PodResolver, spawnContainer } from './pod-sandbox.ts';
+import { type PodContext, PodNotStartable, PodResolver, spawnContainer, writePodEtc } from './pod-sandbox.ts';
+import { type ServiceProxy, startServiceProxy } from './service-proxy.ts';
 
 const NODES: GroupVersionResource = { group: '', version: 'v1', resource: 'nodes' };
 const PODS: GroupVersionResource = { group: '', version: 'v1', resource: 'pods' };
@@ -47,6 +52,8 @@ export interface NodeAgent {
   nodeName: string;
   /** Pods running here, as `<namespace>/<name>`. */
   pods(): string[];
+  /** Where a Service is reached from this machine (its pods use its DNS name): `<loopback address>:<port>`. */
+  serviceAddress(namespace: string, name: string, port: number): string | undefined;
   /** Kills a pod's containers behind the API server's back: a crash, which restartPolicy then answers. */
   crash(namespace: string, name: string): Promise<void>;
   stop(): Promise<void>;
@@ -61,6 +68,9 @@ interface ContainerState {
   everReady: boolean;
   restartCount: number;
   livenessFailures: number;
+  /** Readiness probes failed (or passed) in a row: the Ready condition flips only at failureThreshold (successThreshold). */
+  readinessFailures: number;
+  readinessSuccesses: number;
   lastExit?: { exitCode: number; reason: string; finishedAt: string };
   /** Waiting for a restart after a crash. */
   waiting?: string;
@@ -101,8 +111,16 @@ function killTree(child: ChildProcess | undefined, signal: NodeJS.Signals): void
   }
   const tree = [child.pid];
   for (let i = 0; i < tree.length; i++) for (const [pid, ppid] of parentOf) if (ppid === tree[i]) tree.push(pid);
-  // Children first for SIGTERM (the program gets to finish); every one for SIGKILL.
-  for (const pid of signal === 'SIGKILL' ? tree : tree.slice(1).concat(tree[0])) {
+  // SIGTERM goes to the container's own processes only: a bwrap that gets it exits at once, and its sandbox dies with
+  // it (--die-with-parent), so the program would never get to finish. bwrap exits when they do. SIGKILL: every one.
+  const isBwrap = (pid: number) => {
+    try {
+      return fs.readFileSync(`/proc/${pid}/comm`, 'utf8').trim() === 'bwrap';
+    } catch {
+      return false;
+    }
+  };
+  for (const pid of signal === 'SIGKILL' ? tree : tree.filter((p) => !isBwrap(p))) {
     try {
       process.kill(pid, signal);
     } catch {}
@@ -159,6 +177,29 @@ export async function startNodeAgent(o: NodeAgentOptions): Promise<NodeAgent> {
   let nextIp = 1;
   const running = new Map<string, RunningPod>();
   let stopped = false;
+  const etcOf = (rp: RunningPod) => path.join(rp.dir, 'etc');
+  const writeEtc = (rp: RunningPod) => writePodEtc(etcOf(rp), rp.pod, rp.ip, proxy.hosts(rp.pod.metadata.namespace));
+  const proxy: ServiceProxy = startServiceProxy({
+    client: createKubeClient({ baseUrl: cp.url, token: cp.pki.proxyToken, ca: cp.pki.ca }),
+    block,
+    pods: () =>
+      [...running.values()].map((rp) => ({
+        pod: rp.pod,
+        ip: rp.ip,
+        ready: rp.phase === 'Running' && [...rp.containers.values()].every((c) => c.ready),
+        terminating: rp.terminating || Boolean(rp.pod.metadata.deletionTimestamp),
+      })),
+    log,
+    onChange: () => {
+      for (const rp of running.values()) {
+        try {
+          if (!rp.terminating) writeEtc(rp);
+        } catch (err) {
+          log(`[${nodeName}] ${rp.key}: writing /etc/hosts: ${(err as Error).message}`);
+        }
+      }
+    },
+  });
 
   // ---- logs over HTTPS, for the API server's pods/log proxy (client certificate required) ----
   const serving = await signServingCert(cp.pki, nodeName, '127.0.0.1');
@@ -295,8 +336,10 @@ export async function startNodeAgent(o: NodeAgentOptions): Promise<NodeAgent> {
     c.waiting = undefined;
     c.ready = false;
     c.livenessFailures = 0;
+    c.readinessFailures = 0;
+    c.readinessSuccesses = 0;
     const tag = `[${rp.pod.metadata.name}/${c.spec.name}]`;
-    const { child, startedAt } = spawnContainer(ctx, rp.pod, c.spec, rp.envs.get(c.spec.name) ?? {}, rp.volumes, (text) => {
+    const { child, startedAt } = spawnContainer(ctx, rp.pod, c.spec, rp.envs.get(c.spec.name) ?? {}, rp.volumes, etcOf(rp), (text) => {
       log(`${tag} ${text.trimEnd()}`);
       c.output.chunks.push(text);
       c.output.size += text.length;
@@ -361,7 +404,7 @@ export async function startNodeAgent(o: NodeAgentOptions): Promise<NodeAgent> {
       startTime: retry?.startTime ?? new Date().toISOString(),
     };
     for (const spec of pod.spec.containers) {
-      rp.containers.set(spec.name, { spec, ready: false, everReady: false, restartCount: 0, livenessFailures: 0, output: { chunks: [], size: 0, followers: new Set() }, nextProbe: 0, nextLiveness: 0 });
+      rp.containers.set(spec.name, { spec, ready: false, everReady: false, restartCount: 0, livenessFailures: 0, readinessFailures: 0, readinessSuccesses: 0, output: { chunks: [], size: 0, followers: new Set() }, nextProbe: 0, nextLiveness: 0 });
     }
     running.set(key, rp);
     try {
@@ -369,6 +412,7 @@ export async function startNodeAgent(o: NodeAgentOptions): Promise<NodeAgent> {
       const resolver = new PodResolver(ctx, pod, ip);
       rp.volumes = await resolver.volumes(dir);
       for (const spec of pod.spec.containers) rp.envs.set(spec.name, await resolver.env(spec));
+      writeEtc(rp);
       for (const c of rp.containers.values()) startContainer(rp, c);
       rp.phase = 'Running';
       clearTimeout(retry?.timer);
@@ -458,6 +502,9 @@ export async function startNodeAgent(o: NodeAgentOptions): Promise<NodeAgent> {
       });
       return;
     }
+    // A deleted pod leaves its Services at once, as the EndpointSlice controller takes it out before the kubelet acts.
+    const known = running.get(key);
+    if (known && known.uid === pod.metadata.uid && pod.metadata.deletionTimestamp) known.pod = { ...pod, spec: known.pod.spec };
     queue(key, async () => {
       const rp = running.get(key);
       if (rp && rp.uid !== pod.metadata.uid) {
@@ -533,8 +580,13 @@ export async function startNodeAgent(o: NodeAgentOptions): Promise<NodeAgent> {
               const ok = rp_ ? await probe(c.spec, rp.ip, rp_) : true;
               c.nextProbe = now + (c.everReady ? (rp_?.periodSeconds ?? 10) * 1000 : 500);
               if (ok) c.everReady = true;
-              if (ok !== c.ready) {
-                c.ready = ok;
+              c.readinessFailures = ok ? 0 : c.readinessFailures + 1;
+              c.readinessSuccesses = ok ? c.readinessSuccesses + 1 : 0;
+              // As a kubelet: a ready container turns unready after failureThreshold failures in a row, an unready one
+              // ready after successThreshold passes.
+              const ready = c.ready ? c.readinessFailures < (rp_?.failureThreshold ?? 3) : c.readinessSuccesses >= (rp_?.successThreshold ?? 1);
+              if (ready !== c.ready) {
+                c.ready = ready;
                 changed = true;
               }
             }
@@ -565,6 +617,10 @@ export async function startNodeAgent(o: NodeAgentOptions): Promise<NodeAgent> {
   return {
     nodeName,
     pods: () => [...running.keys()],
+    serviceAddress(namespace, name, port) {
+      const a = proxy.address(namespace, name);
+      return a && `${a}:${port}`;
+    },
     async crash(namespace, name) {
       const rp = running.get(`${namespace}/${name}`);
       if (!rp) throw new Error(`no pod ${namespace}/${name} runs on ${nodeName}`);
@@ -581,6 +637,7 @@ export async function startNodeAgent(o: NodeAgentOptions): Promise<NodeAgent> {
       await Promise.all([...chains.values()]);
       await Promise.all([...running.values()].map((rp) => halt(rp, 0)));
       running.clear();
+      await proxy.stop();
       process.off('exit', killAll);
       server.closeAllConnections();
       await new Promise((r) => server.close(r));

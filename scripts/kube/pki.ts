@@ -31,6 +31,8 @@ export interface Pki {
   adminToken: string;
   /** Each node's token (`system:node:<name>` in `system:nodes`). */
   nodeTokens: Record<string, string>;
+  /** `system:kube-proxy`, whom the bootstrap policy binds to system:node-proxier: it reads Services and EndpointSlices. */
+  proxyToken: string;
   kubeconfigs: { admin: string; controllerManager: string; scheduler: string };
 }
 
@@ -83,12 +85,14 @@ export async function makePki(dir: string, server: string): Promise<Pki> {
   const adminToken = token();
   const cmToken = token();
   const schedToken = token();
+  const proxyToken = token();
   const nodeTokens: Record<string, string> = {};
   for (const n of NODE_NAMES) nodeTokens[n] = token();
   const rows = [
     `${adminToken},flint-admin,flint-admin,"system:masters"`,
     `${cmToken},system:kube-controller-manager,system:kube-controller-manager`,
     `${schedToken},system:kube-scheduler,system:kube-scheduler`,
+    `${proxyToken},system:kube-proxy,system:kube-proxy`,
     ...NODE_NAMES.map((n) => `${nodeTokens[n]},system:node:${n},system:node:${n},"system:nodes"`),
   ];
   fs.writeFileSync(p('tokens.csv'), `${rows.join('\n')}\n`, { mode: 0o600 });
@@ -110,6 +114,7 @@ export async function makePki(dir: string, server: string): Promise<Pki> {
     tokenFile: p('tokens.csv'),
     adminToken,
     nodeTokens,
+    proxyToken,
     kubeconfigs: {
       admin: kc('admin.kubeconfig', 'flint-admin', adminToken),
       controllerManager: kc('controller-manager.kubeconfig', 'system:kube-controller-manager', cmToken),

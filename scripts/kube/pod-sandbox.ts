@@ -50,7 +50,7 @@ export function containerCommand(ctx: PodContext, container: any, env: Record<st
     // The image's entrypoint is `flint`; a command, when given, names it again.
     const argv = [...(container.command ?? []), ...(container.args ?? [])].map(expand);
     if (container.command && /(^|\/)flint(\.js)?$/.test(argv[0] ?? '')) argv.shift();
-    return { command: [sandboxBinaryPath(ctx.node), path.posix.join(APP_DIR, 'bin', 'flint.js'), ...argv], binds: [{ host: PROJECT, at: APP_DIR }] };
+    return { command: [sandboxBinaryPath(ctx.node), path.posix.join(APP_DIR, 'bin', 'flint.js'), ...argv], binds: [{ host: PROJECT, at: APP_DIR }, ...linkedModules()] };
   }
   const runtime = runtimeForImage(container.image);
   const launch = runtime && runtimeLaunch(runtime);
@@ -59,6 +59,14 @@ export function containerCommand(ctx: PodContext, container: any, env: Record<st
     command: launch.command(SANDBOX_PATHS.runtime, 128, sandboxBinaryPath),
     binds: [{ host: launch.dir, at: SANDBOX_PATHS.runtime }, ...(launch.binds?.(SANDBOX_PATHS.runtime) ?? [])],
   };
+}
+
+/** A checkout whose node_modules links elsewhere (a git worktree sharing one): the link's target, where the link expects it. */
+function linkedModules(): Array<{ host: string; at: string }> {
+  const link = path.join(PROJECT, 'node_modules');
+  if (!fs.lstatSync(link, { throwIfNoEntry: false })?.isSymbolicLink()) return [];
+  const target = path.resolve(PROJECT, fs.readlinkSync(link));
+  return target.startsWith(`${PROJECT}${path.sep}`) ? [] : [{ host: fs.realpathSync(link), at: target }];
 }
 
 function decode(data: Record<string, string> | undefined): Record<string, Buffer> {
@@ -224,6 +232,34 @@ export interface SpawnedContainer {
   startedAt: string;
 }
 
+/** Where a pod's name-resolution files (hosts, nsswitch.conf) appear inside its containers; /etc/hosts links there. */
+const POD_ETC = '/flint/etc';
+
+/**
+ * Writes a pod's /etc/hosts as a kubelet does (localhost, the pod's own name) plus the Services the node's proxy
+ * names (service-proxy.ts), and an nsswitch.conf that reads it before DNS. Each file is replaced by a rename, so a
+ * container resolving a name while Services change reads the old file or the new, never half of one.
+ */
+export function writePodEtc(etcDir: string, pod: any, ip: string, services: string[]): void {
+  fs.mkdirSync(etcDir, { recursive: true });
+  const hosts = [
+    '# The Flint node agent writes this file: the pod itself and the Services its proxy serves (no cluster DNS here).',
+    '127.0.0.1\tlocalhost',
+    '::1\tlocalhost ip6-localhost ip6-loopback',
+    `${ip}\t${pod.spec.hostname ?? pod.metadata.name}`,
+    ...services,
+    '',
+  ].join('\n');
+  for (const [name, text] of [
+    ['hosts', hosts],
+    ['nsswitch.conf', 'hosts: files dns\n'],
+  ]) {
+    const tmp = path.join(etcDir, `.${name}.tmp`);
+    fs.writeFileSync(tmp, text, { mode: 0o644 });
+    fs.renameSync(tmp, path.join(etcDir, name));
+  }
+}
+
 /** Starts one container under bubblewrap, on the host's network (the pod's loopback address is its own). */
 export function spawnContainer(
   ctx: PodContext,
@@ -231,6 +267,7 @@ export function spawnContainer(
   container: any,
   env: Record<string, string>,
   volumes: Map<string, string>,
+  etcDir: string,
   onOutput: (text: string) => void,
 ): SpawnedContainer {
   const { command, binds } = containerCommand(ctx, container, env);
@@ -242,6 +279,15 @@ export function spawnContainer(
   const args = bwrapArgs({ binds: [...binds, ...mounts], binaries: [ctx.node], tmpSizeBytes: 64 << 20, hostname: pod.metadata.name, chdir: '/tmp' }, command);
   // The pod network here is the host's loopback (each pod its own 127.x address), so pods keep the host's network namespace.
   args.splice(args.indexOf('--unshare-all') + 1, 0, '--share-net');
+  // The host's /etc/hosts gives way to the pod's own (a link into a directory bound whole, so a rewrite shows at once).
+  const hosts = args.findIndex((a, i) => a === '--ro-bind-try' && args[i + 1] === '/etc/hosts');
+  if (hosts < 0) throw new Error('the sandbox no longer binds /etc/hosts where the node agent expects it');
+  args.splice(
+    hosts,
+    3,
+    ...['--ro-bind', etcDir, POD_ETC, '--symlink', `${POD_ETC}/hosts`, '/etc/hosts', '--symlink', `${POD_ETC}/nsswitch.conf`, '/etc/nsswitch.conf'],
+    ...['--ro-bind-try', '/etc/resolv.conf', '/etc/resolv.conf'],
+  );
   const child = spawn(BWRAP, args, { env, stdio: ['ignore', 'pipe', 'pipe'] });
   child.stdout?.on('data', (d: Buffer) => onOutput(String(d)));
   child.stderr?.on('data', (d: Buffer) => onOutput(String(d)));

@@ -23,7 +23,10 @@ export const ValuesSchema = Type.Object(
     dataDir: Type.String({ minLength: 1 }),
     logLevel: Type.Union(['trace', 'debug', 'info', 'warn', 'error', 'silent'].map((l) => Type.Literal(l))),
     controller: Type.Object({ host: Host, port: Port, ...ListenerLimits }, Strict),
-    router: Type.Object({ host: Host, port: Port, forwardAuthorization: Type.Boolean(), accessLog: Type.Boolean(), ...ListenerLimits }, Strict),
+    router: Type.Object(
+      { host: Host, port: Port, forwardAuthorization: Type.Boolean(), accessLog: Type.Boolean(), drainSeconds: Type.Number({ minimum: 0, maximum: 600 }), ...ListenerLimits },
+      Strict,
+    ),
     ingress: Type.Object(
       {
         enabled: Type.Boolean(),
@@ -101,7 +104,16 @@ export const ValuesSchema = Type.Object(
           Strict,
         ),
         routerServiceType: Type.Union([Type.Literal('ClusterIP'), Type.Literal('NodePort'), Type.Literal('LoadBalancer')]),
-        persistence: Type.Object({ size: Type.String({ pattern: '^[0-9]+(Ki|Mi|Gi|Ti)$' }), storageClass: Type.String() }, Strict),
+        listenOnPodIP: Type.Boolean(),
+        persistence: Type.Object(
+          {
+            enabled: Type.Boolean(),
+            existingClaim: Type.String({ pattern: '^([a-z0-9]([-a-z0-9.]*[a-z0-9])?)?$', maxLength: 253 }),
+            size: Type.String({ pattern: '^[0-9]+(Ki|Mi|Gi|Ti)$' }),
+            storageClass: Type.String(),
+          },
+          Strict,
+        ),
       },
       Strict,
     ),

@@ -869,6 +869,40 @@ describe('router hooks', () => {
     }
   });
 
+  it('leaving rotation, keeps serving, closes each connection after its answer and fails its health check', async () => {
+    const leaving = createRouter({ store, executor, logger, host: '127.0.0.1', port: 0 });
+    const u = new URL((await leaving.start()).url);
+    // A keep-alive client's request: the answer's head, and the connection's end (the server's doing: the client keeps it).
+    const exchange = async (target: string) => {
+      const socket = net.connect(Number(u.port), u.hostname);
+      await once(socket, 'connect');
+      let got = '';
+      socket.on('data', (d) => {
+        got += d.toString('latin1');
+      });
+      const ended = once(socket, 'end');
+      socket.write(`GET ${target} HTTP/1.1\r\nHost: h\r\n\r\n`);
+      await eventually(async () => /\r\n\r\n/.test(got), 'the answer');
+      return { head: got.split('\r\n\r\n')[0], socket, ended };
+    };
+    try {
+      const before = await exchange('/hello');
+      before.socket.destroy();
+      assert.match(before.head, /^HTTP\/1\.1 200/);
+      assert.doesNotMatch(before.head, /Connection: close/i);
+      await leaving.leaveRotation(0);
+      const after = await exchange('/hello');
+      assert.match(after.head, /^HTTP\/1\.1 200/, 'still served');
+      assert.match(after.head, /\r\nConnection: close/i);
+      await after.ended;
+      const health = await exchange('/router-healthz');
+      health.socket.destroy();
+      assert.match(health.head, /^HTTP\/1\.1 503/, 'out of rotation for health checks');
+    } finally {
+      await leaving.stop();
+    }
+  });
+
   it("passes the caller's Authorization on unless told not to", async () => {
     const withAuth = { headers: { authorization: 'Bearer caller-token' } };
     assert.equal((await echo('/hello', withAuth)).headers.authorization, 'Bearer caller-token', 'by default (no auth of the router consumes it)');

@@ -146,6 +146,7 @@ export class Router {
   readonly metrics: RouterMetrics;
   #url = '';
   #stopping: Promise<void> | undefined = undefined;
+  #draining = false;
 
   constructor(opts: RouterOptions) {
     this.#o = opts;
@@ -190,6 +191,19 @@ export class Router {
     const a = await this.#server.listen(this.#o.port, this.#o.host);
     this.#url = `http://${a.address.includes(':') ? `[${a.address}]` : a.address}:${a.port}`;
     return { url: this.#url };
+  }
+
+  /**
+   * The first step of a stop behind a load balancer: for `ms`, keeps serving
+   * while /router-healthz answers 503 and every answer closes its
+   * connection, so clients reconnect through whatever now routes around this
+   * router (kube-proxy drops a terminating pod's endpoint at once, but the
+   * connections it already made stay with it). stop() follows.
+   */
+  async leaveRotation(ms: number): Promise<void> {
+    this.#draining = true;
+    this.#server.lameDuck();
+    await new Promise((r) => setTimeout(r, ms));
   }
 
   /**
@@ -406,7 +420,8 @@ export class Router {
       sendError(res, 'FLINT_ERR_METHOD_NOT_ALLOWED', `method ${req.method} is not allowed on ${info.path}`, info.requestId, 'GET, HEAD');
       return;
     }
-    sendEmpty(res, 200, info.requestId);
+    if (this.#draining) sendError(res, 'FLINT_ERR_UNAVAILABLE', 'the router is stopping', info.requestId);
+    else sendEmpty(res, 200, info.requestId);
   }
 
   async #serveMetrics(req: Http1Request, res: Http1Response, info: RequestInfo): Promise<void> {

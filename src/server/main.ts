@@ -56,6 +56,8 @@ export interface RunningServer {
   values: Values;
   controllerUrl: string;
   routerUrl: string;
+  /** Kubernetes mode: serves on for router.drainSeconds while load balancers take this pod out of rotation (Router.leaveRotation). */
+  leaveRotation(): Promise<void>;
   stop(): Promise<void>;
 }
 
@@ -336,7 +338,9 @@ export async function startServer(src: ValuesSources, out: (line: string) => voi
     stops.push(() => controller.close());
     controllerUrl = urlOf(controller.server.address());
     out(`controller listening on ${controllerUrl}`);
-    return { values, controllerUrl, routerUrl, stop };
+    // Local mode has nothing routing around it: it stops at once.
+    const leaveRotation = () => (values.mode === 'kubernetes' ? router.leaveRotation(values.router.drainSeconds * 1000) : Promise.resolve());
+    return { values, controllerUrl, routerUrl, leaveRotation, stop };
   } catch (err) {
     await stop();
     throw err;
@@ -361,6 +365,7 @@ export async function runServer(src: ValuesSources): Promise<void> {
     }
     stoppingSince = Date.now();
     console.log(`received ${signal}, stopping`);
+    await server.leaveRotation();
     await server.stop();
     process.exit(0);
   };

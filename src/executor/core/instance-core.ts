@@ -142,6 +142,16 @@ export class InstanceCore<I extends CoreInstance> {
     this.#dispatch(slot);
   }
 
+  /**
+   * An instance the backend found already specialized at `inst.version` (one an earlier executor left): it serves
+   * the function's requests from now on, as if this core had started it.
+   */
+  adopt(fn: FunctionResource, inst: I): void {
+    const st = this.#current(fn);
+    st.instances.add(inst);
+    this.#dispatch(st);
+  }
+
   /** Whether the slot is still its function's (not deleted or replaced by a new function of the same name). */
   isLive(st: FunctionSlot<I>): boolean {
     return this.#slots.get(st.key) === st;

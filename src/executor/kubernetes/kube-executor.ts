@@ -14,7 +14,9 @@
 // environment container log is followed into the function's log file, with
 // the executor's own lines about the pod, so `flint fn log` reads the same
 // in both modes. Pods are known from one watch of the function namespace
-// (function-pods.ts), never by listing them while something waits.
+// (function-pods.ts), never by listing them while something waits. Pool
+// pods outlive the executor: the next one adopts those still current
+// (adoption.ts).
 import { createHash, randomBytes } from 'node:crypto';
 import type { Logger } from 'pino';
 import { FlintError } from '../../api/errors.ts';
@@ -29,6 +31,7 @@ import { InstanceCore } from '../core/instance-core.ts';
 import { InstanceState } from '../core/instance-state.ts';
 import type { FunctionSlot } from '../core/types.ts';
 import type { Executor, Lease } from '../types.ts';
+import { fetcherState, SPECIALIZED_FOR } from './adoption.ts';
 import { applyDeployment, DEPLOYMENTS } from './apply-deployment.ts';
 import { FunctionDeployments, functionDeploymentName, isNewdeploy, scaleBounds } from './function-deployment.ts';
 import { FunctionPods, isReady } from './function-pods.ts';
@@ -158,8 +161,7 @@ export class KubeExecutor implements Executor {
     const { store } = this.#o;
     this.#fetcherToken = await this.#ensureFetcherToken();
     await this.#pods.start();
-    // Pods an earlier executor specialized hold code no router will be told about: they go.
-    await this.#deletePods('executorType=poolmgr,managed=false');
+    // A newdeploy function's pods are specialized anew, from its Deployment (its minScale, below).
     await this.#deletePods('executorType=newdeploy');
     const envs = await store.list('Environment');
     const pkgs = await store.list('Package');
@@ -169,6 +171,8 @@ export class KubeExecutor implements Executor {
     for (const e of envs.items) this.#upsertEnv(e);
     const newdeploys = fns.items.filter(isNewdeploy);
     await this.#functionDeployments.removeAllBut(new Set(newdeploys.map(functionDeploymentName)));
+    // Pool pods an earlier executor specialized: adopted while they serve current code, else deleted (adoption.ts).
+    await this.#adoptPods();
     for (const f of fns.items) this.#core.upsertFunction(f);
     this.#watches.push(
       store.watch({ kind: 'Environment', sinceResourceVersion: envs.resourceVersion }, (ev) => {
@@ -210,12 +214,15 @@ export class KubeExecutor implements Executor {
       this.#stopped = true;
       clearInterval(this.#reaper);
       for (const w of this.#watches.splice(0)) w.close();
+      // Pool pods stay for the next executor to adopt (in an upgrade it runs already, and serves on them); a newdeploy
+      // function's pods are replaced when the next one starts.
+      const left = new Set([...this.#core.slots()].filter((st) => !isNewdeploy(st.fn)).flatMap((st) => [...st.instances].map((i) => i.id)));
       const instances = this.#core.stop();
       // Requests under way finish first (bounded: a stuck one does not hold the stop forever).
       const deadline = Date.now() + 10_000;
       while (Date.now() < deadline && this.#core.busy()) await sleep(50);
       await this.#pools;
-      await Promise.all(instances.map((i) => this.#deletePod(i.id)));
+      await Promise.all(instances.filter((i) => !left.has(i.id)).map((i) => this.#deletePod(i.id)));
       await this.#pods.stop();
       for (const f of this.#following.values()) f.close();
       this.#following.clear();
@@ -295,6 +302,33 @@ export class KubeExecutor implements Executor {
     const match = parseLabelSelector(selector);
     const pods = this.#pods.list().filter((p) => match(p.metadata.labels) && !p.metadata.deletionTimestamp);
     await Promise.all(pods.map((p) => this.#deletePod(p.metadata.name)));
+  }
+
+  /** Takes over the specialized pool pods an earlier executor left, or deletes them: see adoption.ts. */
+  async #adoptPods(): Promise<void> {
+    const match = parseLabelSelector('executorType=poolmgr,managed=false');
+    const pods = this.#pods.list().filter((p) => match(p.metadata.labels) && !p.metadata.deletionTimestamp);
+    await Promise.all(
+      pods.map(async (pod: any) => {
+        const l = pod.metadata.labels ?? {};
+        const fn = this.#functions.get(keyOf(l.functionNamespace, l.functionName));
+        const version = fn && this.#versionOf(fn);
+        const current = fn !== undefined && fn.metadata.uid === l.functionUid && !isNewdeploy(fn) && pod.metadata.annotations?.[SPECIALIZED_FOR] === version;
+        const ip: string = pod.status?.podIP ?? '';
+        const host = ip.includes(':') ? `[${ip}]` : ip;
+        if (current && isReady(pod) && (await fetcherState(host)) === 'specialized') await this.#adopt(fn, pod.metadata.name, host, version as string);
+        else await this.#deletePod(pod.metadata.name);
+      }),
+    );
+  }
+
+  async #adopt(fn: FunctionResource, pod: string, podHost: string, version: string): Promise<void> {
+    const host = this.#o.enableIstio ? await this.#ensureService(fn) : podHost;
+    this.#core.adopt(fn, new PodInstance(pod, `${host}:${ENV_PORT}`, version));
+    // The pod's output from its start: a log kept across the restart gets it again, one that was lost gets it back.
+    this.#followLog(fn, pod, fn.spec.environment.name);
+    this.#log.info({ function: fn.metadata.name, pod }, 'pod adopted');
+    this.#logs?.write(fn.metadata.namespace, fn.metadata.name, 'flint', `pod ${pod} adopted from an earlier control plane`);
   }
 
   async #deletePod(name: string): Promise<void> {
@@ -427,13 +461,14 @@ export class KubeExecutor implements Executor {
     } else {
       // With the mesh, the function's Service must front only the pod about to be specialized.
       if (this.#o.enableIstio) await this.#deletePods(`functionName=${fn.metadata.name},functionNamespace=${ns},executorType=poolmgr`);
-      pod = await this.#claimPod(env, fn, deadline);
+      pod = await this.#claimPod(env, fn, version, deadline);
     }
     // From the claim on, so what the environment prints while loading the code (a syntax error) is kept too.
     this.#followLog(fn, pod.name, env.metadata.name);
     if (this.#o.enableIstio && !isNewdeploy(fn)) serviceHost = await this.#ensureService(fn);
     const host = serviceHost ?? (pod.ip.includes(':') ? `[${pod.ip}]` : pod.ip);
     try {
+      if (serviceHost) await this.#untilRoutable(serviceHost, pod.name, deadline);
       const res = await fetch(`http://${host}:${FETCHER_PORT}/specialize`, {
         method: 'POST',
         headers: { 'content-type': 'application/json', authorization: `Bearer ${this.#fetcherToken}` },
@@ -464,7 +499,7 @@ export class KubeExecutor implements Executor {
    * Takes a ready pod out of the environment's pool by relabelling it; another executor's claim of the same pod
    * conflicts. Waits for the pod watch to show a candidate rather than asking the API server again.
    */
-  async #claimPod(env: Environment, fn: FunctionResource, deadline: number): Promise<{ name: string; ip: string }> {
+  async #claimPod(env: Environment, fn: FunctionResource, version: string, deadline: number): Promise<{ name: string; ip: string }> {
     const { client, functionNamespace } = this.#o;
     const pool = { ...poolLabels(env), managed: 'true' };
     // Versions a claim already lost: tried again only once the watch shows the pod changed.
@@ -480,8 +515,10 @@ export class KubeExecutor implements Executor {
             functionNamespace: fn.metadata.namespace,
             functionUid: fn.metadata.uid,
           };
+          // What it is being specialized for, so the next executor can tell whether to adopt it.
+          const annotations = { ...pod.metadata.annotations, [SPECIALIZED_FOR]: version };
           try {
-            await client.replace(PODS, functionNamespace, pod.metadata.name, { ...pod, metadata: { ...pod.metadata, labels } });
+            await client.replace(PODS, functionNamespace, pod.metadata.name, { ...pod, metadata: { ...pod.metadata, labels, annotations } });
             return { name: pod.metadata.name as string, ip: pod.status.podIP as string };
           } catch (err) {
             if ((err as { code?: string }).code !== 'FLINT_ERR_CONFLICT' && (err as { code?: string }).code !== 'FLINT_ERR_NOT_FOUND') throw err;
@@ -528,6 +565,19 @@ export class KubeExecutor implements Executor {
       await client.replace(SERVICES, functionNamespace, name, { ...current, spec: { ...(current.spec as object), selector: (service.spec as any).selector } });
     }
     return this.#o.serviceHost ? this.#o.serviceHost(name, functionNamespace) : `${name}.${functionNamespace}`;
+  }
+
+  /**
+   * A Service routes once cluster DNS and the nodes' proxies know it and its new endpoint, a moment after it is
+   * written: the specialize request (and the function's first call) wait for that instead of failing on it.
+   */
+  async #untilRoutable(service: string, pod: string, deadline: number): Promise<void> {
+    for (;;) {
+      // `generic`: the claimed pod answers there, not one the Service fronted before.
+      if ((await fetcherState(service, Math.max(1, Math.min(2000, deadline - Date.now())))) === 'generic') return;
+      if (Date.now() >= deadline || this.#stopped) throw new FlintError('FLINT_ERR_SPECIALIZE_FAILED', `Service ${service} did not route to pod ${pod} within specializationTimeout`);
+      await sleep(100);
+    }
   }
 
   async #deleteService(fn: FunctionResource): Promise<void> {

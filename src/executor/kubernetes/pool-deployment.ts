@@ -61,7 +61,10 @@ function resources(env: Environment): Record<string, unknown> | undefined {
 export function genericPodTemplate(env: Environment, labels: Record<string, string>, o: PodTemplateOptions): Record<string, unknown> {
   const annotations: Record<string, string> = {};
   // Fission's rule: an environment allowed out of the cluster skips the sidecar, whose egress rules would hold it in.
-  if (o.enableIstio && env.spec.allowAccessToExternalNetwork) annotations[ISTIO_INJECT] = 'false';
+  // Istio reads the label (its current API, preferred when both are set) and the annotation (what Fission and older
+  // Istio releases use), so the pod says it in both.
+  const optOut = o.enableIstio && env.spec.allowAccessToExternalNetwork;
+  if (optOut) annotations[ISTIO_INJECT] = 'false';
   const mounts = [
     { name: 'userfunc', mountPath: '/userfunc' },
     { name: 'secrets', mountPath: '/secrets' },
@@ -69,7 +72,7 @@ export function genericPodTemplate(env: Environment, labels: Record<string, stri
   ];
   const runtimeEnv = Object.entries(env.spec.runtime.env ?? {}).map(([name, value]) => ({ name, value }));
   return {
-    metadata: { labels, ...(Object.keys(annotations).length > 0 ? { annotations } : {}) },
+    metadata: { labels: optOut ? { ...labels, [ISTIO_INJECT]: 'false' } : labels, ...(Object.keys(annotations).length > 0 ? { annotations } : {}) },
     spec: {
       containers: [
         {

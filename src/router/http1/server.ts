@@ -46,6 +46,7 @@ export class Http1Server implements ConnectionHost {
   readonly keepAliveLine: string;
   #sweep: NodeJS.Timeout | undefined = undefined;
   #closing = false;
+  #lameDuck = false;
   #allClosed: (() => void) | undefined = undefined;
   #stopped: Promise<void> | undefined = undefined;
 
@@ -72,7 +73,18 @@ export class Http1Server implements ConnectionHost {
   }
 
   get closing(): boolean {
-    return this.#closing;
+    return this.#closing || this.#lameDuck;
+  }
+
+  /**
+   * Keeps accepting and answering, but every answer from now on closes its
+   * connection: a client (or a proxy) that sent it comes back on a new
+   * connection, which a load balancer that has taken this server out of
+   * rotation sends elsewhere. Idle connections are left open: closing one
+   * could cross a request the client is sending on it.
+   */
+  lameDuck(): void {
+    this.#lameDuck = true;
   }
 
   get listening(): boolean {
