@@ -32,6 +32,7 @@ import type { AddressInfo } from 'node:net';
 import { createKubeClient, type GroupVersionResource, type KubeClient, type KubeWatch } from '../../src/store/kube-client.ts';
 import type { ControlPlane } from './control-plane.ts';
 import { signServingCert } from './pki.ts';
+import { descendants } from './process-tree.ts';
 import { type PodContext, PodNotStartable, PodResolver, spawnContainer, writePodEtc } from './pod-sandbox.ts';
 import { type ServiceProxy, startServiceProxy } from './service-proxy.ts';
 
@@ -100,17 +101,7 @@ const MAX_LOG_BYTES = 4 << 20;
 
 function killTree(child: ChildProcess | undefined, signal: NodeJS.Signals): void {
   if (!child?.pid || child.exitCode !== null || child.signalCode !== null) return;
-  // bwrap runs the container's init in a session of its own; the whole tree is found through /proc.
-  const parentOf = new Map<number, number>();
-  for (const entry of fs.readdirSync('/proc')) {
-    if (!/^\d+$/.test(entry)) continue;
-    try {
-      const stat = fs.readFileSync(`/proc/${entry}/stat`, 'utf8');
-      parentOf.set(Number(entry), Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]));
-    } catch {}
-  }
-  const tree = [child.pid];
-  for (let i = 0; i < tree.length; i++) for (const [pid, ppid] of parentOf) if (ppid === tree[i]) tree.push(pid);
+  const tree = [child.pid, ...descendants(child.pid)];
   // SIGTERM goes to the container's own processes only: a bwrap that gets it exits at once, and its sandbox dies with
   // it (--die-with-parent), so the program would never get to finish. bwrap exits when they do. SIGKILL: every one.
   const isBwrap = (pid: number) => {

@@ -22,6 +22,7 @@ import path from 'node:path';
 import { runtimeForImage } from '../../src/api/images.ts';
 import { runtimeLaunch } from '../../src/runtimes/index.ts';
 import { BWRAP, bwrapArgs, SANDBOX_PATHS, sandboxBinaryPath } from '../../src/sandbox/bwrap.ts';
+import { descendants } from '../../scripts/kube/process-tree.ts';
 import type { GroupVersionResource, KubeClient, KubeObject } from '../../src/store/kube-client.ts';
 import type { FakeResource, PodLogSource } from './server.ts';
 
@@ -114,31 +115,6 @@ export interface FakeKubelet {
 // the rest counts up across every kubelet of this process.
 const IP_BLOCK = 20 + (process.pid % 200);
 let nextIp = 1;
-
-/** Every process under `root`, read from /proc. */
-function descendants(root: number): number[] {
-  const parentOf = new Map<number, number>();
-  for (const entry of fs.readdirSync('/proc')) {
-    if (!/^\d+$/.test(entry)) continue;
-    try {
-      // "pid (comm) state ppid ...": comm may hold spaces and parentheses, so read after the last ')'.
-      const stat = fs.readFileSync(`/proc/${entry}/stat`, 'utf8');
-      parentOf.set(Number(entry), Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]));
-    } catch {}
-  }
-  const found: number[] = [];
-  const queue = [root];
-  while (queue.length > 0) {
-    const p = queue.shift() as number;
-    for (const [pid, ppid] of parentOf) {
-      if (ppid === p) {
-        found.push(pid);
-        queue.push(pid);
-      }
-    }
-  }
-  return found;
-}
 
 /**
  * bwrap and everything under it. The sandbox's own init runs in a session of its own, and its --die-with-parent can
