@@ -24,7 +24,7 @@ import { FunctionLogs } from './function-log.ts';
 import type { InstanceBudget, Reservation } from './instance-budget.ts';
 import { type CodeSource, materialize } from './materialize.ts';
 import { startWorker, type WorkerHandle } from './process/worker-process.ts';
-import { InstanceCore, isNewdeploy } from './core/instance-core.ts';
+import { InstanceCore, isNewdeploy, RETRY_AFTER_S } from './core/instance-core.ts';
 import { InstanceState } from './core/instance-state.ts';
 import { type FunctionSlot, START_ABANDONED, type StartReason } from './core/types.ts';
 import type { Executor, Lease } from './types.ts';
@@ -51,9 +51,6 @@ export interface ProcessExecutorOptions {
   /** Requests waiting for one function's instances: how many at most, and how long one waits for a free slot (default 1000, 10 s). */
   queue?: { maxLength: number; timeoutMs: number };
 }
-
-/** What a 503 for a spent budget asks the client to wait, in seconds. */
-const RETRY_AFTER_S = 1;
 
 /** A specialized worker, as the instance core tracks it. */
 class WorkerInstance extends InstanceState {

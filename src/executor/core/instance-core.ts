@@ -15,9 +15,9 @@ import type { FunctionResource } from '../../api/kinds.ts';
 import type { Lease } from '../types.ts';
 import { type CoreInstance, type FunctionSlot, type InstanceBackend, START_ABANDONED, type StartReason } from './types.ts';
 
-/** What a 429 for a full queue asks the client to wait, in seconds. */
+/** What a 429 for a full queue, or a 503 for a spent budget, asks the client to wait, in seconds. */
 export const RETRY_AFTER_S = 1;
-export const DEFAULT_QUEUE = { maxLength: 1000, timeoutMs: 10_000 };
+const DEFAULT_QUEUE = { maxLength: 1000, timeoutMs: 10_000 };
 /** Instances of a new version started at once during a rolling update. */
 const ROLL_SURGE = 4;
 const LONG_LIVED_DRAIN_MS = 10_000;
