@@ -20,11 +20,24 @@ const ListenerLimits = {
 export const ValuesSchema = Type.Object(
   {
     mode: Type.Union([Type.Literal('local'), Type.Literal('kubernetes')]),
+    role: Type.Union([Type.Literal('all'), Type.Literal('controller'), Type.Literal('executor'), Type.Literal('router')]),
     dataDir: Type.String({ minLength: 1 }),
     logLevel: Type.Union(['trace', 'debug', 'info', 'warn', 'error', 'silent'].map((l) => Type.Literal(l))),
     controller: Type.Object({ host: Host, port: Port, ...ListenerLimits }, Strict),
     router: Type.Object(
-      { host: Host, port: Port, forwardAuthorization: Type.Boolean(), accessLog: Type.Boolean(), drainSeconds: Type.Number({ minimum: 0, maximum: 600 }), ...ListenerLimits },
+      { host: Host, port: Port, forwardAuthorization: Type.Boolean(), accessLog: Type.Boolean(), drainSeconds: Type.Number({ minimum: 0, maximum: 600 }),
+        replicas: Type.Integer({ minimum: 1, maximum: 1000 }),
+        autoscaling: Type.Object(
+          {
+            enabled: Type.Boolean(),
+            minReplicas: Type.Integer({ minimum: 1, maximum: 1000 }),
+            maxReplicas: Type.Integer({ minimum: 1, maximum: 1000 }),
+            targetCPUUtilizationPercentage: Type.Integer({ minimum: 1, maximum: 1000 }),
+          },
+          Strict,
+        ),
+        ...ListenerLimits,
+      },
       Strict,
     ),
     ingress: Type.Object(
@@ -49,6 +62,10 @@ export const ValuesSchema = Type.Object(
         maxQueueLength: Type.Integer({ minimum: 1, maximum: 1_000_000 }),
         queueTimeoutSeconds: Type.Number({ exclusiveMinimum: 0, maximum: 3600 }),
         egressSubnet: Type.String({ pattern: '^[0-9]{1,3}(\\.[0-9]{1,3}){3}/[0-9]{1,2}$' }),
+        host: Host,
+        port: Port,
+        advertiseHost: Type.String(),
+        replicas: Type.Integer({ minimum: 1, maximum: 100 }),
       },
       Strict,
     ),
@@ -89,6 +106,14 @@ export const ValuesSchema = Type.Object(
         functionNamespace: Type.String({ minLength: 1, maxLength: 63, pattern: '^[a-z0-9]([-a-z0-9]*[a-z0-9])?$' }),
         fetcherImage: Type.String({ minLength: 1 }),
         controllerUrl: Type.String({ pattern: '^(https?://.+)?$' }),
+        routerUrl: Type.String({ pattern: '^(https?://.+)?$' }),
+        leaderElection: Type.Object(
+          {
+            leaseDurationSeconds: Type.Number({ minimum: 1, maximum: 3600 }),
+            retryPeriodSeconds: Type.Number({ exclusiveMinimum: 0, maximum: 600 }),
+          },
+          Strict,
+        ),
       },
       Strict,
     ),
