@@ -293,7 +293,7 @@ describe('Helm chart', { timeout: 25 * 60_000 }, () => {
     assert.equal(routerRole.metadata.namespace, 'flint');
     assert.deepEqual(boundTo('Role', 'flint-router'), ['flint:flint/flint-router']);
     const secretRules = routerRole.rules.filter((r: any) => r.resources.includes('secrets'));
-    assert.deepEqual(secretRules, [{ apiGroups: [''], resources: ['secrets'], resourceNames: ['router'], verbs: ['get', 'list', 'watch'] }]);
+    assert.deepEqual(secretRules, [{ apiGroups: [''], resources: ['secrets'], resourceNames: ['router', 'executor'], verbs: ['get', 'list', 'watch'] }]);
     assert.deepEqual(grants(routerRole.rules, 'coordination.k8s.io', 'leases').sort(), ['get', 'list', 'watch']);
     // No other role is bound to the routers' account.
     const routerBindings = docs.filter((d) => d.kind?.endsWith('Binding') && d.subjects.some((s: any) => s.name === 'flint-router')).map((d) => d.roleRef.name).sort();
