@@ -36,4 +36,4 @@ export type InstanceInfo = Static<typeof InstanceInfoSchema>;
 export type InstancesReport = Static<typeof InstancesReportSchema>;
 
 /** Reads a function's instances; undefined where this server cannot tell (kubernetes mode: its pods are in the cluster). */
-export type InstancesSource = (namespace: string, name: string) => InstancesReport | undefined;
+export type InstancesSource = (namespace: string, name: string) => InstancesReport | undefined | Promise<InstancesReport>;

@@ -25,7 +25,7 @@ export function registerInstanceRoutes(app: FastifyInstance, store: Store, sourc
       if (!(await store.get('Function', namespace, name))) {
         throw new FlintError('FLINT_ERR_NOT_FOUND', `function '${name}' not found in namespace '${namespace}'`);
       }
-      const report = source?.(namespace, name);
+      const report = await source?.(namespace, name);
       if (report === undefined) {
         throw new FlintError(
           'FLINT_ERR_NOT_IMPLEMENTED',

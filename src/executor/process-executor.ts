@@ -211,6 +211,11 @@ export class ProcessExecutor implements Executor {
     return this.#core.acquire(fn, signal);
   }
 
+  /** A slot on that very worker (executor-service.ts: a router's grant from an earlier leader). */
+  leaseInstance(fn: FunctionResource, instanceId: string): Lease | undefined {
+    return this.#core.leaseInstance(fn, instanceId);
+  }
+
   // ---- environments ------------------------------------------------------------
 
   #upsertEnv(env: Environment): void {

@@ -27,6 +27,12 @@ export interface Lease {
    * deleted code does not live on in such connections.
    */
   markLongLived?(): void;
+  /**
+   * The instance takes no new requests any more (it drains: the function
+   * changed or was deleted; or it is gone). A holder that keeps leases for
+   * reuse (a router's cache, in kubernetes mode) gives such a lease back.
+   */
+  stale?(): boolean;
 }
 
 export interface Executor {

@@ -15,20 +15,24 @@ import { createController } from '../controller/app.ts';
 import { ArchiveGc } from '../controller/archive-gc.ts';
 import type { ServerInfo } from '../controller/info.ts';
 import { ensureAdminToken } from '../auth/admin-token.ts';
+import { ensureInternalToken, readInternalToken } from '../auth/internal-token.ts';
 import { ARCHIVES_AUDIENCE } from '../auth/audiences.ts';
 import { createControllerAuthCheck, FETCHER_SUBJECT } from '../auth/controller-auth.ts';
 import { createRouterGuard } from '../auth/guard.ts';
 import { createTokenIssuer, type TokenIssuer } from '../auth/issuer.ts';
 import { createLoginHandler } from '../auth/login.ts';
 import { createMintedTokenSource } from '../auth/minted.ts';
-import { ensureRouterSecret } from '../auth/router-secret.ts';
+import { ensureRouterSecret, readRouterSecret, type RouterCredentials } from '../auth/router-secret.ts';
 import { createTokenService } from '../auth/tokens.ts';
 import { sandboxAvailable } from '../sandbox/bwrap.ts';
 import { EgressNetworks } from '../sandbox/egress.ts';
-import { createKubeExecutor, type KubeExecutor } from '../executor/kubernetes/kube-executor.ts';
+import { createKubeExecutor, KubeExecutor } from '../executor/kubernetes/kube-executor.ts';
 import { budgetLimits, InstanceBudget } from '../executor/instance-budget.ts';
 import { registerExecutorMetrics } from '../executor/metrics.ts';
 import { createProcessExecutor, ProcessExecutor } from '../executor/process-executor.ts';
+import { ExecutorService } from '../executor/remote/executor-service.ts';
+import { RemoteExecutor } from '../executor/remote/remote-executor.ts';
+import { ExecutorServiceClient } from '../executor/remote/service-client.ts';
 import type { Executor } from '../executor/types.ts';
 import { createIngressController, createIngressProvider, ingressUrls } from '../ingress/index.ts';
 import { KafkaConnector } from '../mqtrigger/kafka.ts';
@@ -42,6 +46,7 @@ import { TopicReadback } from '../mqtrigger/readback.ts';
 import { jsonLines } from '../router/access-log.ts';
 import { createRouter } from '../router/router.ts';
 import { openKubeStore } from '../store/kubernetes.ts';
+import { followLeader } from '../store/leader-election.ts';
 import { openSqliteStore } from '../store/sqlite.ts';
 import type { Store } from '../store/store.ts';
 import { listenerCaps, type Listener, openFileLimit } from '../limits/fd-budget.ts';
@@ -50,6 +55,7 @@ import { limitNodeServer } from '../limits/node-server.ts';
 import { makeDataDirPrivate, privateDatabaseFiles } from './data-dir.ts';
 import { kubeClientFromValues } from './kube.ts';
 import { ensureNamespaces } from './kube-namespaces.ts';
+import { candidateIdentity, rolesOf, runElected, waitFor } from './roles.ts';
 import { VERSION } from './version.ts';
 
 export interface RunningServer {
@@ -61,14 +67,24 @@ export interface RunningServer {
   stop(): Promise<void>;
 }
 
+const hostForUrl = (host: string) => (host.includes(':') ? `[${host}]` : host);
+
 function urlOf(address: string | { address: string; port: number } | null): string {
   if (!address || typeof address === 'string') return String(address);
-  const host = address.address.includes(':') ? `[${address.address}]` : address.address;
-  return `http://${host}:${address.port}`;
+  return `http://${hostForUrl(address.address)}:${address.port}`;
 }
 
-export async function startServer(src: ValuesSources, out: (line: string) => void = console.log): Promise<RunningServer> {
+/**
+ * `onFatal`: this replica lost its role's Lease while its singletons ran (kubernetes mode, an elected role); they may
+ * now run beside the new leader's, so `flint server` exits and Kubernetes restarts it as a standby.
+ */
+export async function startServer(
+  src: ValuesSources,
+  out: (line: string) => void = console.log,
+  onFatal: (why: string) => void = (why) => console.error(`fatal: ${why}`),
+): Promise<RunningServer> {
   const values = await loadValues(src);
+  const runs = rolesOf(values);
   const layout = dataLayout(values.dataDir);
   makeDataDirPrivate(layout, { createDatabase: values.mode !== 'kubernetes' });
   for (const dir of [layout.logs, layout.instances, layout.archives]) fs.mkdirSync(dir, { recursive: true, mode: 0o700 });
@@ -153,11 +169,14 @@ export async function startServer(src: ValuesSources, out: (line: string) => voi
       | undefined;
     if (authValues.enabled) {
       const authLog = logger.child({ component: 'auth' });
-      const creds = await ensureRouterSecret(store, authValues, layout, { logger: authLog });
+      // The controller makes the router secret; the other roles wait for it rather than race it.
+      const creds: RouterCredentials = runs.controller
+        ? await ensureRouterSecret(store, authValues, layout, { logger: authLog })
+        : await waitFor(`the router secret ${SYSTEM_NAMESPACE}/router (the controller makes it)`, () => readRouterSecret(store), 120_000, (what) => logger.info(`waiting for ${what}`));
       const tokens = createTokenService({ signingKey: creds.signingKey, issuer: authValues.jwtIssuer, expirySeconds: authValues.jwtExpiryTime });
       auth = {
         guard: createRouterGuard({ tokens, authUriPath: authValues.authUriPath, login: createLoginHandler({ tokens, credentials: creds, logger: authLog }) }),
-        controllerCheck: createControllerAuthCheck({ adminToken: ensureAdminToken(layout), tokens, credentials: creds }),
+        controllerCheck: createControllerAuthCheck({ adminToken: runs.controller ? ensureAdminToken(layout) : '', tokens, credentials: creds }),
         issueToken: createTokenIssuer(tokens, creds.username),
         mint: createMintedTokenSource({ tokens, subject: 'flint:mqtrigger' }),
         // Pool pods' fetchers download archives from the control plane with it (kubernetes mode); the router refuses it.
@@ -169,177 +188,271 @@ export async function startServer(src: ValuesSources, out: (line: string) => voi
     const MIB = 1024 * 1024;
     const maxUnpackedBytes = values.archives.maxUnpackedMB * MIB;
     let controllerUrl = '';
-    const executor: Executor = kube
-      ? createKubeExecutor({
-          store,
-          client: kube,
-          logger: logger.child({ component: 'executor' }),
-          functionNamespace: values.kubernetes.functionNamespace,
-          fetcherImage: values.kubernetes.fetcherImage,
-          controllerUrl: () => values.kubernetes.controllerUrl || controllerUrl,
-          archiveAuthorization: auth ? () => `Bearer ${auth.mintFetcher()}` : undefined,
-          enableIstio: values.enableIstio,
-          poolSize: values.executor.poolSize,
-          reapIntervalMs: values.executor.reapIntervalSeconds * 1000,
-          layout,
-          queue: { maxLength: values.executor.maxQueueLength, timeoutMs: values.executor.queueTimeoutSeconds * 1000 },
-        })
-      : createProcessExecutor({
-          store,
-          layout,
-          archives,
-          maxUnpackedBytes,
-          logger: logger.child({ component: 'executor' }),
-          sandbox: values.executor.sandbox,
-          egress: sandboxEgress,
-          memoryMB: values.executor.memoryMB,
-          poolSize: values.executor.poolSize,
-          reapIntervalMs: values.executor.reapIntervalSeconds * 1000,
-          budget,
-          queue: { maxLength: values.executor.maxQueueLength, timeoutMs: values.executor.queueTimeoutSeconds * 1000 },
+    let routerUrl = values.kubernetes.routerUrl;
+    // The role's singletons: started at once, or (several replicas) by whichever holds the role's Lease.
+    const singletons: Array<{ start(): Promise<void> }> = [];
+    const identity = candidateIdentity();
+    // Kubernetes mode's executor in its own process (role executor): serves the routers (executor-service.ts).
+    let executorService: ExecutorService | undefined;
+    let local: ProcessExecutor | KubeExecutor | undefined;
+    let startExecutor = () => Promise.resolve();
+    if (runs.executor) {
+      local = kube
+        ? createKubeExecutor({
+            store,
+            client: kube,
+            logger: logger.child({ component: 'executor' }),
+            functionNamespace: values.kubernetes.functionNamespace,
+            fetcherImage: values.kubernetes.fetcherImage,
+            controllerUrl: () => values.kubernetes.controllerUrl || controllerUrl,
+            archiveAuthorization: auth ? () => `Bearer ${auth.mintFetcher()}` : undefined,
+            enableIstio: values.enableIstio,
+            poolSize: values.executor.poolSize,
+            reapIntervalMs: values.executor.reapIntervalSeconds * 1000,
+            layout,
+            queue: { maxLength: values.executor.maxQueueLength, timeoutMs: values.executor.queueTimeoutSeconds * 1000 },
+          })
+        : createProcessExecutor({
+            store,
+            layout,
+            archives,
+            maxUnpackedBytes,
+            logger: logger.child({ component: 'executor' }),
+            sandbox: values.executor.sandbox,
+            egress: sandboxEgress,
+            memoryMB: values.executor.memoryMB,
+            poolSize: values.executor.poolSize,
+            reapIntervalMs: values.executor.reapIntervalSeconds * 1000,
+            budget,
+            queue: { maxLength: values.executor.maxQueueLength, timeoutMs: values.executor.queueTimeoutSeconds * 1000 },
+          });
+      const started = local;
+      let serving = false;
+      startExecutor = async () => {
+        if (serving) return;
+        await started.start();
+        serving = true;
+      };
+      singletons.push({ start: startExecutor });
+      stops.push(() => started.stop());
+      if (started instanceof ProcessExecutor) registerExecutorMetrics(metrics, started, budget);
+      if (runs.elected && started instanceof KubeExecutor) {
+        const service = new ExecutorService({
+          host: values.executor.host,
+          port: values.executor.port,
+          identity,
+          token: await ensureInternalToken(store),
+          leader: () => (serving ? started : undefined),
+          logger: logger.child({ component: 'executor-service' }),
         });
-    await executor.start();
-    if (executor instanceof ProcessExecutor) registerExecutorMetrics(metrics, executor, budget);
-    stops.push(() => executor.stop());
-    const builds = new BuildManager({
-      store,
-      archives,
-      buildsDir: layout.builds,
-      cacheDir: layout.buildCache,
-      sandbox: values.executor.sandbox,
-      egress: sandboxEgress,
-      timeoutSeconds: values.builder.timeoutSeconds,
-      memoryMB: values.builder.memoryMB,
-      concurrency: values.builder.concurrency,
-      maxUnpackedBytes,
-      logger: logger.child({ component: 'builder' }),
-    });
-    await builds.start();
-    stops.push(() => builds.stop());
-    const gc = new ArchiveGc({ store, archives, graceMs: values.archives.gcGraceMinutes * 60_000, intervalMs: 60_000, logger: logger.child({ component: 'archives' }) });
-    gc.start();
-    stops.push(async () => gc.stop());
-    // Written as the event loop allows: the hot path pays for one string per request.
-    const accessOut = values.router.accessLog ? pino.destination({ dest: 1, sync: false }) : undefined;
-    if (accessOut !== undefined) stops.push(async () => accessOut.flushSync());
-    const router = createRouter({
-      store,
-      executor,
-      logger: logger.child({ component: 'router' }),
-      host: values.router.host,
-      port: values.router.port,
-      beforeRoute: auth?.guard,
-      connections: { ...limitsOf('router', values.router), onDrop: dropped('router') },
-      // With authentication off the header is not a Flint credential: a function may do its own auth with it.
-      forwardAuthorization: auth === undefined || values.router.forwardAuthorization,
-      accessLog: accessOut === undefined ? undefined : jsonLines(accessOut),
-    });
-    const routerUrl = (await router.start()).url;
-    // The instances stop while upgraded connections still carry bytes, so WebSockets get the runtime's 1001 rather than a cut.
-    // The executor's own entry, earlier in the list, then finds it stopped.
-    const stopRouter = () => router.stop(() => executor.stop());
-    stops.push(stopRouter);
-    out(`router listening on ${routerUrl}`);
+        executorService = service;
+        await service.start();
+        stops.push(() => service.stop());
+        out(`executor service listening on http://${values.executor.host}:${service.port}`);
+      }
+    }
+    // The routers' executor when it runs elsewhere (role router, or the controller's instance reports).
+    let leaderClient: ExecutorServiceClient | undefined;
+    if (kube && !runs.executor) {
+      const leader = followLeader(kube, SYSTEM_NAMESPACE, 'executor', (err) => logger.warn({ err }, 'following the executor Lease failed; retrying'));
+      await leader.ready;
+      stops.push(() => leader.stop());
+      const token = await waitFor(`the Secret ${SYSTEM_NAMESPACE}/executor (the executor makes it)`, () => readInternalToken(store), 120_000, (what) => logger.info(`waiting for ${what}`));
+      leaderClient = new ExecutorServiceClient({
+        leaderUrl: () => leader.current()?.url,
+        token,
+        // Long enough for a standby to take over from a leader that died (the Lease's duration) and start.
+        reachMs: (values.kubernetes.leaderElection.leaseDurationSeconds + values.executor.queueTimeoutSeconds) * 1000,
+      });
+    }
+    if (runs.controller) {
+      const builds = new BuildManager({
+        store,
+        archives,
+        buildsDir: layout.builds,
+        cacheDir: layout.buildCache,
+        sandbox: values.executor.sandbox,
+        egress: sandboxEgress,
+        timeoutSeconds: values.builder.timeoutSeconds,
+        memoryMB: values.builder.memoryMB,
+        concurrency: values.builder.concurrency,
+        maxUnpackedBytes,
+        logger: logger.child({ component: 'builder' }),
+      });
+      singletons.push({ start: () => builds.start() });
+      stops.push(() => builds.stop());
+      const gc = new ArchiveGc({ store, archives, graceMs: values.archives.gcGraceMinutes * 60_000, intervalMs: 60_000, logger: logger.child({ component: 'archives' }) });
+      singletons.push({ start: async () => gc.start() });
+      stops.push(async () => gc.stop());
+    }
+    let leaveRotation = () => Promise.resolve();
+    let stopRouter: (() => Promise<void>) | undefined;
+    if (runs.router) {
+      let executor: Executor;
+      if (local) {
+        // One process: the executor is started before the router takes a request.
+        await startExecutor();
+        executor = local;
+      } else {
+        const remote = new RemoteExecutor({ client: leaderClient as ExecutorServiceClient, logger: logger.child({ component: 'executor-client' }) });
+        await remote.start();
+        stops.push(() => remote.stop());
+        executor = remote;
+      }
+      // Written as the event loop allows: the hot path pays for one string per request.
+      const accessOut = values.router.accessLog ? pino.destination({ dest: 1, sync: false }) : undefined;
+      if (accessOut !== undefined) stops.push(async () => accessOut.flushSync());
+      const router = createRouter({
+        store,
+        executor,
+        logger: logger.child({ component: 'router' }),
+        host: values.router.host,
+        port: values.router.port,
+        beforeRoute: auth?.guard,
+        connections: { ...limitsOf('router', values.router), onDrop: dropped('router') },
+        // With authentication off the header is not a Flint credential: a function may do its own auth with it.
+        forwardAuthorization: auth === undefined || values.router.forwardAuthorization,
+        accessLog: accessOut === undefined ? undefined : jsonLines(accessOut),
+      });
+      routerUrl = (await router.start()).url;
+      // The instances stop while upgraded connections still carry bytes, so WebSockets get the runtime's 1001 rather than a cut.
+      // The executor's own entry, earlier in the list, then finds it stopped.
+      const stopRouterNow = () => router.stop(() => executor.stop());
+      stopRouter = stopRouterNow;
+      stops.push(stopRouterNow);
+      out(`router listening on ${routerUrl}`);
+      // Local mode has nothing routing around it: it stops at once.
+      if (kube) leaveRotation = () => router.leaveRotation(values.router.drainSeconds * 1000);
+    }
     let ingressUrl: string | undefined;
-    const ingressProvider = createIngressProvider({
-      values,
-      routerUrl,
-      logger: logger.child({ component: 'ingress' }),
-      kubeClient: kube,
-      limits: limitsOf('ingress', values.ingress),
-      onDrop: dropped,
-    });
-    if (ingressProvider) {
-      // The builtin gateway swaps a table in memory: apply at once, so a route is
-      // exposed by the time the CLI returns. nginx reloads and kubernetes API
-      // calls are worth coalescing over a burst of changes.
-      const debounceMs = ingressProvider.kind === 'builtin' ? 0 : 50;
-      const ingress = createIngressController({ store, provider: ingressProvider, debounceMs, logger: logger.child({ component: 'ingress' }) });
-      await ingress.start();
-      // The router stops behind the ingress while the ingress's own tunnels are still open, so a WebSocket that came
-      // through it gets the 1001 too. The router's own entry, earlier in the list, then finds it stopped.
-      stops.push(() => ingress.stop(stopRouter));
-      const urls = ingressUrls(ingressProvider);
-      ingressUrl = urls.url;
-      if (urls.url) out(`ingress listening on ${urls.url}`);
-      if (urls.httpsUrl) out(`ingress-https listening on ${urls.httpsUrl}`);
+    if (runs.executor) {
+      const ingressProvider = createIngressProvider({
+        values,
+        routerUrl,
+        logger: logger.child({ component: 'ingress' }),
+        kubeClient: kube,
+        limits: limitsOf('ingress', values.ingress),
+        onDrop: dropped,
+      });
+      if (ingressProvider) {
+        // The builtin gateway swaps a table in memory: apply at once, so a route is
+        // exposed by the time the CLI returns. nginx reloads and kubernetes API
+        // calls are worth coalescing over a burst of changes.
+        const debounceMs = ingressProvider.kind === 'builtin' ? 0 : 50;
+        const ingress = createIngressController({ store, provider: ingressProvider, debounceMs, logger: logger.child({ component: 'ingress' }) });
+        singletons.push({ start: () => ingress.start() });
+        // The router stops behind the ingress while the ingress's own tunnels are still open, so a WebSocket that came
+        // through it gets the 1001 too. The router's own entry, earlier in the list, then finds it stopped.
+        stops.push(() => ingress.stop(stopRouter ?? (() => Promise.resolve())));
+        const urls = ingressUrls(ingressProvider);
+        ingressUrl = urls.url;
+        if (urls.url) out(`ingress listening on ${urls.url}`);
+        if (urls.httpsUrl) out(`ingress-https listening on ${urls.httpsUrl}`);
+      }
     }
     // Message queues: one connector per configured broker kind.
     const kafkaBrokers = values.kafka.brokers.split(',').map((b) => b.trim()).filter(Boolean);
-    const kafka = values.kafka.enabled ? new KafkaConnector({ brokers: kafkaBrokers, clientId: 'flint' }) : undefined;
+    const kafka = values.kafka.enabled && (runs.executor || runs.controller) ? new KafkaConnector({ brokers: kafkaBrokers, clientId: 'flint' }) : undefined;
     if (kafka) stops.push(() => kafka.close());
-    // Triggers whose metadata names their own server, or whose secret holds credentials.
-    const triggerConnectors = new SharedConnectors();
-    stops.push(() => triggerConnectors.close());
-    const list = (v: string) => v.split(',').map((s) => s.trim()).filter(Boolean);
-    const connectors: Partial<Record<string, Connector>> = {
-      kafka,
-      'nats-jetstream': values.nats.enabled ? new NatsConnector({ servers: list(values.nats.servers) }) : undefined,
-      rabbitmq: values.rabbitmq.enabled ? new RabbitConnector({ url: values.rabbitmq.url }) : undefined,
-      redis: values.redis.enabled ? new RedisConnector({ url: values.redis.url }) : undefined,
-    };
-    for (const [type, c] of Object.entries(connectors)) if (c && type !== 'kafka') stops.push(() => c.close());
-    const triggers = createTriggerManager({
-      store,
-      logger: logger.child({ component: 'mqtrigger' }),
-      connector: (t) =>
-        connectorFor(t, {
-          install: connectors,
-          installKafkaBrokers: kafkaBrokers,
-          shared: triggerConnectors,
-          secret: (ns, name) => store.get('Secret', ns, name),
-          makeKafka: (brokers, auth) => new KafkaConnector({ brokers, auth, clientId: 'flint' }),
-          makeRabbit: (url, tls) => new RabbitConnector({ url, tls }),
-          makeRedis: (url, tls) => new RedisConnector({ url, tls }),
-          makeNats: ({ servers, auth, tls }) => new NatsConnector({ servers, ...auth, tls }),
-        }),
-      routerUrl: () => routerUrl,
-      token: auth?.mint,
-    });
-    await triggers.start();
-    stops.push(() => triggers.stop());
-    const readback = kafka ? new TopicReadback(() => kafka) : undefined;
-    if (readback) stops.push(() => readback.close());
-    const info = (): ServerInfo => ({
-      version: VERSION,
-      mode: values.mode,
-      routerUrl,
-      ingressUrl,
-      authentication: { enabled: values.authentication.enabled, authUriPath: values.authentication.authUriPath },
-    });
-    // The control plane's /metrics: its own figures, plus the trigger manager's.
-    new Gauge({
-      name: 'flint_mqtrigger_consumers',
-      help: 'Message-queue triggers with a running consumer',
-      registers: [metrics],
-      collect() {
-        this.set(triggers.active().length);
-      },
-    });
-    const controller = await createController({
-      store,
-      layout,
-      metrics,
-      // Per-request lines would drown the log; errors still show.
-      logger: logger.child({ component: 'controller' }, { level: values.logLevel === 'debug' || values.logLevel === 'trace' ? values.logLevel : 'warn' }),
-      info,
-      localImages: values.mode === 'local',
-      reservedPaths: ['/router-healthz', '/metrics', values.authentication.authUriPath],
-      topics: readback,
-      authCheck: auth?.controllerCheck,
-      issueToken: auth?.issueToken,
-      archives,
-      maxUploadBytes: values.archives.maxUploadMB * MIB,
-      archiveLimits: { maxEntries: 100_000, maxBytes: maxUnpackedBytes },
-      instances: (ns, name) => (executor as ProcessExecutor | KubeExecutor).instances(ns, name),
-    });
-    limitNodeServer(controller.server, limitsOf('controller', values.controller), dropped('controller'));
-    await controller.listen({ host: values.controller.host, port: values.controller.port });
-    stops.push(() => controller.close());
-    controllerUrl = urlOf(controller.server.address());
-    out(`controller listening on ${controllerUrl}`);
-    // Local mode has nothing routing around it: it stops at once.
-    const leaveRotation = () => (values.mode === 'kubernetes' ? router.leaveRotation(values.router.drainSeconds * 1000) : Promise.resolve());
+    let triggers: ReturnType<typeof createTriggerManager> | undefined;
+    if (runs.executor) {
+      // Triggers whose metadata names their own server, or whose secret holds credentials.
+      const triggerConnectors = new SharedConnectors();
+      stops.push(() => triggerConnectors.close());
+      const list = (v: string) => v.split(',').map((s) => s.trim()).filter(Boolean);
+      const connectors: Partial<Record<string, Connector>> = {
+        kafka,
+        'nats-jetstream': values.nats.enabled ? new NatsConnector({ servers: list(values.nats.servers) }) : undefined,
+        rabbitmq: values.rabbitmq.enabled ? new RabbitConnector({ url: values.rabbitmq.url }) : undefined,
+        redis: values.redis.enabled ? new RedisConnector({ url: values.redis.url }) : undefined,
+      };
+      for (const [type, c] of Object.entries(connectors)) if (c && type !== 'kafka') stops.push(() => c.close());
+      const manager = createTriggerManager({
+        store,
+        logger: logger.child({ component: 'mqtrigger' }),
+        connector: (t) =>
+          connectorFor(t, {
+            install: connectors,
+            installKafkaBrokers: kafkaBrokers,
+            shared: triggerConnectors,
+            secret: (ns, name) => store.get('Secret', ns, name),
+            makeKafka: (brokers, auth) => new KafkaConnector({ brokers, auth, clientId: 'flint' }),
+            makeRabbit: (url, tls) => new RabbitConnector({ url, tls }),
+            makeRedis: (url, tls) => new RedisConnector({ url, tls }),
+            makeNats: ({ servers, auth, tls }) => new NatsConnector({ servers, ...auth, tls }),
+          }),
+        routerUrl: () => routerUrl,
+        token: auth?.mint,
+      });
+      triggers = manager;
+      singletons.push({ start: () => manager.start() });
+      stops.push(() => manager.stop());
+    }
+    // Run now, or once this replica leads its role.
+    if (runs.elected && kube) {
+      const advertised = executorService ? `http://${hostForUrl(values.executor.advertiseHost || values.executor.host)}:${executorService.port}` : undefined;
+      const elected = runElected({
+        client: kube,
+        namespace: SYSTEM_NAMESPACE,
+        role: runs.role,
+        identity,
+        singletons,
+        values: values.kubernetes.leaderElection,
+        leaderUrl: advertised,
+        logger: logger.child({ component: 'leader-election' }),
+        onLost: onFatal,
+      });
+      // Stops run in reverse: the singletons stop first, then the Lease is released for a standby (the store's close stays first).
+      stops.splice(1, 0, () => elected.stop());
+    } else {
+      for (const s of singletons) await s.start();
+    }
+    if (runs.controller) {
+      const readback = kafka ? new TopicReadback(() => kafka) : undefined;
+      if (readback) stops.push(() => readback.close());
+      const info = (): ServerInfo => ({
+        version: VERSION,
+        mode: values.mode,
+        routerUrl,
+        ingressUrl,
+        authentication: { enabled: values.authentication.enabled, authUriPath: values.authentication.authUriPath },
+      });
+      // The control plane's /metrics: its own figures, plus the trigger manager's (one process).
+      const counted = triggers;
+      if (counted) {
+        new Gauge({
+          name: 'flint_mqtrigger_consumers',
+          help: 'Message-queue triggers with a running consumer',
+          registers: [metrics],
+          collect() {
+            this.set(counted.active().length);
+          },
+        });
+      }
+      const reports = local ?? leaderClient;
+      const controller = await createController({
+        store,
+        layout,
+        metrics,
+        // Per-request lines would drown the log; errors still show.
+        logger: logger.child({ component: 'controller' }, { level: values.logLevel === 'debug' || values.logLevel === 'trace' ? values.logLevel : 'warn' }),
+        info,
+        localImages: values.mode === 'local',
+        reservedPaths: ['/router-healthz', '/metrics', values.authentication.authUriPath],
+        topics: readback,
+        authCheck: auth?.controllerCheck,
+        issueToken: auth?.issueToken,
+        archives,
+        maxUploadBytes: values.archives.maxUploadMB * MIB,
+        archiveLimits: { maxEntries: 100_000, maxBytes: maxUnpackedBytes },
+        instances: reports ? (ns, name) => reports.instances(ns, name) : undefined,
+      });
+      limitNodeServer(controller.server, limitsOf('controller', values.controller), dropped('controller'));
+      await controller.listen({ host: values.controller.host, port: values.controller.port });
+      stops.push(() => controller.close());
+      controllerUrl = urlOf(controller.server.address());
+      out(`controller listening on ${controllerUrl}`);
+    }
     return { values, controllerUrl, routerUrl, leaveRotation, stop };
   } catch (err) {
     await stop();
@@ -349,7 +462,10 @@ export async function startServer(src: ValuesSources, out: (line: string) => voi
 
 /** Entry for the CLI: runs until SIGINT/SIGTERM. */
 export async function runServer(src: ValuesSources): Promise<void> {
-  const server = await startServer(src);
+  const server = await startServer(src, console.log, (why) => {
+    console.error(`${why}: exiting, to come back as a standby`);
+    process.exit(1);
+  });
   // One component's stray rejection must not take the whole platform down.
   process.on('unhandledRejection', (err) => {
     console.error(`unhandled rejection: ${(err as Error)?.stack ?? String(err)}`);

@@ -81,6 +81,11 @@ export class InstanceCore<I extends CoreInstance> {
   readonly #slots = new Map<string, Slot<I>>();
   /** The newest copy of every function the executor's own watch delivered. */
   readonly #functions = new Map<string, FunctionResource>();
+  /**
+   * Uids of functions deleted since start, so a request that raced the delete (a router's copy, or one asked over
+   * the network after the watch delivered the deletion) is refused instead of bringing the function back.
+   */
+  readonly #deleted = new Set<string>();
   #stopped = false;
 
   constructor(o: InstanceCoreOptions<I>) {
@@ -106,6 +111,9 @@ export class InstanceCore<I extends CoreInstance> {
   deleteFunction(fn: FunctionResource): void {
     const key = slotKey(fn.metadata.namespace, fn.metadata.name);
     this.#functions.delete(key);
+    this.#deleted.add(fn.metadata.uid);
+    // Bounded: the oldest tombstones go first (a set iterates in insertion order).
+    if (this.#deleted.size > 10_000) this.#deleted.delete(this.#deleted.values().next().value as string);
     const st = this.#slots.get(key);
     if (!st) return;
     this.#slots.delete(key);
@@ -150,6 +158,23 @@ export class InstanceCore<I extends CoreInstance> {
     const st = this.#current(fn);
     st.instances.add(inst);
     this.#dispatch(st);
+  }
+
+  /**
+   * A slot on one named instance of `fn` (a router that held leases on it
+   * from an earlier executor, after a failover), if it still serves the
+   * function's current version and has room; undefined otherwise.
+   */
+  leaseInstance(fn: FunctionResource, instanceId: string): Lease | undefined {
+    if (this.#stopped || this.#deleted.has(fn.metadata.uid)) return undefined;
+    const st = this.#current(fn);
+    const rpp = st.fn.spec.requestsPerPod ?? 1;
+    for (const inst of st.instances) {
+      if (inst.id !== instanceId) continue;
+      if (inst.draining || inst.version !== st.version || inst.active >= rpp || !inst.usable()) return undefined;
+      return this.#lease(st, inst, false);
+    }
+    return undefined;
   }
 
   /** Whether the slot is still its function's (not deleted or replaced by a new function of the same name). */
@@ -376,7 +401,7 @@ export class InstanceCore<I extends CoreInstance> {
   // ---- acquiring -------------------------------------------------------------------------
 
   tryAcquire(fn: FunctionResource): Lease | undefined {
-    if (this.#stopped) return undefined;
+    if (this.#stopped || this.#deleted.has(fn.metadata.uid)) return undefined;
     const st = this.#current(fn);
     const ready = this.#freeInstance(st);
     return ready === undefined ? undefined : this.#lease(st, ready, false);
@@ -384,6 +409,7 @@ export class InstanceCore<I extends CoreInstance> {
 
   acquire(fn: FunctionResource, signal?: AbortSignal): Promise<Lease> {
     if (this.#stopped) return Promise.reject(new FlintError('FLINT_ERR_UNAVAILABLE', 'the executor is stopping'));
+    if (this.#deleted.has(fn.metadata.uid)) return Promise.reject(new FlintError('FLINT_ERR_NOT_FOUND', `function '${fn.metadata.name}' was deleted`));
     const st = this.#current(fn);
     const ready = this.#freeInstance(st);
     if (ready) return Promise.resolve(this.#lease(st, ready, false));
@@ -538,6 +564,7 @@ export class InstanceCore<I extends CoreInstance> {
       address: inst.address,
       instanceId: inst.id,
       coldStart,
+      stale: () => inst.draining || !st.instances.has(inst) || !inst.usable(),
       markLongLived: () => {
         if (released || longLived) return;
         longLived = true;

@@ -426,6 +426,11 @@ export class KubeExecutor implements Executor {
     return this.#core.acquire(fn, signal);
   }
 
+  /** A slot on that very pod, for a router's grant from an earlier leader (executor-service.ts). */
+  leaseInstance(fn: FunctionResource, instanceId: string): Lease | undefined {
+    return this.#core.leaseInstance(fn, instanceId);
+  }
+
   /** A function's pods as the executor holds them, for `flint fn pods`. */
   instances(namespace: string, name: string): InstancesReport {
     return this.#core.report(namespace, name);

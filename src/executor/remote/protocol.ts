@@ -1,0 +1,60 @@
+// What the routers and the executor service say to each other in
+// kubernetes mode (DESIGN.md section 4, "Invoke"). A router asks the leader
+// for a lease on one of a function's instances (a grant: one request slot,
+// as the executor counts them) and keeps it for reuse while its traffic
+// lasts, so a warm call never leaves the router; it gives grants back when
+// they go idle, when a request failed on them, or when the executor revokes
+// them (the instance drains). One event stream per router carries the
+// revocations and tells the router which leader it speaks to: after a
+// failover the router hands its grants to the new leader (reattach).
+import type { FunctionResource } from '../../api/kinds.ts';
+
+export const PATHS = {
+  health: '/healthz',
+  acquire: '/v1/executor/acquire',
+  grants: '/v1/executor/grants',
+  reattach: '/v1/executor/reattach',
+  events: '/v1/executor/events',
+  instances: '/v1/executor/instances',
+} as const;
+
+export interface AcquireRequest {
+  router: string;
+  fn: FunctionResource;
+}
+
+export interface GrantAnswer {
+  grant: string;
+  /** host:port of the instance (pods); empty when it serves on a Unix socket. */
+  address: string;
+  /** A Unix socket (an executor on the router's own machine: the tests' process backend). */
+  socketPath?: string;
+  instanceId: string;
+  coldStart: boolean;
+  /** The leader that issued it. */
+  leader: string;
+}
+
+export type GrantOp = { grant: string; op: 'release'; outcome: 'ok' | 'unreachable' | 'timeout' } | { grant: string; op: 'longLived' };
+
+export interface GrantOpsRequest {
+  router: string;
+  ops: GrantOp[];
+}
+
+export interface ReattachRequest {
+  router: string;
+  grants: Array<{ fn: FunctionResource; instanceId: string }>;
+}
+
+/** In the order asked; null where the new leader has no room on that instance (or does not know it). */
+export interface ReattachAnswer {
+  leader: string;
+  grants: Array<GrantAnswer | null>;
+}
+
+/** One line of the event stream. */
+export type ExecutorEvent = { leader: string } | { revoke: string[] } | { heartbeat: number };
+
+/** How often the event stream carries a line when nothing happens: a router that hears nothing for three of these reconnects. */
+export const HEARTBEAT_MS = 5_000;
