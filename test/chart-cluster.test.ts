@@ -1,12 +1,15 @@
 // The Helm chart on a real Kubernetes control plane (etcd, kube-apiserver
 // with RBAC, the controller manager, the scheduler) whose one node is the
 // project's node agent: `helm install` with authentication and the mesh on
-// and no storage provisioner, the chart's own pod scheduled and Running on
-// the node, a function deployed through that pod's controller and called
-// through its router, `helm upgrade` to a changed values file under steady
-// traffic through the router Service (the failed requests are counted), what
-// Istio reads checked in the running cluster, and `helm uninstall` leaving
-// only what docs/kubernetes.md says it keeps.
+// and no storage provisioner, the chart's controller, executor and router
+// pods scheduled and Running on the node, a function deployed through the
+// controller pod and called through a router pod, `helm upgrade` to a
+// changed values file under steady traffic through the router Service (the
+// failed requests are counted), three routers after `--set
+// router.replicas=3` each answering on its own address, a standby executor
+// taking over from a leader that stops and from one that dies, what Istio
+// reads checked in the running cluster, and `helm uninstall` leaving only
+// what docs/kubernetes.md says it keeps.
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
 import fs from 'node:fs';
@@ -34,7 +37,7 @@ chart:
   persistence:
     enabled: false
 `;
-/** The upgrade: a changed values file (a new ConfigMap, so a new pod). */
+/** The upgrade: a changed values file (a new ConfigMap, so new pods for every component). */
 const UPGRADE_VALUES = `
 authentication:
   enabled: true
@@ -47,7 +50,13 @@ chart:
     enabled: false
 `;
 
-describe('the Helm chart on a real control plane', { skip: !usable && 'bubblewrap is not usable here', timeout: 20 * 60_000 }, () => {
+type Component = 'controller' | 'executor' | 'router';
+const DEPLOYMENTS: Record<Component, string> = { controller: 'flint', executor: 'flint-executor', router: 'flint-router' };
+/** The chart's default replicas. */
+const REPLICAS: Record<Component, number> = { controller: 1, executor: 2, router: 2 };
+const COMPONENTS = Object.keys(DEPLOYMENTS) as Component[];
+
+describe('the Helm chart on a real control plane', { skip: !usable && 'bubblewrap is not usable here', timeout: 30 * 60_000 }, () => {
   let cp: ControlPlane;
   let agent: NodeAgent;
   let helm: string;
@@ -66,8 +75,42 @@ describe('the Helm chart on a real control plane', { skip: !usable && 'bubblewra
     });
   const helmRun = (args: string[]) => run(helm, [...args, '--kubeconfig', cp.kubeconfig]);
   const kubectlJson = async (args: string[]) => JSON.parse(await cp.kubectl([...args, '-o', 'json']));
-  const flintPods = async () => (await kubectlJson(['-n', FLINT_NAMESPACE, 'get', 'pods', '-l', 'app.kubernetes.io/name=flint'])).items as any[];
+  const flintPods = async (component?: Component) =>
+    (await kubectlJson(['-n', FLINT_NAMESPACE, 'get', 'pods', '-l', component ? `app.kubernetes.io/component=${component}` : 'app.kubernetes.io/name=flint'])).items as any[];
   const isReady = (p: any) => p.status?.phase === 'Running' && !p.metadata.deletionTimestamp && (p.status.conditions ?? []).some((c: any) => c.type === 'Ready' && c.status === 'True');
+  const readyPods = async (component: Component) => (await flintPods(component)).filter(isReady);
+  /** Waits until `component` has exactly `n` pods, all Ready and none terminating, and returns them. */
+  const settled = (component: Component, n: number, timeoutMs = 180_000) =>
+    eventually(
+      async () => {
+        const pods = await flintPods(component);
+        return pods.length === n && pods.every(isReady) ? pods : undefined;
+      },
+      `${n} ${component} pod(s) Ready and no other`,
+      timeoutMs,
+      250,
+    );
+  const names = (pods: any[]) => pods.map((p) => p.metadata.name).sort();
+  /** The Ready executor pod holding the Lease flint-executor (the holder identity starts with the pod's name), and that identity. */
+  async function executorLeader(): Promise<{ pod: any; holder: string } | undefined> {
+    const lease = await kubectlJson(['-n', FLINT_NAMESPACE, 'get', 'lease', 'flint-executor']).catch(() => undefined);
+    const holder: string = lease?.spec?.holderIdentity ?? '';
+    const pod = holder ? (await readyPods('executor')).find((p) => holder.startsWith(p.metadata.name)) : undefined;
+    return pod && { pod, holder };
+  }
+  /** Waits for a leader other than `previous` (another process: after a crash, the restarted container is one too). */
+  const newLeader = (previous: string, what: string) =>
+    eventually(
+      async () => {
+        const l = await executorLeader();
+        return l && l.holder !== previous ? l : undefined;
+      },
+      what,
+      60_000,
+      100,
+    );
+  const controllerUrl = async () => `http://${(await settled('controller', 1))[0].status.podIP}:8888`;
+  const routerUrl = (pod: any) => `http://${pod.status.podIP}:8080`;
   async function ok(args: string[]): Promise<string> {
     const r = await flintAsync(cli, args, { cwd: work });
     assert.equal(r.code, 0, `flint ${args.join(' ')} failed (${r.code}):\n${r.stdout}\n${r.stderr}\n--- cluster ---\n${diagnostics()}`);
@@ -99,28 +142,33 @@ describe('the Helm chart on a real control plane', { skip: !usable && 'bubblewra
     if (work) fs.rmSync(work, { recursive: true, force: true });
   });
 
-  it("installs with authentication and the mesh on, without a storage provisioner, and runs its pod on the node agent", async () => {
+  it('installs with authentication and the mesh on, without a storage provisioner, and runs the controller, the executor and the routers on the node agent', async () => {
     await helmRun(['install', 'flint', CHART, '--namespace', FLINT_NAMESPACE, '--create-namespace', '-f', path.join(work, 'install.yaml')]);
-    await eventually(async () => (await flintPods()).some(isReady), "the chart's pod Running and Ready", 180_000);
-    const [pod] = (await flintPods()).filter(isReady);
-    assert.equal(pod.spec.nodeName, agent.nodeName);
-    assert.deepEqual(agent.pods(), [`${FLINT_NAMESPACE}/${pod.metadata.name}`], 'the node agent runs it');
-    assert.deepEqual(pod.spec.volumes.find((v: any) => v.name === 'data').emptyDir, {}, 'the data directory needs no volume');
+    const pods: any[] = [];
+    for (const component of COMPONENTS) pods.push(...(await settled(component, REPLICAS[component])));
+    for (const pod of pods) assert.equal(pod.spec.nodeName, agent.nodeName);
+    assert.deepEqual(agent.pods().sort(), pods.map((p) => `${FLINT_NAMESPACE}/${p.metadata.name}`).sort(), 'the node agent runs them');
+    const [controller] = await readyPods('controller');
+    assert.deepEqual(controller.spec.volumes.find((v: any) => v.name === 'data').emptyDir, {}, 'the data directory needs no volume');
     assert.deepEqual((await kubectlJson(['get', 'pvc', '-A'])).items, [], 'no PersistentVolumeClaim waits for a provisioner');
     const deployment = await kubectlJson(['-n', FLINT_NAMESPACE, 'get', 'deployment', 'flint']);
     assert.deepEqual(deployment.spec.strategy, { type: 'RollingUpdate', rollingUpdate: { maxSurge: 1, maxUnavailable: 0 } });
+    // One executor leads (through the Lease, which the chart's RBAC lets it take); the other stands by, Ready as well.
+    const leader = await eventually(executorLeader, 'an executor pod holding the Lease flint-executor', 60_000, 250);
+    assert.equal(leader.pod.metadata.labels['app.kubernetes.io/component'], 'executor');
+    // The routers run as their own read-only ServiceAccount.
+    for (const router of await readyPods('router')) assert.equal(router.spec.serviceAccountName, 'flint-router');
   });
 
-  it("deploys a function through the pod's controller and calls it through the pod's router", async () => {
-    const [pod] = (await flintPods()).filter(isReady);
-    const ip = pod.status.podIP;
+  it('deploys a function through the controller pod and calls it through each router pod and the router Service', async () => {
+    const routers = await readyPods('router');
     const secret = await kubectlJson(['-n', FLINT_NAMESPACE, 'get', 'secret', 'router']);
     const password = Buffer.from(secret.data.password, 'base64').toString('utf8');
     cli = {
       env: {
         ...process.env,
-        FLINT_URL: `http://${ip}:8888`,
-        FLINT_ROUTER_URL: `http://${ip}:8080`,
+        FLINT_URL: await controllerUrl(),
+        FLINT_ROUTER_URL: routerUrl(routers[0]),
         FLINT_USERNAME: 'admin',
         FLINT_PASSWORD: password,
         FLINT_DATA_DIR: path.join(work, 'no-data-dir'),
@@ -131,14 +179,14 @@ describe('the Helm chart on a real control plane', { skip: !usable && 'bubblewra
     await ok(['route', 'create', '--name', 'hello', '--url', '/hello', '--function', 'hello']);
     assert.equal(await ok(['fn', 'test', '--name', 'hello']), HELLO);
     routerToken = (await ok(['token', 'create', '--username', 'admin', '--password', password, '--ttl', '30m'])).trim();
-    assert.deepEqual(await call(`http://${ip}:8080`), { status: 200, text: HELLO }, "through the pod's router");
+    for (const router of routers) assert.deepEqual(await call(routerUrl(router)), { status: 200, text: HELLO }, `through router pod ${router.metadata.name}`);
     assert.deepEqual(await call(routerService()), { status: 200, text: HELLO }, 'through the router Service');
-    const unauthenticated = await fetch(`http://${ip}:8080/hello`);
+    const unauthenticated = await fetch(`${routerUrl(routers[1])}/hello`);
     assert.equal(unauthenticated.status, 401, 'authentication is on');
   });
 
   it('upgrades to a changed values file under steady traffic', async (t) => {
-    const [before] = (await flintPods()).filter(isReady);
+    const before = names(await flintPods());
     const functionPods = async () => (await kubectlJson(['-n', FUNCTION_NAMESPACE, 'get', 'pods', '-l', 'functionName=hello'])).items.map((p: any) => p.metadata.name).sort();
     const servedBy = await functionPods();
     const base = routerService();
@@ -162,23 +210,79 @@ describe('the Helm chart on a real control plane', { skip: !usable && 'bubblewra
     try {
       await eventually(async () => served >= 50, 'traffic flowing before the upgrade', 60_000);
       await helmRun(['upgrade', 'flint', CHART, '--namespace', FLINT_NAMESPACE, '-f', path.join(work, 'upgrade.yaml')]);
-      await cp.kubectl(['-n', FLINT_NAMESPACE, 'rollout', 'status', 'deployment/flint', '--timeout=180s']);
-      // The old pod drains (router.drainSeconds) and stops; traffic goes on until it is gone and a while after.
-      await eventually(async () => !(await flintPods()).some((p) => p.metadata.name === before.metadata.name), 'the old pod gone', 120_000);
+      for (const d of Object.values(DEPLOYMENTS)) await cp.kubectl(['-n', FLINT_NAMESPACE, 'rollout', 'status', `deployment/${d}`, '--timeout=180s']);
+      // The old routers drain (router.drainSeconds) and stop, the old executor leader hands its Lease over; traffic goes on until every old pod is gone and a while after.
+      await eventually(async () => !(await flintPods()).some((p) => before.includes(p.metadata.name)), 'the old pods gone', 180_000);
       const after = served;
-      await eventually(async () => served >= after + 50, 'traffic served by the new pod alone', 60_000);
+      await eventually(async () => served >= after + 50, 'traffic served by the new pods alone', 60_000);
     } finally {
       running = false;
       await Promise.all(clients);
     }
     t.diagnostic(`helm upgrade under steady traffic: ${served} requests served, ${failures.length} failed`);
     assert.deepEqual(failures, [], `failed requests during helm upgrade (of ${served + failures.length})\n--- cluster ---\n${diagnostics()}`);
-    const [now] = (await flintPods()).filter(isReady);
-    assert.notEqual(now.metadata.name, before.metadata.name, 'a new pod');
-    cli.env = { ...cli.env, FLINT_URL: `http://${now.status.podIP}:8888`, FLINT_ROUTER_URL: `http://${now.status.podIP}:8080` };
+    for (const component of COMPONENTS) {
+      const now = await settled(component, REPLICAS[component]);
+      assert.ok(!now.some((p) => before.includes(p.metadata.name)), `new ${component} pods`);
+    }
+    cli.env = { ...cli.env, FLINT_URL: await controllerUrl(), FLINT_ROUTER_URL: routerUrl((await readyPods('router'))[0]) };
     assert.match((await kubectlJson(['-n', FLINT_NAMESPACE, 'get', 'configmap', 'flint-values'])).data['values.yaml'], /jwtExpiryTime: 600/);
-    // The new control plane adopted the function's pod rather than specializing another (src/executor/kubernetes/adoption.ts).
+    // The new executor leader adopted the function's pod rather than specializing another (src/executor/kubernetes/adoption.ts).
     assert.deepEqual(await functionPods(), servedBy);
+  });
+
+  it('runs three routers after helm upgrade --set router.replicas=3, each answering on its own address, and restarts nothing else', async () => {
+    const others = names([...(await flintPods('controller')), ...(await flintPods('executor'))]);
+    await helmRun(['upgrade', 'flint', CHART, '--namespace', FLINT_NAMESPACE, '-f', path.join(work, 'upgrade.yaml'), '--set', 'router.replicas=3']);
+    const routers = await settled('router', 3);
+    assert.equal((await kubectlJson(['-n', FLINT_NAMESPACE, 'get', 'deployment', 'flint-router'])).spec.replicas, 3);
+    // Each router, the new one too, finds the executor leader through its Lease and gets the function's address from it.
+    for (const router of routers) assert.deepEqual(await call(routerUrl(router)), { status: 200, text: HELLO }, `through router pod ${router.metadata.name}`);
+    for (let i = 0; i < 6; i++) assert.deepEqual(await call(routerService()), { status: 200, text: HELLO }, 'through the router Service');
+    // A replica count is not a new values file: the controller and the executors kept running.
+    assert.deepEqual(names([...(await flintPods('controller')), ...(await flintPods('executor'))]), others);
+  });
+
+  it('lets a standby executor take over from a leader that stops and from one that dies', async (t) => {
+    const calledFresh = async (name: string) => {
+      // A function no router has an address for yet: the new leader must specialize a pod for it.
+      await ok(['fn', 'create', '--name', name, '--env', 'nodejs', '--code', 'hello.js']);
+      await ok(['route', 'create', '--name', name, '--url', `/${name}`, '--function', name]);
+      const routers = await readyPods('router');
+      for (const router of routers) {
+        // Until the router's table has the route (404), and while the new leader is still taking over its pods.
+        const seen: string[] = [];
+        await eventually(
+          async () => {
+            const r = await fetch(`${routerUrl(router)}/${name}`, { headers: { authorization: `Bearer ${routerToken}` } });
+            const text = await r.text();
+            if (r.status === 200 && text === HELLO) return true;
+            seen.push(`${r.status} ${text.slice(0, 200)}`);
+            return false;
+          },
+          `${name} answered through ${router.metadata.name}`,
+          60_000,
+          250,
+        ).catch((err) => {
+          throw new Error(`${err.message}; its last answers: ${seen.slice(-3).join(' | ')}\n--- cluster ---\n${diagnostics()}`);
+        });
+      }
+    };
+    // A graceful stop releases the Lease: the standby leads at its next try.
+    const first = await eventually(executorLeader, 'an executor leader', 60_000, 250);
+    await cp.kubectl(['-n', FLINT_NAMESPACE, 'delete', 'pod', first.pod.metadata.name, '--wait=false']);
+    const second = await newLeader(first.holder, 'another executor leading after the leader stopped');
+    assert.notEqual(second.pod.metadata.name, first.pod.metadata.name);
+    t.diagnostic(`executor leader stopped: ${first.holder} -> ${second.holder}`);
+    await calledFresh('after-stop');
+    await settled('executor', REPLICAS.executor);
+    // A leader that dies does not release the Lease: another process takes it once it has gone unrenewed for leaseDurationSeconds.
+    await agent.crash(FLINT_NAMESPACE, second.pod.metadata.name);
+    const third = await newLeader(second.holder, 'another executor leading after the leader died');
+    t.diagnostic(`executor leader died: ${second.holder} -> ${third.holder}`);
+    await calledFresh('after-crash');
+    // The calls made before keep working through the Service.
+    assert.deepEqual(await call(routerService()), { status: 200, text: HELLO });
   });
 
   it('gives Istio what it reads, as its documentation asks', async () => {
@@ -241,6 +345,10 @@ describe('the Helm chart on a real control plane', { skip: !usable && 'bubblewra
     ]);
     // The custom resources stay with their definitions: a reinstall finds the functions again.
     const fns = (await kubectlJson(['-n', 'default', 'get', 'functions.flint.dev'])).items.map((f: any) => f.metadata.name).sort();
-    assert.deepEqual(fns, ['fetcher', 'hello']);
+    assert.deepEqual(fns, ['after-crash', 'after-stop', 'fetcher', 'hello']);
+    // The Leases the components elected with stay (they are the components', not the chart's), each released by its holder on the way out.
+    const leases = (await kubectlJson(['-n', FLINT_NAMESPACE, 'get', 'leases'])).items;
+    assert.ok(leases.some((l: any) => l.metadata.name === 'flint-executor'));
+    for (const lease of leases) assert.equal(lease.spec.holderIdentity ?? '', '', `Lease ${lease.metadata.name} released`);
   });
 });
