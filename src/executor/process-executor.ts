@@ -8,26 +8,26 @@ import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 import type { Logger } from 'pino';
-import type { InstancesReport } from '../api/instances.ts';
 import { FlintError } from '../api/errors.ts';
 import { runtimeForImage } from '../api/images.ts';
+import type { InstancesReport } from '../api/instances.ts';
 import type { Environment, FunctionResource, Package } from '../api/kinds.ts';
 import { type ArchiveStore, isZipFile } from '../archive/index.ts';
 import { archiveShas } from '../archive/refs.ts';
 import { resolveArchive } from '../archive/resolve.ts';
 import type { DataLayout } from '../config/layout.ts';
 import type { EgressProvider } from '../sandbox/egress.ts';
-import type { Store, Watch } from '../store/store.ts';
+import type { Store } from '../store/store.ts';
+import { CoreExecutor } from './core/core-executor.ts';
+import { InstanceCore, isNewdeploy, RETRY_AFTER_S } from './core/instance-core.ts';
+import { InstanceState } from './core/instance-state.ts';
+import { type FunctionSlot, START_ABANDONED, type StartReason } from './core/types.ts';
 import { DeployCache } from './deploy-cache.ts';
 import { EnvPool } from './env-pool.ts';
 import { FunctionLogs } from './function-log.ts';
 import type { InstanceBudget, Reservation } from './instance-budget.ts';
 import { type CodeSource, materialize } from './materialize.ts';
 import { startWorker, type WorkerHandle } from './process/worker-process.ts';
-import { InstanceCore, isNewdeploy, RETRY_AFTER_S } from './core/instance-core.ts';
-import { InstanceState } from './core/instance-state.ts';
-import { type FunctionSlot, START_ABANDONED, type StartReason } from './core/types.ts';
-import type { Executor, Lease } from './types.ts';
 
 export interface ProcessExecutorOptions {
   store: Store;
@@ -98,28 +98,24 @@ export function cpuMillisOf(env: Environment): number | undefined {
   return millis > 0 ? Math.ceil(millis) : undefined;
 }
 
-export class ProcessExecutor implements Executor {
+export class ProcessExecutor extends CoreExecutor<WorkerInstance> {
   readonly #o: ProcessExecutorOptions;
   readonly #log: Logger;
   readonly #logs: FunctionLogs;
   readonly #pools = new Map<string, EnvPool>();
-  readonly #packages = new Map<string, Package>();
-  readonly #functions = new Map<string, FunctionResource>();
-  readonly #watches: Watch[] = [];
-  readonly #core: InstanceCore<WorkerInstance>;
   #reaper: NodeJS.Timeout | undefined;
-  #stopped = false;
   /** Function instances looking for room in the budget right now. */
   #budgetDemand = 0;
 
   readonly #code: CodeSource;
 
   constructor(opts: ProcessExecutorOptions) {
+    super();
     this.#o = opts;
     this.#log = opts.logger;
     this.#logs = new FunctionLogs(opts.layout, (namespace, name, err) => this.#log.error({ namespace, fn: name, err: err.message }, "refusing to write this function's log: its file or directory is not the server's own"));
     this.#code = { store: opts.store, archives: opts.archives, deployCache: new DeployCache(opts.layout.deployCache, opts.maxUnpackedBytes ?? 2 * 1024 ** 3) };
-    this.#core = new InstanceCore<WorkerInstance>({
+    this.core = new InstanceCore<WorkerInstance>({
       queue: opts.queue,
       longLivedDrainMs: opts.longLivedDrainMs,
       backend: {
@@ -142,10 +138,10 @@ export class ProcessExecutor implements Executor {
     const envs = await store.list('Environment');
     for (const env of envs.items) this.#upsertEnv(env);
     const pkgs = await store.list('Package');
-    for (const p of pkgs.items) this.#packages.set(fnKey(p.metadata.namespace, p.metadata.name), p);
+    for (const p of pkgs.items) this.packages.set(fnKey(p.metadata.namespace, p.metadata.name), p);
     const fns = await store.list('Function');
     for (const f of fns.items) this.#upsertFunction(f);
-    this.#watches.push(
+    this.watches.push(
       store.watch({ kind: 'Environment', sinceResourceVersion: envs.resourceVersion }, (ev) => {
         const env = ev.object as Environment;
         if (ev.type === 'DELETED') this.#deleteEnv(env);
@@ -153,12 +149,12 @@ export class ProcessExecutor implements Executor {
       }),
       store.watch({ kind: 'Package', sinceResourceVersion: pkgs.resourceVersion }, (ev) => {
         const key = fnKey(ev.object.metadata.namespace, ev.object.metadata.name);
-        if (ev.type === 'DELETED') this.#packages.delete(key);
-        else this.#packages.set(key, ev.object as Package);
-        this.#code.deployCache.retain(new Set([...this.#packages.values()].flatMap((p) => archiveShas(p.spec.deployment))));
+        if (ev.type === 'DELETED') this.packages.delete(key);
+        else this.packages.set(key, ev.object as Package);
+        this.#code.deployCache.retain(new Set([...this.packages.values()].flatMap((p) => archiveShas(p.spec.deployment))));
         if (ev.type !== 'DELETED') this.#prefetch(ev.object as Package);
         // Functions using this package move to instances of the new code.
-        this.#core.refreshAll();
+        this.core.refreshAll();
       }),
       store.watch({ kind: 'Function', sinceResourceVersion: fns.resourceVersion }, (ev) => {
         const fn = ev.object as FunctionResource;
@@ -166,7 +162,7 @@ export class ProcessExecutor implements Executor {
         else this.#upsertFunction(fn);
       }),
     );
-    this.#reaper = setInterval(() => this.#core.reap(), this.#o.reapIntervalMs);
+    this.#reaper = setInterval(() => this.core.reap(), this.#o.reapIntervalMs);
     this.#reaper.unref();
   }
 
@@ -179,12 +175,12 @@ export class ProcessExecutor implements Executor {
   }
 
   async #stop(): Promise<void> {
-    this.#stopped = true;
-    for (const w of this.#watches.splice(0)) w.close();
+    this.stopped = true;
+    for (const w of this.watches.splice(0)) w.close();
     if (this.#reaper) clearInterval(this.#reaper);
     const kills: Promise<void>[] = [];
     for (const pool of this.#pools.values()) kills.push(pool.close());
-    for (const inst of this.#core.stop()) kills.push(inst.worker.kill());
+    for (const inst of this.core.stop()) kills.push(inst.worker.kill());
     await Promise.all(kills);
     await this.#logs.closeAll();
   }
@@ -193,28 +189,18 @@ export class ProcessExecutor implements Executor {
   status(): { functions: Record<string, { instances: number; starting: number }>; pools: Record<string, number> } {
     const pools: Record<string, number> = {};
     for (const [k, p] of this.#pools) pools[k] = p.idleCount;
-    return { functions: this.#core.status(), pools };
+    return { functions: this.core.status(), pools };
   }
 
   /** A function's instances and the budget, for `flint fn pods` (GET .../functions/{name}/instances). */
   instances(namespace: string, name: string): InstancesReport {
-    const report = this.#core.report(namespace, name);
+    const report = this.core.report(namespace, name);
     const b = this.#o.budget;
     return b ? { ...report, budget: { instances: b.instances, maxInstances: b.limits.maxInstances, memoryMB: b.memoryMB, maxMemoryMB: b.limits.maxMemoryMB } } : report;
   }
 
-  tryAcquire(fn: FunctionResource): Lease | undefined {
-    return this.#core.tryAcquire(fn);
-  }
 
-  acquire(fn: FunctionResource, signal?: AbortSignal): Promise<Lease> {
-    return this.#core.acquire(fn, signal);
-  }
 
-  /** A slot on that very worker (executor-service.ts: a router's grant from an earlier leader). */
-  leaseInstance(fn: FunctionResource, instanceId: string): Lease | undefined {
-    return this.#core.leaseInstance(fn, instanceId);
-  }
 
   // ---- environments ------------------------------------------------------------
 
@@ -291,7 +277,7 @@ export class ProcessExecutor implements Executor {
   #budgetFreed(reservation: Reservation | undefined): void {
     if (!reservation) return;
     reservation.release();
-    if (this.#stopped) return;
+    if (this.stopped) return;
     for (const pool of this.#pools.values()) pool.refill();
   }
 
@@ -312,7 +298,7 @@ export class ProcessExecutor implements Executor {
     try {
       return await this.#waitForBudget(st, env, mb, sink, background);
     } finally {
-      if (--this.#budgetDemand === 0 && !this.#stopped) for (const pool of this.#pools.values()) pool.refill();
+      if (--this.#budgetDemand === 0 && !this.stopped) for (const pool of this.#pools.values()) pool.refill();
     }
   }
 
@@ -333,7 +319,7 @@ export class ProcessExecutor implements Executor {
       } finally {
         st.blocked--;
       }
-      if (this.#stopped) throw START_ABANDONED;
+      if (this.stopped) throw START_ABANDONED;
       if (st.roomWait.signal.aborted) {
         st.roomWait = new AbortController();
         if (st.waiting === 0) throw START_ABANDONED;
@@ -347,9 +333,9 @@ export class ProcessExecutor implements Executor {
       const w = pool.evictIdle();
       if (w) return w.kill(0);
     }
-    const lru = this.#core.leastRecentlyUsedIdle(st);
+    const lru = this.core.leastRecentlyUsedIdle(st);
     if (!lru) return undefined;
-    this.#core.retire(lru.slot, lru.inst, `reclaimed for function '${st.fn.metadata.name}': the instance budget is spent`);
+    this.core.retire(lru.slot, lru.inst, `reclaimed for function '${st.fn.metadata.name}': the instance budget is spent`);
     return lru.inst.worker.exited.then(() => {});
   }
 
@@ -369,7 +355,7 @@ export class ProcessExecutor implements Executor {
 
   #versionOf(fn: FunctionResource): string {
     const ref = fn.spec.package.packageref;
-    const pkg = this.#packages.get(fnKey(ref.namespace ?? fn.metadata.namespace, ref.name));
+    const pkg = this.packages.get(fnKey(ref.namespace ?? fn.metadata.namespace, ref.name));
     // The code, not the package's resourceVersion: a build's status and log updates are no reason to drain.
     return `${fn.metadata.uid}:${fn.metadata.resourceVersion}:${pkg ? (archiveShas(pkg.spec.deployment)[0] ?? 'none') : '-'}`;
   }
@@ -381,7 +367,7 @@ export class ProcessExecutor implements Executor {
   #prefetch(pkg: Package): void {
     const deployment = pkg.spec.deployment;
     if (!deployment) return;
-    const used = [...this.#functions.values()].some((f) => {
+    const used = [...this.functions.values()].some((f) => {
       const ref = f.spec.package.packageref;
       return ref.name === pkg.metadata.name && (ref.namespace ?? f.metadata.namespace) === pkg.metadata.namespace;
     });
@@ -395,16 +381,16 @@ export class ProcessExecutor implements Executor {
   }
 
   #upsertFunction(fn: FunctionResource): void {
-    this.#functions.set(fnKey(fn.metadata.namespace, fn.metadata.name), fn);
+    this.functions.set(fnKey(fn.metadata.namespace, fn.metadata.name), fn);
     const ref = fn.spec.package.packageref;
-    const pkg = this.#packages.get(fnKey(ref.namespace ?? fn.metadata.namespace, ref.name));
+    const pkg = this.packages.get(fnKey(ref.namespace ?? fn.metadata.namespace, ref.name));
     if (pkg) this.#prefetch(pkg);
-    this.#core.upsertFunction(fn);
+    this.core.upsertFunction(fn);
   }
 
   #deleteFunction(fn: FunctionResource): void {
-    this.#functions.delete(fnKey(fn.metadata.namespace, fn.metadata.name));
-    this.#core.deleteFunction(fn);
+    this.functions.delete(fnKey(fn.metadata.namespace, fn.metadata.name));
+    this.core.deleteFunction(fn);
     this.#logs.close(fn.metadata.namespace, fn.metadata.name);
   }
 
@@ -420,7 +406,7 @@ export class ProcessExecutor implements Executor {
       const pool = this.#pools.get(fnKey(envRef.namespace ?? ns, envRef.name));
       if (!pool) throw new FlintError('FLINT_ERR_NOT_FOUND', `environment '${envRef.name}' not found in namespace '${envRef.namespace ?? ns}'`);
       const ref = fn.spec.package.packageref;
-      const pkg = this.#packages.get(fnKey(ref.namespace ?? ns, ref.name));
+      const pkg = this.packages.get(fnKey(ref.namespace ?? ns, ref.name));
       if (!pkg) throw new FlintError('FLINT_ERR_NOT_FOUND', `package '${ref.name}' not found in namespace '${ref.namespace ?? ns}'`);
       worker = isNewdeploy(fn) ? undefined : pool.take();
       if (worker) outputSinks.set(worker.id, sink);
@@ -437,7 +423,7 @@ export class ProcessExecutor implements Executor {
       throw err;
     }
     const inst = new WorkerInstance(worker, version);
-    void worker.exited.then(({ code, signal }) => this.#core.instanceLost(st, inst, `exited (code ${code}, signal ${signal})`));
+    void worker.exited.then(({ code, signal }) => this.core.instanceLost(st, inst, `exited (code ${code}, signal ${signal})`));
     return inst;
   }
 }

@@ -248,7 +248,7 @@ export async function startServer(
         executorService = service;
         await service.start();
         stops.push(() => service.stop());
-        out(`executor service listening on http://${values.executor.host}:${service.port}`);
+        out(`executor listening on http://${hostForUrl(values.executor.host)}:${service.port}`);
       }
     }
     // The routers' executor when it runs elsewhere (role router, or the controller's instance reports).

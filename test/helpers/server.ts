@@ -13,6 +13,8 @@ export interface TestServer {
   controllerUrl: string;
   routerUrl: string;
   ingressUrl?: string;
+  /** Role executor: its executor service. */
+  executorUrl?: string;
   child: ChildProcess;
   /** Everything the server printed so far (stdout and stderr). */
   output(): string;
@@ -29,6 +31,8 @@ export interface StartOptions {
   keepData?: boolean;
   /** A command the server runs under (e.g. setpriv dropping a capability); its own last argument is the server's node. */
   launcher?: string[];
+  /** The listeners whose `<name> listening on <url>` lines mean it started (role-split servers run fewer). */
+  expect?: string[];
 }
 
 export async function startServer(opts: StartOptions = {}): Promise<TestServer> {
@@ -48,7 +52,7 @@ export async function startServer(opts: StartOptions = {}): Promise<TestServer> 
     const check = () => {
       const found: Record<string, string> = {};
       for (const m of out.matchAll(/^(\w+) listening on (\S+)$/gm)) found[m[1]] = m[2];
-      if (found.controller && found.router) {
+      if ((opts.expect ?? ['controller', 'router']).every((name) => found[name])) {
         clearTimeout(timer);
         resolve(found);
       }
@@ -77,6 +81,7 @@ export async function startServer(opts: StartOptions = {}): Promise<TestServer> 
     controllerUrl: urls.controller,
     routerUrl: urls.router,
     ingressUrl: urls.ingress,
+    executorUrl: urls.executor,
     child,
     output: () => out,
     env: { ...process.env, FLINT_URL: urls.controller, FLINT_ROUTER_URL: urls.router, FLINT_DATA_DIR: dataDir },

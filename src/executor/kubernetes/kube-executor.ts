@@ -20,17 +20,17 @@
 import { createHash, randomBytes } from 'node:crypto';
 import type { Logger } from 'pino';
 import { FlintError } from '../../api/errors.ts';
+import type { InstancesReport } from '../../api/instances.ts';
 import type { Environment, FunctionResource, Package } from '../../api/kinds.ts';
 import { archiveShas } from '../../archive/refs.ts';
 import type { DataLayout } from '../../config/layout.ts';
 import type { GroupVersionResource, KubeClient, KubeObject, KubeWatch } from '../../store/kube-client.ts';
-import { parseLabelSelector, type Store, type Watch } from '../../store/store.ts';
-import { FunctionLogs } from '../function-log.ts';
-import type { InstancesReport } from '../../api/instances.ts';
+import { parseLabelSelector, type Store } from '../../store/store.ts';
+import { CoreExecutor } from '../core/core-executor.ts';
 import { InstanceCore } from '../core/instance-core.ts';
 import { InstanceState } from '../core/instance-state.ts';
 import type { FunctionSlot } from '../core/types.ts';
-import type { Executor, Lease } from '../types.ts';
+import { FunctionLogs } from '../function-log.ts';
 import { fetcherState, SPECIALIZED_FOR } from './adoption.ts';
 import { applyDeployment, DEPLOYMENTS } from './apply-deployment.ts';
 import { FunctionDeployments, functionDeploymentName, isNewdeploy, scaleBounds } from './function-deployment.ts';
@@ -94,16 +94,11 @@ function sleep(ms: number): Promise<void> {
   return new Promise((r) => setTimeout(r, ms));
 }
 
-export class KubeExecutor implements Executor {
+export class KubeExecutor extends CoreExecutor<PodInstance> {
   readonly #o: KubeExecutorOptions;
   readonly #log: Logger;
   readonly #envs = new Map<string, Environment>();
-  readonly #packages = new Map<string, Package>();
-  readonly #functions = new Map<string, FunctionResource>();
-  readonly #core: InstanceCore<PodInstance>;
-  readonly #watches: Watch[] = [];
   #reaper: NodeJS.Timeout | undefined;
-  #stopped = false;
   #stopping: Promise<void> | undefined;
   readonly #logs: FunctionLogs | undefined;
   readonly #functionDeployments: FunctionDeployments;
@@ -117,6 +112,7 @@ export class KubeExecutor implements Executor {
   #pools: Promise<void> = Promise.resolve();
 
   constructor(o: KubeExecutorOptions) {
+    super();
     this.#o = o;
     this.#poolSize = o.poolSize ?? 3;
     this.#log = o.logger;
@@ -134,7 +130,7 @@ export class KubeExecutor implements Executor {
       enableIstio: o.enableIstio === true,
       pods: this.#pods,
     });
-    this.#core = new InstanceCore<PodInstance>({
+    this.core = new InstanceCore<PodInstance>({
       queue: o.queue,
       backend: {
         startInstance: (slot, version) => this.#newInstance(slot, version),
@@ -166,15 +162,15 @@ export class KubeExecutor implements Executor {
     const envs = await store.list('Environment');
     const pkgs = await store.list('Package');
     const fns = await store.list('Function');
-    for (const p of pkgs.items) this.#packages.set(keyOf(p.metadata.namespace, p.metadata.name), p);
-    for (const f of fns.items) this.#functions.set(keyOf(f.metadata.namespace, f.metadata.name), f);
+    for (const p of pkgs.items) this.packages.set(keyOf(p.metadata.namespace, p.metadata.name), p);
+    for (const f of fns.items) this.functions.set(keyOf(f.metadata.namespace, f.metadata.name), f);
     for (const e of envs.items) this.#upsertEnv(e);
     const newdeploys = fns.items.filter(isNewdeploy);
     await this.#functionDeployments.removeAllBut(new Set(newdeploys.map(functionDeploymentName)));
     // Pool pods an earlier executor specialized: adopted while they serve current code, else deleted (adoption.ts).
     await this.#adoptPods();
-    for (const f of fns.items) this.#core.upsertFunction(f);
-    this.#watches.push(
+    for (const f of fns.items) this.core.upsertFunction(f);
+    this.watches.push(
       store.watch({ kind: 'Environment', sinceResourceVersion: envs.resourceVersion }, (ev) => {
         const env = ev.object as Environment;
         if (ev.type === 'DELETED') this.#deleteEnv(env);
@@ -183,25 +179,25 @@ export class KubeExecutor implements Executor {
       store.watch({ kind: 'Package', sinceResourceVersion: pkgs.resourceVersion }, (ev) => {
         const pkg = ev.object as Package;
         const key = keyOf(pkg.metadata.namespace, pkg.metadata.name);
-        if (ev.type === 'DELETED') this.#packages.delete(key);
-        else this.#packages.set(key, pkg);
-        this.#core.refreshAll();
+        if (ev.type === 'DELETED') this.packages.delete(key);
+        else this.packages.set(key, pkg);
+        this.core.refreshAll();
       }),
       store.watch({ kind: 'Function', sinceResourceVersion: fns.resourceVersion }, (ev) => {
         const fn = ev.object as FunctionResource;
         const key = keyOf(fn.metadata.namespace, fn.metadata.name);
-        const previous = this.#functions.get(key);
+        const previous = this.functions.get(key);
         if (ev.type === 'DELETED') {
-          this.#functions.delete(key);
-          this.#core.deleteFunction(fn);
+          this.functions.delete(key);
+          this.core.deleteFunction(fn);
           if (this.#o.enableIstio) void this.#deleteService(fn);
           this.#logs?.close(fn.metadata.namespace, fn.metadata.name);
           if (isNewdeploy(fn)) this.#removeFunctionDeployment(fn);
           return;
         }
-        this.#functions.set(key, fn);
+        this.functions.set(key, fn);
         if (previous && isNewdeploy(previous) && !isNewdeploy(fn)) this.#removeFunctionDeployment(previous);
-        this.#core.upsertFunction(fn);
+        this.core.upsertFunction(fn);
       }),
     );
     await this.#pools;
@@ -211,16 +207,16 @@ export class KubeExecutor implements Executor {
 
   stop(): Promise<void> {
     this.#stopping ??= (async () => {
-      this.#stopped = true;
+      this.stopped = true;
       clearInterval(this.#reaper);
-      for (const w of this.#watches.splice(0)) w.close();
+      for (const w of this.watches.splice(0)) w.close();
       // Pool pods stay for the next executor to adopt (in an upgrade it runs already, and serves on them); a newdeploy
       // function's pods are replaced when the next one starts.
-      const left = new Set([...this.#core.slots()].filter((st) => !isNewdeploy(st.fn)).flatMap((st) => [...st.instances].map((i) => i.id)));
-      const instances = this.#core.stop();
+      const left = new Set([...this.core.slots()].filter((st) => !isNewdeploy(st.fn)).flatMap((st) => [...st.instances].map((i) => i.id)));
+      const instances = this.core.stop();
       // Requests under way finish first (bounded: a stuck one does not hold the stop forever).
       const deadline = Date.now() + 10_000;
-      while (Date.now() < deadline && this.#core.busy()) await sleep(50);
+      while (Date.now() < deadline && this.core.busy()) await sleep(50);
       await this.#pools;
       await Promise.all(instances.filter((i) => !left.has(i.id)).map((i) => this.#deletePod(i.id)));
       await this.#pods.stop();
@@ -266,7 +262,7 @@ export class KubeExecutor implements Executor {
     this.#envs.set(key, env);
     this.#queuePools(() => this.#reconcilePool(env));
     // Specialized pods run the old image and settings: pods of the new ones take over while these drain (versionOf).
-    if (previous && JSON.stringify(previous.spec) !== JSON.stringify(env.spec)) this.#core.refreshAll();
+    if (previous && JSON.stringify(previous.spec) !== JSON.stringify(env.spec)) this.core.refreshAll();
   }
 
   #deleteEnv(env: Environment): void {
@@ -311,7 +307,7 @@ export class KubeExecutor implements Executor {
     await Promise.all(
       pods.map(async (pod: any) => {
         const l = pod.metadata.labels ?? {};
-        const fn = this.#functions.get(keyOf(l.functionNamespace, l.functionName));
+        const fn = this.functions.get(keyOf(l.functionNamespace, l.functionName));
         const version = fn && this.#versionOf(fn);
         const current = fn !== undefined && fn.metadata.uid === l.functionUid && !isNewdeploy(fn) && pod.metadata.annotations?.[SPECIALIZED_FOR] === version;
         const ip: string = pod.status?.podIP ?? '';
@@ -324,7 +320,7 @@ export class KubeExecutor implements Executor {
 
   async #adopt(fn: FunctionResource, pod: string, podHost: string, version: string): Promise<void> {
     const host = this.#o.enableIstio ? await this.#ensureService(fn) : podHost;
-    this.#core.adopt(fn, new PodInstance(pod, `${host}:${ENV_PORT}`, version));
+    this.core.adopt(fn, new PodInstance(pod, `${host}:${ENV_PORT}`, version));
     // The pod's output from its start: a log kept across the restart gets it again, one that was lost gets it back.
     this.#followLog(fn, pod, fn.spec.environment.name);
     this.#log.info({ function: fn.metadata.name, pod }, 'pod adopted');
@@ -353,7 +349,7 @@ export class KubeExecutor implements Executor {
   /** Sets a newdeploy function's Deployment to the pods it serves, drains and starts. */
   #resizeFunctionDeployment(st: Slot): void {
     // A deleted function's Deployment goes with it (#removeFunctionDeployment): its last pods must not bring it back.
-    if (this.#stopped || !this.#core.isLive(st)) return;
+    if (this.stopped || !this.core.isLive(st)) return;
     const env = this.#envOf(st.fn);
     if (!env) return;
     this.#queuePools(() => this.#functionDeployments.ensure(st.fn, env, this.#wantedReplicas(st)));
@@ -375,7 +371,7 @@ export class KubeExecutor implements Executor {
   /** The function, its code and its environment's settings (a pod runs the image and settings it was made with). */
   #versionOf(fn: FunctionResource): string {
     const ref = fn.spec.package.packageref;
-    const pkg = this.#packages.get(keyOf(ref.namespace ?? fn.metadata.namespace, ref.name));
+    const pkg = this.packages.get(keyOf(ref.namespace ?? fn.metadata.namespace, ref.name));
     const env = this.#envOf(fn);
     const envDigest = env ? createHash('sha256').update(JSON.stringify(env.spec)).digest('hex').slice(0, 12) : '-';
     return `${fn.metadata.uid}:${fn.metadata.resourceVersion}:${pkg ? (archiveShas(pkg.spec.deployment)[0] ?? 'none') : '-'}:${envDigest}`;
@@ -395,7 +391,7 @@ export class KubeExecutor implements Executor {
   }
 
   #reap(): void {
-    this.#core.reap();
+    this.core.reap();
     this.#checkPods();
   }
 
@@ -404,36 +400,26 @@ export class KubeExecutor implements Executor {
    * found within a reap interval rather than by a request that fails or waits out a connect timeout.
    */
   #checkPods(): void {
-    if (this.#stopped) return;
+    if (this.stopped) return;
     const serving = new Set(this.#pods.list().filter((p) => p.metadata.labels?.functionUid && isReady(p)).map((p) => p.metadata.name as string));
-    for (const st of this.#core.slots()) {
+    for (const st of this.core.slots()) {
       for (const inst of st.instances) {
         if (serving.has(inst.id) || inst.gone) continue;
         inst.gone = true;
         this.#logs?.write(st.fn.metadata.namespace, st.fn.metadata.name, 'flint', `pod ${inst.id} is gone or not ready: requests go to other pods`);
-        this.#core.drain(st, inst);
+        this.core.drain(st, inst);
       }
     }
   }
 
   // ---- acquiring --------------------------------------------------------------------------
 
-  tryAcquire(fn: FunctionResource): Lease | undefined {
-    return this.#core.tryAcquire(fn);
-  }
 
-  acquire(fn: FunctionResource, signal?: AbortSignal): Promise<Lease> {
-    return this.#core.acquire(fn, signal);
-  }
 
-  /** A slot on that very pod, for a router's grant from an earlier leader (executor-service.ts). */
-  leaseInstance(fn: FunctionResource, instanceId: string): Lease | undefined {
-    return this.#core.leaseInstance(fn, instanceId);
-  }
 
   /** A function's pods as the executor holds them, for `flint fn pods`. */
   instances(namespace: string, name: string): InstancesReport {
-    return this.#core.report(namespace, name);
+    return this.core.report(namespace, name);
   }
 
   async #newInstance(st: Slot, version: string): Promise<PodInstance> {
@@ -447,7 +433,7 @@ export class KubeExecutor implements Executor {
     const env = this.#envOf(fn) ?? (await this.#o.store.get('Environment', envRef.namespace ?? ns, envRef.name));
     if (!env) throw new FlintError('FLINT_ERR_NOT_FOUND', `environment '${envRef.name}' not found in namespace '${envRef.namespace ?? ns}'`);
     const ref = fn.spec.package.packageref;
-    const pkg = this.#packages.get(keyOf(ref.namespace ?? ns, ref.name)) ?? (await this.#o.store.get('Package', ref.namespace ?? ns, ref.name));
+    const pkg = this.packages.get(keyOf(ref.namespace ?? ns, ref.name)) ?? (await this.#o.store.get('Package', ref.namespace ?? ns, ref.name));
     if (!pkg) throw new FlintError('FLINT_ERR_NOT_FOUND', `package '${ref.name}' not found in namespace '${ref.namespace ?? ns}'`);
     const body = await specializeRequest({
       store: this.#o.store,
@@ -462,7 +448,7 @@ export class KubeExecutor implements Executor {
     if (isNewdeploy(fn)) {
       // Its own pods, reached directly (the mesh still sees pod-to-pod traffic): the executor picks which pod serves.
       await this.#functionDeployments.ensure(fn, env, this.#wantedReplicas(st));
-      pod = await this.#functionDeployments.takePod(fn, env, deadline, () => this.#stopped);
+      pod = await this.#functionDeployments.takePod(fn, env, deadline, () => this.stopped);
     } else {
       // With the mesh, the function's Service must front only the pod about to be specialized.
       if (this.#o.enableIstio) await this.#deletePods(`functionName=${fn.metadata.name},functionNamespace=${ns},executorType=poolmgr`);
@@ -533,7 +519,7 @@ export class KubeExecutor implements Executor {
         return undefined;
       },
       deadline,
-      () => this.#stopped,
+      () => this.stopped,
     );
     if (claimed) return claimed;
     throw new FlintError(
@@ -580,7 +566,7 @@ export class KubeExecutor implements Executor {
     for (;;) {
       // `generic`: the claimed pod answers there, not one the Service fronted before.
       if ((await fetcherState(service, Math.max(1, Math.min(2000, deadline - Date.now())))) === 'generic') return;
-      if (Date.now() >= deadline || this.#stopped) throw new FlintError('FLINT_ERR_SPECIALIZE_FAILED', `Service ${service} did not route to pod ${pod} within specializationTimeout`);
+      if (Date.now() >= deadline || this.stopped) throw new FlintError('FLINT_ERR_SPECIALIZE_FAILED', `Service ${service} did not route to pod ${pod} within specializationTimeout`);
       await sleep(100);
     }
   }
