@@ -161,7 +161,8 @@ export async function startServer(
     let auth:
       | {
           guard: ReturnType<typeof createRouterGuard>;
-          controllerCheck: ReturnType<typeof createControllerAuthCheck>;
+          /** Only where the control plane's API runs (the admin token lives in its data directory). */
+          controllerCheck: ReturnType<typeof createControllerAuthCheck> | undefined;
           issueToken: TokenIssuer;
           mint: () => string;
           mintFetcher: () => string;
@@ -176,7 +177,7 @@ export async function startServer(
       const tokens = createTokenService({ signingKey: creds.signingKey, issuer: authValues.jwtIssuer, expirySeconds: authValues.jwtExpiryTime });
       auth = {
         guard: createRouterGuard({ tokens, authUriPath: authValues.authUriPath, login: createLoginHandler({ tokens, credentials: creds, logger: authLog }) }),
-        controllerCheck: createControllerAuthCheck({ adminToken: runs.controller ? ensureAdminToken(layout) : '', tokens, credentials: creds }),
+        controllerCheck: runs.controller ? createControllerAuthCheck({ adminToken: ensureAdminToken(layout), tokens, credentials: creds }) : undefined,
         issueToken: createTokenIssuer(tokens, creds.username),
         mint: createMintedTokenSource({ tokens, subject: 'flint:mqtrigger' }),
         // Pool pods' fetchers download archives from the control plane with it (kubernetes mode); the router refuses it.
