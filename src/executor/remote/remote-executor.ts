@@ -54,6 +54,8 @@ export interface RemoteExecutorOptions {
   logger: Logger;
   /** This router's id at the leader (one per process). */
   routerId?: string;
+  /** GRANT_IDLE_MS unless set (tests). */
+  grantIdleMs?: number;
 }
 
 export class RemoteExecutor implements Executor {
@@ -74,9 +76,14 @@ export class RemoteExecutor implements Executor {
     this.#router = o.routerId ?? randomUUID();
   }
 
+  get #idleMs(): number {
+    return this.#o.grantIdleMs ?? GRANT_IDLE_MS;
+  }
+
   async start(): Promise<void> {
     this.#loop = this.#followEvents();
-    this.#idleSweep = setInterval(() => this.#releaseIdle(), 1000);
+    // Checked a few times per idle period, at most once a second.
+    this.#idleSweep = setInterval(() => this.#releaseIdle(), Math.max(10, Math.min(1000, Math.floor(this.#idleMs / 4))));
     this.#idleSweep.unref();
   }
 
@@ -233,7 +240,7 @@ export class RemoteExecutor implements Executor {
   }
 
   #releaseIdle(): void {
-    const cutoff = Date.now() - GRANT_IDLE_MS;
+    const cutoff = Date.now() - this.#idleMs;
     for (const fg of [...this.#fns.values()]) {
       for (const g of [...fg.idle]) if (g.lastUsed < cutoff) this.#giveBack(g, 'ok');
     }
