@@ -26,6 +26,13 @@ export interface GrantingExecutor {
 /** How long a router's grants outlive its event stream: a reconnect (a blip, a new leader) keeps them. */
 export const SESSION_GRACE_MS = 15_000;
 const SWEEP_MS = 250;
+/** What the service serves besides `GET /v1/executor/instances/<namespace>/<name>`, and with which method. */
+const ROUTES = new Map<string, 'GET' | 'POST'>([
+  [PATHS.acquire, 'POST'],
+  [PATHS.grants, 'POST'],
+  [PATHS.reattach, 'POST'],
+  [PATHS.events, 'GET'],
+]);
 const MAX_BODY = 1 << 20;
 
 interface Grant {
@@ -118,20 +125,22 @@ export class ExecutorService {
     if (!auth.startsWith('Bearer ') || !this.#authorized(auth.slice(7))) {
       throw new FlintError('FLINT_ERR_UNAUTHORIZED', 'the executor service takes only the routers\' token (the Secret executor)');
     }
+    // The path and the method first: a request that names nothing served is answered so before any body is read.
+    const method = url.pathname.startsWith(`${PATHS.instances}/`) ? 'GET' : ROUTES.get(url.pathname);
+    if (!method) throw new FlintError('FLINT_ERR_NOT_FOUND', `${url.pathname} not found`);
+    if (req.method !== method) throw new FlintError('FLINT_ERR_METHOD_NOT_ALLOWED', `${req.method} ${url.pathname} is not served: ${method} only`);
     const executor = this.#o.leader();
     if (!executor) throw new FlintError('FLINT_ERR_UNAVAILABLE', `executor ${this.#o.identity} is a standby, not the leader`, { retryAfterSeconds: 1 });
-    if (req.method === 'GET' && url.pathname === PATHS.events) return this.#events(req, res, url.searchParams.get('router') ?? '');
-    if (req.method === 'GET' && url.pathname.startsWith(`${PATHS.instances}/`)) {
+    if (url.pathname === PATHS.events) return this.#events(req, res, url.searchParams.get('router') ?? '');
+    if (method === 'GET') {
       const [ns, name, ...rest] = url.pathname.slice(PATHS.instances.length + 1).split('/').map(decodeURIComponent);
       if (!ns || !name || rest.length > 0) throw new FlintError('FLINT_ERR_VALIDATION', `expected ${PATHS.instances}/<namespace>/<name>`);
       return this.#json(res, 200, executor.instances(ns, name));
     }
-    if (req.method !== 'POST') throw new FlintError('FLINT_ERR_METHOD_NOT_ALLOWED', `${req.method} ${url.pathname} is not served`);
     const body = await readJson(req);
     if (url.pathname === PATHS.acquire) return this.#acquire(executor, res, body as AcquireRequest);
     if (url.pathname === PATHS.grants) return this.#ops(res, body as GrantOpsRequest);
-    if (url.pathname === PATHS.reattach) return this.#reattach(executor, res, body as ReattachRequest);
-    throw new FlintError('FLINT_ERR_NOT_FOUND', `${url.pathname} not found`);
+    return this.#reattach(executor, res, body as ReattachRequest);
   }
 
   async #acquire(executor: GrantingExecutor, res: http.ServerResponse, body: AcquireRequest): Promise<void> {
