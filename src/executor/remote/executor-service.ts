@@ -176,9 +176,10 @@ export class ExecutorService {
   #reattach(executor: GrantingExecutor, res: http.ServerResponse, body: ReattachRequest): void {
     const session = this.#session(routerOf(body));
     if (!Array.isArray(body.grants)) throw new FlintError('FLINT_ERR_VALIDATION', 'grants: expected a list');
-    const grants = body.grants.map((g, i) => {
-      const fn = functionOf(g?.fn, `grants[${i}].fn`);
-      const lease = typeof g.instanceId === 'string' ? executor.leaseInstance(fn, g.instanceId) : undefined;
+    // Every entry checked before any is leased: a refused request leaves nothing held for a router that never learns of it.
+    const asked = body.grants.map((g, i) => ({ fn: functionOf(g?.fn, `grants[${i}].fn`), instanceId: g.instanceId }));
+    const grants = asked.map(({ fn, instanceId }) => {
+      const lease = typeof instanceId === 'string' ? executor.leaseInstance(fn, instanceId) : undefined;
       return lease ? this.#grant(session, lease) : null;
     });
     this.#json(res, 200, { leader: this.#o.identity, grants });
