@@ -26,6 +26,9 @@ export interface GrantingExecutor {
 /** How long a router's grants outlive its event stream: a reconnect (a blip, a new leader) keeps them. */
 export const SESSION_GRACE_MS = 15_000;
 const SWEEP_MS = 250;
+/** How long a release of a grant id not (yet) granted is remembered, and how many per router at most. */
+const GIVEN_UP_MS = 60_000;
+const MAX_GIVEN_UP = 10_000;
 /** What the service serves besides `GET /v1/executor/instances/<namespace>/<name>`, and with which method. */
 const ROUTES = new Map<string, 'GET' | 'POST'>([
   [PATHS.acquire, 'POST'],
@@ -44,6 +47,8 @@ interface Grant {
 interface Session {
   readonly id: string;
   readonly grants: Map<string, Grant>;
+  /** Ids released before they were granted (the router gave up on its request), and when: a late grant is given back. */
+  readonly givenUp: Map<string, number>;
   stream?: http.ServerResponse;
   /** When its stream went (epoch ms); undefined while connected. */
   goneSince?: number;
@@ -144,17 +149,24 @@ export class ExecutorService {
   }
 
   async #acquire(executor: GrantingExecutor, res: http.ServerResponse, body: AcquireRequest): Promise<void> {
-    const session = this.#session(routerOf(body));
+    const router = routerOf(body);
     const fn = functionOf(body.fn, 'fn');
+    const id = grantIdOf(body.grant);
+    if (this.#sessions.get(router)?.grants.has(id)) throw new FlintError('FLINT_ERR_CONFLICT', `grant ${id} is held already`, { field: 'grant' });
+    this.#session(router);
     // The router gave up (its client went away): so does the wait here.
     const abort = new AbortController();
     res.on('close', () => abort.abort());
     const lease = await executor.acquire(fn, abort.signal);
-    if (abort.signal.aborted) {
+    // The session as it is now: it may have ended (the router was gone for the grace, or the term ended) while this waited.
+    const session = this.#session(router);
+    if (abort.signal.aborted || session.givenUp.delete(id) || session.grants.has(id) || this.#o.leader() !== executor) {
       lease.release('ok');
-      return;
+      if (abort.signal.aborted) return;
+      if (this.#o.leader() !== executor) throw new FlintError('FLINT_ERR_UNAVAILABLE', `executor ${this.#o.identity} is a standby, not the leader`, { retryAfterSeconds: 1 });
+      throw new FlintError('FLINT_ERR_CONFLICT', `grant ${id} was given back, or taken, while it was being acquired`, { field: 'grant' });
     }
-    this.#json(res, 200, this.#grant(session, lease));
+    this.#json(res, 200, this.#grant(session, lease, id));
   }
 
   #ops(res: http.ServerResponse, body: GrantOpsRequest): void {
@@ -163,7 +175,11 @@ export class ExecutorService {
     for (const op of body.ops) {
       // Grants of an earlier leader, or already given back: nothing to do.
       const g = session?.grants.get(String(op?.grant));
-      if (!g) continue;
+      if (!g) {
+        // Perhaps not granted yet: an acquire the router gave up on, still waiting here.
+        if (session && op?.op === 'release' && typeof op.grant === 'string') this.#giveUp(session, op.grant);
+        continue;
+      }
       if (op.op === 'longLived') g.lease.markLongLived?.();
       else if (op.op === 'release') {
         session?.grants.delete(g.id);
@@ -208,14 +224,20 @@ export class ExecutorService {
   #session(router: string): Session {
     let s = this.#sessions.get(router);
     if (!s) {
-      s = { id: router, grants: new Map(), goneSince: Date.now() };
+      s = { id: router, grants: new Map(), givenUp: new Map(), goneSince: Date.now() };
       this.#sessions.set(router, s);
     }
     return s;
   }
 
-  #grant(session: Session, lease: Lease): GrantAnswer {
-    const id = randomUUID();
+  #giveUp(session: Session, id: string): void {
+    if (id === '' || id.length > MAX_GRANT_ID) return;
+    session.givenUp.set(id, Date.now());
+    // Bounded: the oldest go first (a map iterates in insertion order).
+    if (session.givenUp.size > MAX_GIVEN_UP) session.givenUp.delete(session.givenUp.keys().next().value as string);
+  }
+
+  #grant(session: Session, lease: Lease, id: string = randomUUID()): GrantAnswer {
     session.grants.set(id, { id, lease, revoked: false });
     return { grant: id, address: lease.address ?? '', socketPath: lease.socketPath, instanceId: lease.instanceId, coldStart: lease.coldStart, leader: this.#o.identity };
   }
@@ -229,6 +251,10 @@ export class ExecutorService {
         for (const g of s.grants.values()) g.lease.release('ok');
         this.#sessions.delete(s.id);
         continue;
+      }
+      for (const [id, at] of s.givenUp) {
+        if (now - at <= GIVEN_UP_MS) break;
+        s.givenUp.delete(id);
       }
       const revoke: string[] = [];
       for (const g of s.grants.values()) {
@@ -271,6 +297,16 @@ function routerOf(body: { router?: unknown } | undefined): string {
     throw new FlintError('FLINT_ERR_VALIDATION', 'router: expected the router\'s id (a string of 1 to 256 characters)', { field: 'router' });
   }
   return body.router;
+}
+
+const MAX_GRANT_ID = 128;
+
+function grantIdOf(v: unknown): string {
+  if (v === undefined) return randomUUID();
+  if (typeof v !== 'string' || v === '' || v.length > MAX_GRANT_ID) {
+    throw new FlintError('FLINT_ERR_VALIDATION', `grant: expected an id (a string of 1 to ${MAX_GRANT_ID} characters)`, { field: 'grant' });
+  }
+  return v;
 }
 
 /** Enough of a Function for the core to key and version it; the leader's own watch holds the rest. */

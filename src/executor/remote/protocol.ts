@@ -21,6 +21,11 @@ export const PATHS = {
 export interface AcquireRequest {
   router: string;
   fn: FunctionResource;
+  /**
+   * The grant's id, chosen by the router (the leader makes one up without it). A router that gives up on the
+   * request releases this id: the leader may have granted it already, with its answer on the way.
+   */
+  grant?: string;
 }
 
 export interface GrantAnswer {

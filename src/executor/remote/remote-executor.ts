@@ -140,7 +140,8 @@ export class RemoteExecutor implements Executor {
         const i = fg.waiting.indexOf(waiter);
         if (i >= 0) fg.waiting.splice(i, 1);
       };
-      this.#o.client.acquire({ router: this.#router, fn }, ask.signal).then(
+      const id = randomUUID();
+      this.#o.client.acquire({ router: this.#router, fn, grant: id }, ask.signal).then(
         (answer) => {
           done();
           const g = this.#adopt(fn, answer);
@@ -154,6 +155,9 @@ export class RemoteExecutor implements Executor {
         },
         (err) => {
           done();
+          // Given up (a grant freed here served it, or the caller went): the leader may have granted it all the
+          // same, its answer on the way and now unread. The id goes back; the leader ignores it if it granted nothing.
+          if (ask.signal.aborted) this.#queue({ grant: id, op: 'release', outcome: 'ok' });
           if (!settled) reject(err);
         },
       );
