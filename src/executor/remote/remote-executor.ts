@@ -32,7 +32,11 @@ interface Grant {
   busy: boolean;
   revoked: boolean;
   lastUsed: number;
+  /** How its request ended, when that was while a new leader was taking the grant over (the answer settles it). */
+  endedWith?: Outcome;
 }
+
+type Outcome = 'ok' | 'unreachable' | 'timeout';
 
 interface LocalWaiter {
   resolve(lease: Lease): void;
@@ -214,15 +218,21 @@ export class RemoteExecutor implements Executor {
         released = true;
         g.busy = false;
         g.lastUsed = Date.now();
-        // onceOnly: the executor retires the instance after each request, so the grant is not kept.
-        if (outcome !== 'ok' || g.revoked || this.#stopped || g.fn.spec.onceOnly) this.#giveBack(g, outcome);
-        // (Not in the cache while a new leader is asked to take it over: that answer puts it back.)
-        else if (this.#byId.get(g.id) === g) this.#idle(g);
+        if (this.#byId.get(g.id) === g) this.#settle(g, outcome);
+        // Not in the cache while a new leader is asked to take it over: its answer settles it, with this outcome.
+        else g.endedWith = outcome;
       },
     };
   }
 
-  #giveBack(g: Grant, outcome: 'ok' | 'unreachable' | 'timeout'): void {
+  /** A request on the grant ended: it is kept for the next, or given back. */
+  #settle(g: Grant, outcome: Outcome): void {
+    // onceOnly: the executor retires the instance after each request, so the grant is not kept.
+    if (outcome !== 'ok' || g.revoked || this.#stopped || g.fn.spec.onceOnly) this.#giveBack(g, outcome);
+    else this.#idle(g);
+  }
+
+  #giveBack(g: Grant, outcome: Outcome): void {
     if (!this.#forget(g)) return;
     this.#queue({ grant: g.id, op: 'release', outcome });
   }
@@ -326,7 +336,8 @@ export class RemoteExecutor implements Executor {
       this.#byId.set(g.id, g);
       this.#grantsOf(g.fn).all.add(g);
       // Its request may have ended while the new leader answered.
-      if (!g.busy) this.#idle(g);
+      if (!g.busy) this.#settle(g, g.endedWith ?? 'ok');
+      g.endedWith = undefined;
     });
   }
 
