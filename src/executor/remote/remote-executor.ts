@@ -305,11 +305,16 @@ export class RemoteExecutor implements Executor {
     } else if ('leader' in ev && ev.leader !== this.#leader) {
       const previous = this.#leader;
       this.#leader = ev.leader;
-      if (previous !== '') await this.#reattach(previous);
+      // Grants of another leader are handed over: the one before, or one that answered before this stream first did.
+      for (const g of this.#byId.values()) {
+        if (g.leader === ev.leader) continue;
+        await this.#reattach(previous);
+        break;
+      }
     }
   }
 
-  /** A new leader: the grants in use are handed to it; idle ones of the old leader are dropped (the new one hands out its own). */
+  /** A new leader: the grants in use are handed to it; idle ones of other leaders are dropped (the new one hands out its own). */
   async #reattach(previous: string): Promise<void> {
     const leader = this.#leader;
     const old = [...this.#byId.values()].filter((g) => g.leader !== leader);
