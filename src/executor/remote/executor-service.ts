@@ -46,6 +46,8 @@ interface Grant {
 
 interface Session {
   readonly id: string;
+  /** This session of the router's, among those it had here (one ends when the router is gone past the grace). */
+  readonly epoch: string;
   readonly grants: Map<string, Grant>;
   /** Ids released before they were granted (the router gave up on its request), and when: a late grant is given back. */
   readonly givenUp: Map<string, number>;
@@ -198,7 +200,7 @@ export class ExecutorService {
       const lease = typeof instanceId === 'string' ? executor.leaseInstance(fn, instanceId) : undefined;
       return lease ? this.#grant(session, lease) : null;
     });
-    this.#json(res, 200, { leader: this.#o.identity, grants });
+    this.#json(res, 200, { leader: this.#o.identity, session: session.epoch, grants });
   }
 
   #events(req: http.IncomingMessage, res: http.ServerResponse, router: string): void {
@@ -209,7 +211,7 @@ export class ExecutorService {
     session.goneSince = undefined;
     res.writeHead(200, { 'content-type': 'application/x-ndjson', 'cache-control': 'no-store' });
     res.flushHeaders();
-    this.#send(session, { leader: this.#o.identity });
+    this.#send(session, { leader: this.#o.identity, session: session.epoch });
     // Grants revoked while it was away.
     const revoked = [...session.grants.values()].filter((g) => g.revoked).map((g) => g.id);
     if (revoked.length > 0) this.#send(session, { revoke: revoked });
@@ -224,7 +226,7 @@ export class ExecutorService {
   #session(router: string): Session {
     let s = this.#sessions.get(router);
     if (!s) {
-      s = { id: router, grants: new Map(), givenUp: new Map(), goneSince: Date.now() };
+      s = { id: router, epoch: randomUUID(), grants: new Map(), givenUp: new Map(), goneSince: Date.now() };
       this.#sessions.set(router, s);
     }
     return s;
@@ -239,7 +241,15 @@ export class ExecutorService {
 
   #grant(session: Session, lease: Lease, id: string = randomUUID()): GrantAnswer {
     session.grants.set(id, { id, lease, revoked: false });
-    return { grant: id, address: lease.address ?? '', socketPath: lease.socketPath, instanceId: lease.instanceId, coldStart: lease.coldStart, leader: this.#o.identity };
+    return {
+      grant: id,
+      address: lease.address ?? '',
+      socketPath: lease.socketPath,
+      instanceId: lease.instanceId,
+      coldStart: lease.coldStart,
+      leader: this.#o.identity,
+      session: session.epoch,
+    };
   }
 
   /** Revokes grants whose instance drains or went; gives back the grants of routers gone for good. */

@@ -27,8 +27,8 @@ interface Grant {
   readonly address: string;
   readonly socketPath?: string;
   readonly instanceId: string;
-  /** The leader that issued it (grant ids mean nothing to another). */
-  leader: string;
+  /** The leader and the router's session there that issued it (termOf): grant ids mean nothing to another. */
+  term: string;
   busy: boolean;
   revoked: boolean;
   lastUsed: number;
@@ -70,6 +70,8 @@ export class RemoteExecutor implements Executor {
   #ops: GrantOp[] = [];
   #flushing = false;
   #leader = '';
+  /** The leader and this router's session there, as the event stream last said. */
+  #term = '';
   #stopped = false;
   #events: AbortController | undefined;
   #loop: Promise<void> | undefined;
@@ -197,7 +199,7 @@ export class RemoteExecutor implements Executor {
 
   #adopt(fn: FunctionResource, a: GrantAnswer): Grant {
     const fg = this.#grantsOf(fn);
-    const g: Grant = { id: a.grant, key: `${fn.metadata.namespace}/${fn.metadata.name}`, fn, address: a.address, socketPath: a.socketPath, instanceId: a.instanceId, leader: a.leader, busy: false, revoked: false, lastUsed: Date.now() };
+    const g: Grant = { id: a.grant, key: `${fn.metadata.namespace}/${fn.metadata.name}`, fn, address: a.address, socketPath: a.socketPath, instanceId: a.instanceId, term: termOf(a), busy: false, revoked: false, lastUsed: Date.now() };
     fg.all.add(g);
     this.#byId.set(g.id, g);
     return g;
@@ -302,12 +304,14 @@ export class RemoteExecutor implements Executor {
         g.revoked = true;
         if (!g.busy) this.#giveBack(g, 'ok');
       }
-    } else if ('leader' in ev && ev.leader !== this.#leader) {
+    } else if ('leader' in ev && termOf(ev) !== this.#term) {
       const previous = this.#leader;
       this.#leader = ev.leader;
-      // Grants of another leader are handed over: the one before, or one that answered before this stream first did.
+      this.#term = termOf(ev);
+      // Grants of another leader are handed over: the one before, or one that answered before this stream first did;
+      // so are those of an earlier session at this leader (the router was gone past the grace: they were given back).
       for (const g of this.#byId.values()) {
-        if (g.leader === ev.leader) continue;
+        if (g.term === this.#term) continue;
         await this.#reattach(previous);
         break;
       }
@@ -317,7 +321,8 @@ export class RemoteExecutor implements Executor {
   /** A new leader: the grants in use are handed to it; idle ones of other leaders are dropped (the new one hands out its own). */
   async #reattach(previous: string): Promise<void> {
     const leader = this.#leader;
-    const old = [...this.#byId.values()].filter((g) => g.leader !== leader);
+    const term = this.#term;
+    const old = [...this.#byId.values()].filter((g) => g.term !== term);
     for (const g of old) this.#forget(g);
     this.#ops = this.#ops.filter((op) => this.#byId.has(op.grant));
     const busy = old.filter((g) => g.busy);
@@ -337,7 +342,7 @@ export class RemoteExecutor implements Executor {
         return;
       }
       g.id = a.grant;
-      g.leader = a.leader;
+      g.term = termOf(a);
       this.#byId.set(g.id, g);
       this.#grantsOf(g.fn).all.add(g);
       // Its request may have ended while the new leader answered.
@@ -358,4 +363,9 @@ export class RemoteExecutor implements Executor {
     }
     return true;
   }
+}
+
+/** Who issued a grant: a leader, and the router's session there (older leaders name none). */
+function termOf(a: { leader: string; session?: string }): string {
+  return a.session === undefined ? a.leader : `${a.leader}/${a.session}`;
 }
