@@ -41,6 +41,8 @@ const MAX_BODY = 1 << 20;
 interface Grant {
   readonly id: string;
   readonly lease: Lease;
+  /** What the router was told: told again when it asks for the same id (a retry whose first answer it lost). */
+  readonly answer: GrantAnswer;
   revoked: boolean;
 }
 
@@ -154,8 +156,14 @@ export class ExecutorService {
     const router = routerOf(body);
     const fn = functionOf(body.fn, 'fn');
     const id = grantIdOf(body.grant);
-    if (this.#sessions.get(router)?.grants.has(id)) throw new FlintError('FLINT_ERR_CONFLICT', `grant ${id} is held already`, { field: 'grant' });
-    this.#session(router);
+    const asked = this.#session(router);
+    const held = asked.grants.get(id);
+    // Asked again: the client retried a request whose answer it lost. The same grant, unless revoked meanwhile.
+    if (held && !held.revoked) return this.#json(res, 200, held.answer);
+    if (held) {
+      asked.grants.delete(id);
+      held.lease.release('ok');
+    }
     // The router gave up (its client went away): so does the wait here.
     const abort = new AbortController();
     res.on('close', () => abort.abort());
@@ -240,8 +248,7 @@ export class ExecutorService {
   }
 
   #grant(session: Session, lease: Lease, id: string = randomUUID()): GrantAnswer {
-    session.grants.set(id, { id, lease, revoked: false });
-    return {
+    const answer: GrantAnswer = {
       grant: id,
       address: lease.address ?? '',
       socketPath: lease.socketPath,
@@ -250,6 +257,8 @@ export class ExecutorService {
       leader: this.#o.identity,
       session: session.epoch,
     };
+    session.grants.set(id, { id, lease, answer, revoked: false });
+    return answer;
   }
 
   /** Revokes grants whose instance drains or went; gives back the grants of routers gone for good. */

@@ -23,7 +23,8 @@ export interface AcquireRequest {
   fn: FunctionResource;
   /**
    * The grant's id, chosen by the router (the leader makes one up without it). A router that gives up on the
-   * request releases this id: the leader may have granted it already, with its answer on the way.
+   * request releases this id: the leader may have granted it already, with its answer on the way. Asked again
+   * for an id it holds, the leader answers that grant again (a retry whose first answer was lost).
    */
   grant?: string;
 }
