@@ -161,7 +161,7 @@ describe('tracing to a real OTLP receiver', { timeout: 600_000 }, () => {
       const post = one(spans, 'POST', proc);
       assert.equal(post.kind, KIND.client);
       assert.equal(spanAttr(post, 'http.response.status_code'), '200');
-      const { acquire, call } = routerSpans(spans, 'POST /flint-function/', post.spanId);
+      const { acquire, call } = routerSpans(spans, 'POST /flint-function/{function}', post.spanId);
       assert.equal(spanAttr(acquire, 'flint.cold_start'), false, 'the instance from the first test is warm');
       assert.equal(atFunction.spanId, call.spanId);
       // The answer's publication, whose context the response record carries.

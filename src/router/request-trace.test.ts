@@ -161,7 +161,7 @@ describe('router tracing', () => {
     const traceId = '22222222222222222222222222222222';
     const e = await echo(traced.url, '/flint-function/revived', { traceparent: `00-${traceId}-${PARENT}-01` });
     const { server, byName } = await traceOf(traceId);
-    assert.equal(server.name, 'GET /flint-function/');
+    assert.equal(server.name, 'GET /flint-function/{function}');
     const calls = byName.get('function call') ?? [];
     const acquires = byName.get('acquire') ?? [];
     assert.equal(calls.length, 2);

@@ -7,6 +7,9 @@ import type { Lease } from '../executor/types.ts';
 import { SPAN_KIND, type Span, type Tracer } from '../tracing/types.ts';
 import type { FnTarget } from './targets.ts';
 
+/** nginx's code for "the client went away first", as the proxy counts it. */
+const CLIENT_CLOSED = 499;
+
 export class RequestTrace {
   readonly #tracer: Tracer;
   readonly #server: Span;
@@ -80,7 +83,7 @@ export class RequestTrace {
   finish(status: number, why?: string): void {
     const server = this.#server;
     if (!server.recording) return;
-    this.#acquire?.fail(why ?? 'no instance').end();
+    this.#acquire?.fail(why ?? (status === CLIENT_CLOSED ? 'the client closed the connection' : 'no instance')).end();
     const call = this.#call;
     if (call !== undefined) {
       call.set('http.response.status_code', status);

@@ -92,6 +92,8 @@ export interface RouterOptions {
 export const HEALTH_PATH = '/router-healthz';
 export const METRICS_PATH = '/metrics';
 const FULL_URL_HEADER = 'X-Flint-Full-Url';
+/** The internal path as a route template, for spans (`http.route`). */
+const INTERNAL_ROUTE = `${INTERNAL_PREFIX}{function}`;
 const SCOPED_OWN_ENDPOINT = "Forbidden: a scoped token reaches only its functions, not the router's own endpoints";
 
 /**
@@ -344,7 +346,7 @@ export class Router {
         }
       }
       fwd = hit.forwardPath + query;
-      route = INTERNAL_PREFIX;
+      route = INTERNAL_ROUTE;
     } else {
       const m = table.match(scan.host, path, method);
       if (path === '/' && (method === 'GET' || method === 'HEAD') && (m === undefined || 'allow' in m)) {
