@@ -118,6 +118,12 @@ describe('tracing to a real OTLP receiver', { timeout: 600_000 }, () => {
     assert.equal(spanAttr(acquire, 'flint.cold_start'), true, 'the first call of the function is a cold start');
     // The function's parent is the router's call.
     assert.equal(got.spanId, call.spanId);
+    // The router's /metrics counts what the receiver accepted.
+    await eventually(async () => {
+      const text = await (await fetch(`${server.routerUrl}/metrics`)).text();
+      const m = /^flint_tracing_spans_exported_total (\d+)/m.exec(text);
+      return m !== null && Number(m[1]) >= 4 && /^flint_tracing_spans_dropped_total 0$/m.test(text);
+    }, 'the exported spans counted');
   });
 
   it("carries a Kafka record's trace through the trigger, the router and the function to the response record", async () => {
