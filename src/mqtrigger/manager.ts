@@ -11,9 +11,11 @@ import { natsConsumer } from '../api/nats-trigger.ts';
 import { redisGroup } from '../api/queue-trigger.ts';
 import type { MessageQueueTrigger } from '../api/kinds.ts';
 import type { Store, Watch } from '../store/store.ts';
+import type { Tracer } from '../tracing/types.ts';
 import type { Connector, Handled, OutgoingMessage, QueueMessage, Subscription } from './connector.ts';
 import { errorText } from './error-text.ts';
 import type { ConnectorLease } from './trigger-connectors.ts';
+import { passTraceparent, TriggerTrace } from './trigger-trace.ts';
 
 export interface TriggerManagerOptions {
   store: Store;
@@ -29,6 +31,8 @@ export interface TriggerManagerOptions {
   token?: () => string | undefined;
   /** First retry delay; doubles per attempt (capped at 10 s). */
   retryBaseMs?: number;
+  /** Spans for each message handled (tracing.otlpEndpoint); without it, a message's traceparent is passed on as it came. */
+  tracer?: Tracer;
 }
 
 const HOP_BY_HOP = new Set(['connection', 'keep-alive', 'transfer-encoding', 'content-length', 'host', 'upgrade', 'te', 'trailer']);
@@ -227,16 +231,22 @@ export class TriggerManager {
     headers['x-flint-mqtrigger-topic'] = spec.topic;
     headers['x-flint-mqtrigger-resptopic'] = spec.respTopic ?? '';
     headers['x-flint-mqtrigger-errortopic'] = spec.errorTopic ?? '';
+    const trace = this.#o.tracer === undefined ? undefined : new TriggerTrace(this.#o.tracer, t, m);
     const attempts = 1 + (spec.maxRetries ?? 0);
     let failure = '';
     for (let i = 0; i < attempts; i++) {
       const token = this.#o.token?.();
       if (token) headers.authorization = `Bearer ${token}`;
-      if (r.stopped && i > 0) throw new Error('trigger stopped during retries');
+      if (r.stopped && i > 0) {
+        trace?.end(undefined, 'the trigger stopped during retries');
+        throw new Error('trigger stopped during retries');
+      }
       log.info({ url, attempt: i + 1, of: attempts }, 'calling function');
+      trace?.callStart(headers, url, i + 1);
       try {
         const res = await this.#http.request({ origin, path: fnPath, method: 'POST', headers, body: m.value });
         const body = Buffer.from(await res.body.arrayBuffer());
+        trace?.callEnd(res.statusCode);
         log.info({ status: res.statusCode, body: body.toString().slice(0, 1000) }, 'function answered');
         if (res.statusCode >= 200 && res.statusCode < 300) {
           if (spec.respTopic) {
@@ -244,19 +254,38 @@ export class TriggerManager {
             for (const [k, v] of Object.entries(res.headers)) {
               if (!HOP_BY_HOP.has(k) && v !== undefined) out[k] = Array.isArray(v) ? v.join(', ') : v;
             }
-            return this.#publishInOrder(r, connector, spec.respTopic, { key: m.key, value: body, headers: out });
+            return this.#answer(r, connector, m, trace, spec.respTopic, { key: m.key, value: body, headers: out });
           }
+          trace?.end(undefined);
           return undefined;
         }
         failure = `Request returned failure: ${res.statusCode}`;
       } catch (err) {
         failure = `Request returned failure: ${(err as Error).message}`;
+        trace?.callEnd((err as Error).message);
         log.warn({ err: (err as Error).message }, 'calling the function failed');
       }
       if (i < attempts - 1) await sleep(Math.min((this.#o.retryBaseMs ?? 100) * 2 ** i, 10_000));
     }
     log.warn({ failure, errorTopic: spec.errorTopic }, 'giving up on the message');
-    return spec.errorTopic ? this.#publishInOrder(r, connector, spec.errorTopic, { key: m.key, value: failure }) : undefined;
+    if (spec.errorTopic) return this.#answer(r, connector, m, trace, spec.errorTopic, { key: m.key, value: failure, headers: {} }, failure);
+    trace?.end(undefined, failure);
+    return undefined;
+  }
+
+  /**
+   * Publishes a message's outcome to `topic` with trace context: the
+   * message's own `traceparent` (tracing off), or a `send` span's.
+   */
+  #answer(r: Running, connector: Connector, m: QueueMessage, trace: TriggerTrace | undefined, topic: string, msg: OutgoingMessage & { headers: Record<string, string> }, failure?: string): Handled {
+    if (trace === undefined) {
+      passTraceparent(m, msg.headers);
+      return this.#publishInOrder(r, connector, topic, msg);
+    }
+    const span = trace.send(topic, msg.headers);
+    const handled = this.#publishInOrder(r, connector, topic, msg);
+    trace.end({ span, settled: handled.settled }, failure);
+    return handled;
   }
 }
 

@@ -49,6 +49,7 @@ import { openKubeStore } from '../store/kubernetes.ts';
 import { followLeader } from '../store/leader-election.ts';
 import { openSqliteStore } from '../store/sqlite.ts';
 import type { Store } from '../store/store.ts';
+import type { Tracing } from '../tracing/index.ts';
 import { listenerCaps, type Listener, openFileLimit } from '../limits/fd-budget.ts';
 import { connectionDropCounter } from '../limits/metrics.ts';
 import { limitNodeServer } from '../limits/node-server.ts';
@@ -156,6 +157,18 @@ export async function startServer(
       stops.push(() => egress.stop());
     }
     const sandboxEgress = values.executor.sandbox === 'bubblewrap' ? egress : undefined;
+    // Tracing: loaded only when an OTLP endpoint is set, so with it off no tracing code runs. Its entry stops after the
+    // router's and the trigger manager's (stops run in reverse), so their last spans are sent.
+    const identity = candidateIdentity();
+    let tracing: Tracing | undefined;
+    if (values.tracing.otlpEndpoint !== '') {
+      const { startTracing } = await import('../tracing/index.ts');
+      const traceLog = logger.child({ component: 'tracing' });
+      const started = startTracing(values.tracing, { version: VERSION, instanceId: identity, role: runs.role, warn: (message) => traceLog.warn(message) });
+      tracing = started;
+      started.register(metrics);
+      stops.push(() => started.shutdown());
+    }
     // Authentication: everything is built only when it is on.
     const authValues = values.authentication;
     let auth:
@@ -192,7 +205,6 @@ export async function startServer(
     let routerUrl = values.kubernetes.routerUrl;
     // The role's singletons: started at once, or (several replicas) by whichever holds the role's Lease.
     const singletons: Array<{ start(): Promise<void> }> = [];
-    const identity = candidateIdentity();
     // Kubernetes mode's executor in its own process (role executor): serves the routers (executor-service.ts).
     let executorService: ExecutorService | undefined;
     let local: ProcessExecutor | KubeExecutor | undefined;
@@ -314,7 +326,9 @@ export async function startServer(
         // With authentication off the header is not a Flint credential: a function may do its own auth with it.
         forwardAuthorization: auth === undefined || values.router.forwardAuthorization,
         accessLog: accessOut === undefined ? undefined : jsonLines(accessOut),
+        tracer: tracing?.tracer,
       });
+      tracing?.register(router.metrics.registry);
       routerUrl = (await router.start()).url;
       // The instances stop while upgraded connections still carry bytes, so WebSockets get the runtime's 1001 rather than a cut.
       // The executor's own entry, earlier in the list, then finds it stopped.
@@ -384,6 +398,7 @@ export async function startServer(
           }),
         routerUrl: () => routerUrl,
         token: auth?.mint,
+        tracer: tracing?.tracer,
       });
       triggers = manager;
       singletons.push({ start: () => manager.start() });
