@@ -43,6 +43,7 @@ import { NatsConnector } from '../mqtrigger/nats.ts';
 import { RabbitConnector } from '../mqtrigger/rabbitmq.ts';
 import { RedisConnector } from '../mqtrigger/redis.ts';
 import { TopicReadback } from '../mqtrigger/readback.ts';
+import { createTimeTriggerScheduler } from '../timetrigger/scheduler.ts';
 import { jsonLines } from '../router/access-log.ts';
 import { createRouter } from '../router/router.ts';
 import { openKubeStore } from '../store/kubernetes.ts';
@@ -164,6 +165,7 @@ export async function startServer(
           controllerCheck: ReturnType<typeof createControllerAuthCheck>;
           issueToken: TokenIssuer;
           mint: () => string;
+          mintTimer: () => string;
           mintFetcher: () => string;
         }
       | undefined;
@@ -179,6 +181,7 @@ export async function startServer(
         controllerCheck: createControllerAuthCheck({ adminToken: runs.controller ? ensureAdminToken(layout) : '', tokens, credentials: creds }),
         issueToken: createTokenIssuer(tokens, creds.username),
         mint: createMintedTokenSource({ tokens, subject: 'flint:mqtrigger' }),
+        mintTimer: createMintedTokenSource({ tokens, subject: 'flint:timetrigger' }),
         // Pool pods' fetchers download archives from the control plane with it (kubernetes mode); the router refuses it.
         mintFetcher: createMintedTokenSource({ tokens, subject: FETCHER_SUBJECT, audience: ARCHIVES_AUDIENCE }),
       };
@@ -387,6 +390,19 @@ export async function startServer(
       triggers = manager;
       singletons.push({ start: () => manager.start() });
       stops.push(() => manager.stop());
+    }
+    if (runs.executor) {
+      // Time triggers: a singleton like the trigger manager, so one process fires each due time.
+      const executor = local;
+      const timers = createTimeTriggerScheduler({
+        store,
+        logger: logger.child({ component: 'timetrigger' }),
+        routerUrl: () => routerUrl,
+        token: auth?.mintTimer,
+        functionLog: (ns, name, line) => executor?.writeFunctionLog(ns, name, line) ?? false,
+      });
+      singletons.push({ start: () => timers.start() });
+      stops.push(() => timers.stop());
     }
     // Run now, or once this replica leads its role.
     if (runs.elected && kube) {

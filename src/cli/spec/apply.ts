@@ -23,6 +23,7 @@ const WORDS: Record<KindName, [string, string]> = {
   MessageQueueTrigger: ['mqtrigger', 'mqtriggers'],
   Secret: ['secret', 'secrets'],
   ConfigMap: ['configmap', 'configmaps'],
+  TimeTrigger: ['timetrigger', 'timetriggers'],
 };
 
 type Outcome = 'created' | 'updated' | 'deleted';
