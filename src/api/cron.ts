@@ -50,6 +50,27 @@ function every(expression: string, ms: number): Schedule {
 
 const FIELD_HELP = '5 fields (minute hour day-of-month month day-of-week), 6 with seconds first, @every <duration>, or one of @hourly, @daily, @weekly, @monthly, @yearly';
 
+const RANGES: Record<string, string> = {
+  second: 'second (0-59)',
+  minute: 'minute (0-59)',
+  hour: 'hour (0-23)',
+  day: 'day of month (1-31)',
+  month: 'month (1-12 or JAN-DEC)',
+  dayOfWeek: 'day of week (0-7 or SUN-SAT)',
+};
+
+/** croner's message, in the words of the fields a user wrote. */
+function reason(text: string, why: string): string {
+  if (text.startsWith('@')) {
+    if (/^@reboot$/i.test(text)) return '@reboot is not a schedule: a time trigger runs at due times';
+    if (/invalid configuration format/.test(why)) return `unknown nickname '${text}': use ${FIELD_HELP}`;
+  }
+  // croner reports the value after its own offset (month 13 as 12): name the field and its range instead.
+  const range = /^Invalid value for (\w+)/.exec(why);
+  if (range && RANGES[range[1]]) return `a value is out of range for the ${RANGES[range[1]]}`;
+  return why.charAt(0).toLowerCase() + why.slice(1);
+}
+
 /** Reads a schedule; throws an Error whose message says what is wrong with it. */
 export function parseSchedule(expression: string): Schedule {
   const text = expression.trim();
@@ -64,8 +85,7 @@ export function parseSchedule(expression: string): Schedule {
   try {
     cron = new Cron(text, { timezone: 'UTC', mode: '5-or-6-parts', paused: true });
   } catch (err) {
-    const why = ((err as Error).message ?? String(err)).replace(/^CronPattern:\s*/, '');
-    throw new Error(text.startsWith('@') && /invalid configuration format/.test(why) ? `unknown nickname '${text}': use ${FIELD_HELP}` : why);
+    throw new Error(reason(text, ((err as Error).message ?? String(err)).replace(/^CronPattern:\s*/, '')));
   }
   if (cron.nextRun(new Date()) === null) throw new Error('the expression never matches a date');
   return {
