@@ -207,6 +207,22 @@ describe('time-trigger scheduler', { timeout: 60_000 }, () => {
     assert.deepEqual(s.active(), []);
   });
 
+  it('a scheduler that wakes late makes one run of the due times that passed, and says so', async () => {
+    let skew = 0;
+    await create('late');
+    await scheduler({ now: () => Date.now() + skew }).start();
+    await eventually(() => calls.length >= 1, 'a first run');
+    // The clock jumps 3 s past the armed timer, as when the event loop was blocked.
+    skew = 3000;
+    await eventually(() => logLines.some((l) => /woke \d+ ms after its due time/.test(l.line)), 'the late wake-up said');
+    const woke = logLines.find((l) => /woke/.test(l.line))?.line as string;
+    const upTo = (/up to (\S+) make one run$/.exec(woke) as RegExpExecArray)[1];
+    // Its run claims before the next due time's, which the late timer reaches at once.
+    await eventually(() => calls.some((c) => scheduled(c) === upTo), `the run for the latest of them (${woke}; calls ${calls.map(scheduled).join(' ')})`);
+    await eventually(() => calls.some((c) => Date.parse(scheduled(c)) > Date.parse(upTo)), 'the schedule going on');
+    assertOncePerDueTime(calls);
+  });
+
   it('stop() cuts a call under way off and records it', async () => {
     answer = { status: 200, body: 'slow', delayMs: 30_000 };
     await create('slow');

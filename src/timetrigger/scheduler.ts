@@ -42,6 +42,8 @@ interface Armed {
   timer?: NodeJS.Timeout;
   stopped: boolean;
   inFlight: number;
+  /** The last run's claim: claims are written in due order, so a later due time never claims ahead of an earlier one. */
+  claiming: Promise<unknown>;
 }
 
 export interface RunOutcome {
@@ -111,7 +113,7 @@ export class TimeTriggerScheduler {
       this.#o.logger.warn({ trigger: key, cron: t.spec.cron, err: (err as Error).message }, 'time trigger not scheduled: bad spec.cron');
       return;
     }
-    const a: Armed = { key, uid: t.metadata.uid, generation, trigger: t, schedule, stopped: false, inFlight: 0 };
+    const a: Armed = { key, uid: t.metadata.uid, generation, trigger: t, schedule, stopped: false, inFlight: 0, claiming: Promise.resolve() };
     this.#armed.set(key, a);
     this.#track(this.#begin(a));
   }
@@ -146,8 +148,10 @@ export class TimeTriggerScheduler {
     }
     if (a.stopped) return;
     const missed = missedRun(a.schedule, anchor, now);
+    // The missed run claims before any due time the timer reaches.
+    const makeUp = missed === undefined ? undefined : this.#run(a, missed, true);
     this.#arm(a, now);
-    if (missed !== undefined) await this.#run(a, missed, true);
+    await makeUp;
   }
 
   /** Arms the timer for the first due time after `after`. */
@@ -167,9 +171,14 @@ export class TimeTriggerScheduler {
       a.timer = undefined;
       // Late (a busy event loop, a suspended machine): the due times that passed meanwhile make one run, the latest.
       const now = this.#now();
-      const latest = a.schedule.latest(now) ?? due;
+      const latest = Math.max(a.schedule.latest(now) ?? due, due);
+      if (latest > due) {
+        const log = this.#o.logger.child({ trigger: a.key });
+        this.#note(a, `time trigger '${a.trigger.metadata.name}' woke ${now - due} ms after its due time ${rfc3339(due)}: the due times up to ${rfc3339(latest)} make one run`, log, 'warn');
+      }
+      // This run joins the claim queue before the next due time can (arming may run it at once).
+      this.#track(this.#run(a, latest, false));
       this.#arm(a, now);
-      this.#track(this.#run(a, Math.max(latest, due), false));
     };
     wait();
   }
@@ -207,8 +216,11 @@ export class TimeTriggerScheduler {
       return;
     }
     let won: boolean;
+    const previous = a.claiming;
+    const claim = previous.then(() => this.#writeStatus(a, (s) => (unclaimed(s, due) ? claimed(s, due) : undefined)));
+    a.claiming = claim.catch(() => {});
     try {
-      won = await this.#writeStatus(a, (s) => (unclaimed(s, due) ? claimed(s, due) : undefined));
+      won = await claim;
     } catch (err) {
       // Without a claim the run could happen twice; it is skipped instead.
       log.warn({ due: rfc3339(due), err: (err as Error).message }, 'time trigger run skipped: its claim could not be written');
