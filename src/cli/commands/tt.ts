@@ -3,7 +3,7 @@
 // control plane's clock, as the scheduler will compute them.
 import { randomUUID } from 'node:crypto';
 import type { Command } from 'commander';
-import { invalid } from '../../api/errors.ts';
+import { invalid, isFlintError } from '../../api/errors.ts';
 import type { TimeTrigger } from '../../api/kinds.ts';
 import { checkName, httpMethod, intFlag, usage } from '../flags.ts';
 import type { Ctx } from '../io.ts';
@@ -89,11 +89,20 @@ export function registerTt(tt: Command, ctx: () => Ctx): void {
 
   addFlags(tt.command('update').description('Update a time trigger').requiredOption('--name <name>', 'trigger name')).action(async (f: TtFlags) => {
     const c = ctx();
-    const cur = await c.client().get('TimeTrigger', c.namespace, checkName('--name', f.name as string));
-    apply(cur.spec, f);
-    // The scheduler's status is its own: the server keeps the stored one.
-    delete cur.status;
-    await c.client().update(cur);
+    const name = checkName('--name', f.name as string);
+    // The scheduler writes the status at every run, which moves the resourceVersion: read again and retry.
+    for (let attempt = 1; ; attempt++) {
+      const cur = await c.client().get('TimeTrigger', c.namespace, name);
+      apply(cur.spec, f);
+      // The scheduler's status is its own: the server keeps the stored one.
+      delete cur.status;
+      try {
+        await c.client().update(cur);
+        break;
+      } catch (err) {
+        if (!isFlintError(err) || err.code !== 'FLINT_ERR_CONFLICT' || attempt >= 5) throw err;
+      }
+    }
     c.io.out(`trigger '${f.name}' updated\n`);
   });
 
