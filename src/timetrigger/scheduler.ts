@@ -6,6 +6,7 @@
 // how often a trigger runs is policy.ts. Like the trigger manager it is a
 // singleton: in kubernetes mode only the executor replica holding the Lease
 // runs it.
+import { setTimeout as delay } from 'node:timers/promises';
 import type { Logger } from 'pino';
 import { Agent } from 'undici';
 import { parseSchedule, rfc3339, type Schedule } from '../api/cron.ts';
@@ -142,9 +143,15 @@ export class TimeTriggerScheduler {
   async #begin(a: Armed): Promise<void> {
     const now = this.#now();
     const { anchor, activate } = startOf(a.trigger, now);
-    if (activate) {
-      const written = await this.#writeStatus(a, () => activate);
-      if (!written) return;
+    // Where the schedule starts must be on record before it runs; a store that fails (an API server restarting) is tried again.
+    for (let attempt = 1; activate && !a.stopped; attempt++) {
+      try {
+        if (!(await this.#writeStatus(a, () => activate))) return;
+        break;
+      } catch (err) {
+        this.#o.logger.warn({ trigger: a.key, err: (err as Error).message }, 'time trigger not scheduled yet: its status could not be written; retrying');
+        await delay(Math.min(250 * 2 ** (attempt - 1), 5000), undefined, { signal: this.#abort.signal }).catch(() => {});
+      }
     }
     if (a.stopped) return;
     const missed = missedRun(a.schedule, anchor, now);
@@ -163,9 +170,9 @@ export class TimeTriggerScheduler {
       return;
     }
     const wait = () => {
-      const delay = due - this.#now();
-      if (delay > 0) {
-        a.timer = setTimeout(wait, Math.min(delay, MAX_DELAY_MS));
+      const left = due - this.#now();
+      if (left > 0) {
+        a.timer = setTimeout(wait, Math.min(left, MAX_DELAY_MS));
         return;
       }
       a.timer = undefined;
