@@ -65,7 +65,6 @@ function status(name: string, s: TestServer = server): Record<string, any> {
 before(async () => {
   work = fs.mkdtempSync(path.join(os.tmpdir(), 'flint-tt-sys-'));
   dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'flint-tt-data-'));
-  if (process.env.KEEP_TT) console.log(`data: ${dataDir}`);
   fs.writeFileSync(path.join(work, 'recorder.js'), RECORDER);
   server = await startServer({ dataDir, keepData: true });
   ok(['env', 'create', '--name', 'nodejs', '--image', 'flint/node-env', '--poolsize', '1']);
@@ -75,7 +74,7 @@ before(async () => {
 after(async () => {
   await server?.stop();
   fs.rmSync(work, { recursive: true, force: true });
-  if (!process.env.KEEP_TT) fs.rmSync(dataDir, { recursive: true, force: true });
+  fs.rmSync(dataDir, { recursive: true, force: true });
 });
 
 describe('time triggers', { timeout: 300_000 }, () => {
