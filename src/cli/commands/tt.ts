@@ -76,7 +76,7 @@ export function registerTt(tt: Command, ctx: () => Ctx): void {
       }
       if (!f.function) throw usage('need a function name to create a trigger, use --function');
       if (!f.cron) throw usage("need a cron spec like '0 30 * * *', '@every 1h30m', or '@hourly'; use --cron");
-      const spec: Partial<TimeTrigger['spec']> = { method: 'POST', subpath: '/' };
+      const spec: Partial<TimeTrigger['spec']> = { cron: f.cron, functionref: { type: 'name', name: f.function }, method: 'POST', subpath: '/' };
       apply(spec, f);
       const out = SpecOutput.from(c, f);
       // The server checks the expression too; a spec file is checked here, since nothing else reads it before apply.
