@@ -347,6 +347,7 @@ describe('the Helm chart on a real control plane', { skip: !usable && 'bubblewra
       'CustomResourceDefinition httptriggers.flint.dev',
       'CustomResourceDefinition messagequeuetriggers.flint.dev',
       'CustomResourceDefinition packages.flint.dev',
+      'CustomResourceDefinition timetriggers.flint.dev',
       `Namespace ${FLINT_NAMESPACE}`,
     ]);
     // The custom resources stay with their definitions: a reinstall finds the functions again.

@@ -228,6 +228,42 @@ export const MessageQueueTriggerSpec = Type.Object(
 );
 export type MessageQueueTriggerSpec = Static<typeof MessageQueueTriggerSpec>;
 
+// ---- TimeTrigger ---------------------------------------------------------------
+
+export const TimeTriggerSpec = Type.Object(
+  {
+    /** 5 fields, 6 with seconds first, `@every <duration>` or a nickname (`@hourly`); UTC. See src/api/cron.ts. */
+    cron: Type.String({ minLength: 1, maxLength: 256 }),
+    functionref: FunctionReference,
+    method: Type.Optional(Type.Union([HttpMethod, Type.Literal('')], { default: 'POST' })),
+    /** Appended to the function's path: the function sees it as its request path. */
+    subpath: Type.Optional(Type.String({ maxLength: 2048, default: '/' })),
+  },
+  Strict,
+);
+export type TimeTriggerSpec = Static<typeof TimeTriggerSpec>;
+
+/** Written by the scheduler only: what it follows, and the last run. */
+export const TimeTriggerStatus = Type.Object(
+  {
+    /** The spec generation the scheduler follows. */
+    observedGeneration: Type.Optional(Type.Integer({ minimum: 0 })),
+    /** Since when that generation's schedule has been followed: a due time after it is owed one run. */
+    activeSince: Type.Optional(Type.String({ maxLength: 64 })),
+    /** The due time of the last run (RFC 3339): claimed before the call, so it is never run twice. */
+    lastFireTime: Type.Optional(Type.String({ maxLength: 64 })),
+    /** How the last run went: `succeeded` (a 2xx answer), `failed`, or `running` while the call is under way. */
+    lastOutcome: Type.Optional(Type.Union([Type.Literal('running'), Type.Literal('succeeded'), Type.Literal('failed')])),
+    /** The HTTP status the function answered the last run with (0: no answer). */
+    lastStatusCode: Type.Optional(Type.Integer({ minimum: 0, maximum: 999 })),
+    lastDurationMs: Type.Optional(Type.Integer({ minimum: 0 })),
+    /** Why the last run failed; empty after a run that succeeded. */
+    lastError: Type.Optional(Type.String({ maxLength: 4096 })),
+  },
+  Strict,
+);
+export type TimeTriggerStatus = Static<typeof TimeTriggerStatus>;
+
 // ---- Secret / ConfigMap --------------------------------------------------------
 
 /** Keys as in Kubernetes: alphanumerics, '-', '_' and '.'. */
@@ -272,6 +308,16 @@ function dataSchema<K extends string>(kind: K) {
     { ...Strict, $id: kind },
   );
 }
+export const TimeTriggerSchema = Type.Object(
+  {
+    apiVersion: Type.Optional(ApiVersion),
+    kind: Type.Optional(Type.Literal('TimeTrigger')),
+    metadata: ObjectMeta,
+    spec: TimeTriggerSpec,
+    status: Type.Optional(TimeTriggerStatus),
+  },
+  { ...Strict, $id: 'TimeTrigger' },
+);
 export const SecretSchema = dataSchema('Secret');
 export const ConfigMapSchema = dataSchema('ConfigMap');
 
@@ -297,6 +343,10 @@ export interface HTTPTrigger extends Stored<'HTTPTrigger'> {
 export interface MessageQueueTrigger extends Stored<'MessageQueueTrigger'> {
   spec: MessageQueueTriggerSpec;
 }
+export interface TimeTrigger extends Stored<'TimeTrigger'> {
+  spec: TimeTriggerSpec;
+  status?: TimeTriggerStatus;
+}
 export interface Secret extends Stored<'Secret'> {
   data?: Record<string, string>;
 }
@@ -312,6 +362,7 @@ export interface KindMap {
   MessageQueueTrigger: MessageQueueTrigger;
   Secret: Secret;
   ConfigMap: ConfigMap;
+  TimeTrigger: TimeTrigger;
 }
 export type AnyResource = KindMap[KindName];
 
@@ -322,12 +373,14 @@ export interface KindInfo {
   schema: TSchema;
   /** Whether the object carries a `status` that only the system writes. */
   hasStatus: boolean;
+  /** The schema of that status (the body of `PUT .../status`). */
+  statusSchema?: TSchema;
 }
 
 export const KINDS: Record<KindName, KindInfo> = {
   Environment: { kind: 'Environment', plural: KIND_PLURALS.Environment, schema: EnvironmentSchema, hasStatus: false },
   Function: { kind: 'Function', plural: KIND_PLURALS.Function, schema: FunctionSchema, hasStatus: false },
-  Package: { kind: 'Package', plural: KIND_PLURALS.Package, schema: PackageSchema, hasStatus: true },
+  Package: { kind: 'Package', plural: KIND_PLURALS.Package, schema: PackageSchema, hasStatus: true, statusSchema: PackageStatus },
   HTTPTrigger: { kind: 'HTTPTrigger', plural: KIND_PLURALS.HTTPTrigger, schema: HTTPTriggerSchema, hasStatus: false },
   MessageQueueTrigger: {
     kind: 'MessageQueueTrigger',
@@ -337,6 +390,7 @@ export const KINDS: Record<KindName, KindInfo> = {
   },
   Secret: { kind: 'Secret', plural: KIND_PLURALS.Secret, schema: SecretSchema, hasStatus: false },
   ConfigMap: { kind: 'ConfigMap', plural: KIND_PLURALS.ConfigMap, schema: ConfigMapSchema, hasStatus: false },
+  TimeTrigger: { kind: 'TimeTrigger', plural: KIND_PLURALS.TimeTrigger, schema: TimeTriggerSchema, hasStatus: true, statusSchema: TimeTriggerStatus },
 };
 
 const BY_PLURAL = new Map(Object.values(KINDS).map((k) => [k.plural, k]));

@@ -19,7 +19,7 @@ export const MQT_KINDS = ['keda', 'fission'] as const;
 
 export const BUILD_STATUSES = ['pending', 'running', 'succeeded', 'failed', 'none'] as const;
 
-export const KIND_NAMES = ['Environment', 'Function', 'Package', 'HTTPTrigger', 'MessageQueueTrigger', 'Secret', 'ConfigMap'] as const;
+export const KIND_NAMES = ['Environment', 'Function', 'Package', 'HTTPTrigger', 'MessageQueueTrigger', 'Secret', 'ConfigMap', 'TimeTrigger'] as const;
 export type KindName = (typeof KIND_NAMES)[number];
 
 /** Each kind's URL segment and table name. */
@@ -31,4 +31,5 @@ export const KIND_PLURALS: Readonly<Record<KindName, string>> = {
   MessageQueueTrigger: 'messagequeuetriggers',
   Secret: 'secrets',
   ConfigMap: 'configmaps',
+  TimeTrigger: 'timetriggers',
 };

@@ -15,6 +15,8 @@ export const ServerInfoSchema = Type.Object({
   routerUrl: Type.String(),
   ingressUrl: Type.Optional(Type.String()),
   authentication: Type.Object({ enabled: Type.Boolean(), authUriPath: Type.String() }),
+  /** The control plane's clock (RFC 3339), for `flint tt showschedule`. */
+  serverTime: Type.Optional(Type.String()),
 });
 
 export function registerInfoRoutes(app: FastifyInstance, info: () => ServerInfo): void {
@@ -26,6 +28,6 @@ export function registerInfoRoutes(app: FastifyInstance, info: () => ServerInfo)
   app.get(
     '/v1/info',
     { schema: { tags: ['system'], summary: 'Where the router is and how it is set up', response: { 200: ServerInfoSchema } } },
-    async () => info(),
+    async () => ({ ...info(), serverTime: new Date().toISOString() }),
   );
 }

@@ -29,6 +29,8 @@ function sendWarnings(reply: FastifyReply, warnings: string[]): void {
 
 function initialStatus(obj: AnyResource): AnyResource {
   if (obj.kind === 'Package') (obj as Package).status = initialPackageStatus(obj as Package);
+  // Only the scheduler writes a time trigger's status (its last run).
+  if (obj.kind === 'TimeTrigger') obj.status = {};
   return obj;
 }
 
@@ -120,6 +122,8 @@ export function registerResourceRoutes(app: FastifyInstance, opts: ControllerOpt
           await checkPackageArchives(obj as Package, opts.archives, opts.archiveLimits ?? DEFAULT_ARCHIVE_LIMITS);
           (obj as Package).status = packageStatusAfterUpdate(current as Package, obj as Package);
         }
+        // The stored status (the scheduler's) stays: a client's copy may be stale.
+        if (obj.kind === 'TimeTrigger') delete obj.status;
         const updated = await store.update(obj);
         sendWarnings(reply, warnings);
         return updated;
@@ -137,7 +141,7 @@ export function registerResourceRoutes(app: FastifyInstance, opts: ControllerOpt
             params: NAME_PARAMS,
             body: Type.Object({
               metadata: Type.Optional(Type.Object({ resourceVersion: Type.Optional(ResourceVersionParam('Refuse the write (409) unless the object is still at this version')) })),
-              status: PackageStatus,
+              status: k.statusSchema ?? PackageStatus,
             }),
             response: { 200: Type.Ref(k.schema), ...errorResponses(404, 409) },
           },

@@ -43,6 +43,7 @@ import { NatsConnector } from '../mqtrigger/nats.ts';
 import { RabbitConnector } from '../mqtrigger/rabbitmq.ts';
 import { RedisConnector } from '../mqtrigger/redis.ts';
 import { TopicReadback } from '../mqtrigger/readback.ts';
+import { createTimeTriggerScheduler } from '../timetrigger/scheduler.ts';
 import { jsonLines } from '../router/access-log.ts';
 import { createRouter } from '../router/router.ts';
 import { openKubeStore } from '../store/kubernetes.ts';
@@ -178,6 +179,7 @@ export async function startServer(
           controllerCheck: ReturnType<typeof createControllerAuthCheck> | undefined;
           issueToken: TokenIssuer;
           mint: () => string;
+          mintTimer: () => string;
           mintFetcher: () => string;
         }
       | undefined;
@@ -193,6 +195,7 @@ export async function startServer(
         controllerCheck: runs.controller ? createControllerAuthCheck({ adminToken: ensureAdminToken(layout), tokens, credentials: creds }) : undefined,
         issueToken: createTokenIssuer(tokens, creds.username),
         mint: createMintedTokenSource({ tokens, subject: 'flint:mqtrigger' }),
+        mintTimer: createMintedTokenSource({ tokens, subject: 'flint:timetrigger' }),
         // Pool pods' fetchers download archives from the control plane with it (kubernetes mode); the router refuses it.
         mintFetcher: createMintedTokenSource({ tokens, subject: FETCHER_SUBJECT, audience: ARCHIVES_AUDIENCE }),
       };
@@ -403,6 +406,19 @@ export async function startServer(
       triggers = manager;
       singletons.push({ start: () => manager.start() });
       stops.push(() => manager.stop());
+    }
+    if (runs.executor) {
+      // Time triggers: a singleton like the trigger manager, so one process fires each due time.
+      const executor = local;
+      const timers = createTimeTriggerScheduler({
+        store,
+        logger: logger.child({ component: 'timetrigger' }),
+        routerUrl: () => routerUrl,
+        token: auth?.mintTimer,
+        functionLog: (ns, name, line) => executor?.writeFunctionLog(ns, name, line) ?? false,
+      });
+      singletons.push({ start: () => timers.start() });
+      stops.push(() => timers.stop());
     }
     // Run now, or once this replica leads its role.
     if (runs.elected && kube) {
