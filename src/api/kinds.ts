@@ -2,9 +2,9 @@
 // validation at the API boundary, the OpenAPI document and the CRD YAML.
 import { type Static, type TSchema, Type } from '@sinclair/typebox';
 import { ApiVersion, DNS1123_LABEL, DNS1123_MAX, ObjectMeta, ObjectRef, Resources, type StoredMeta, StringMap } from './meta.ts';
-import { BUILD_STATUSES, HTTP_METHODS, KIND_PLURALS, type KindName, MQ_TYPES, MQT_KINDS, STREAMING_PROTOCOLS } from './names.ts';
+import { BUILD_STATUSES, HTTP_METHODS, KIND_PLURALS, type KindName, MQ_TYPES, MQT_KINDS, MQT_STATES, STREAMING_PROTOCOLS } from './names.ts';
 
-export { BUILD_STATUSES, KIND_NAMES, type KindName, MQ_TYPES, MQT_KINDS, STREAMING_PROTOCOLS } from './names.ts';
+export { BUILD_STATUSES, KIND_NAMES, type KindName, MQ_TYPES, MQT_KINDS, MQT_STATES, STREAMING_PROTOCOLS } from './names.ts';
 export const HttpMethod = Type.Union(HTTP_METHODS.map((m) => Type.Literal(m)));
 export const HTTP_METHOD_NAMES: readonly string[] = HTTP_METHODS;
 
@@ -228,6 +228,31 @@ export const MessageQueueTriggerSpec = Type.Object(
 );
 export type MessageQueueTriggerSpec = Static<typeof MessageQueueTriggerSpec>;
 
+export type MessageQueueTriggerState = (typeof MQT_STATES)[number];
+
+/**
+ * What the trigger manager last said of the trigger, written only when it
+ * changes (never per message). Empty until the trigger manager has picked
+ * the trigger up.
+ */
+export const MessageQueueTriggerStatus = Type.Object(
+  {
+    state: Type.Optional(Type.Union(MQT_STATES.map((s) => Type.Literal(s)))),
+    /** waiting: what the trigger waits for (naming the install values to set); error: the error. */
+    message: Type.Optional(Type.String({ maxLength: 4096 })),
+    /** When the trigger came to this state (RFC 3339). */
+    lastTransitionTime: Type.Optional(Type.String()),
+    /** The last error its broker gave it, kept after it recovers. */
+    lastError: Type.Optional(Type.String({ maxLength: 4096 })),
+    /** When that error happened (RFC 3339). */
+    lastErrorTime: Type.Optional(Type.String()),
+    /** The metadata.generation (spec) the state is about. */
+    observedGeneration: Type.Optional(Type.Integer({ minimum: 0 })),
+  },
+  Strict,
+);
+export type MessageQueueTriggerStatus = Static<typeof MessageQueueTriggerStatus>;
+
 // ---- Secret / ConfigMap --------------------------------------------------------
 
 /** Keys as in Kubernetes: alphanumerics, '-', '_' and '.'. */
@@ -246,21 +271,25 @@ function resourceSchema<K extends string, S extends TSchema>(kind: K, spec: S) {
     { ...Strict, $id: kind },
   );
 }
+/** A kind whose `status` only the system writes. */
+function resourceWithStatus<K extends string, S extends TSchema, T extends TSchema>(kind: K, spec: S, status: T) {
+  return Type.Object(
+    {
+      apiVersion: Type.Optional(ApiVersion),
+      kind: Type.Optional(Type.Literal(kind)),
+      metadata: ObjectMeta,
+      spec,
+      status: Type.Optional(status),
+    },
+    { ...Strict, $id: kind },
+  );
+}
 
 export const EnvironmentSchema = resourceSchema('Environment', EnvironmentSpec);
 export const FunctionSchema = resourceSchema('Function', FunctionSpec);
 export const HTTPTriggerSchema = resourceSchema('HTTPTrigger', HTTPTriggerSpec);
-export const MessageQueueTriggerSchema = resourceSchema('MessageQueueTrigger', MessageQueueTriggerSpec);
-export const PackageSchema = Type.Object(
-  {
-    apiVersion: Type.Optional(ApiVersion),
-    kind: Type.Optional(Type.Literal('Package')),
-    metadata: ObjectMeta,
-    spec: PackageSpec,
-    status: Type.Optional(PackageStatus),
-  },
-  { ...Strict, $id: 'Package' },
-);
+export const MessageQueueTriggerSchema = resourceWithStatus('MessageQueueTrigger', MessageQueueTriggerSpec, MessageQueueTriggerStatus);
+export const PackageSchema = resourceWithStatus('Package', PackageSpec, PackageStatus);
 function dataSchema<K extends string>(kind: K) {
   return Type.Object(
     {
@@ -296,6 +325,7 @@ export interface HTTPTrigger extends Stored<'HTTPTrigger'> {
 }
 export interface MessageQueueTrigger extends Stored<'MessageQueueTrigger'> {
   spec: MessageQueueTriggerSpec;
+  status?: MessageQueueTriggerStatus;
 }
 export interface Secret extends Stored<'Secret'> {
   data?: Record<string, string>;
@@ -322,18 +352,21 @@ export interface KindInfo {
   schema: TSchema;
   /** Whether the object carries a `status` that only the system writes. */
   hasStatus: boolean;
+  /** That status's schema (the body of PUT .../status). */
+  statusSchema?: TSchema;
 }
 
 export const KINDS: Record<KindName, KindInfo> = {
   Environment: { kind: 'Environment', plural: KIND_PLURALS.Environment, schema: EnvironmentSchema, hasStatus: false },
   Function: { kind: 'Function', plural: KIND_PLURALS.Function, schema: FunctionSchema, hasStatus: false },
-  Package: { kind: 'Package', plural: KIND_PLURALS.Package, schema: PackageSchema, hasStatus: true },
+  Package: { kind: 'Package', plural: KIND_PLURALS.Package, schema: PackageSchema, hasStatus: true, statusSchema: PackageStatus },
   HTTPTrigger: { kind: 'HTTPTrigger', plural: KIND_PLURALS.HTTPTrigger, schema: HTTPTriggerSchema, hasStatus: false },
   MessageQueueTrigger: {
     kind: 'MessageQueueTrigger',
     plural: KIND_PLURALS.MessageQueueTrigger,
     schema: MessageQueueTriggerSchema,
-    hasStatus: false,
+    hasStatus: true,
+    statusSchema: MessageQueueTriggerStatus,
   },
   Secret: { kind: 'Secret', plural: KIND_PLURALS.Secret, schema: SecretSchema, hasStatus: false },
   ConfigMap: { kind: 'ConfigMap', plural: KIND_PLURALS.ConfigMap, schema: ConfigMapSchema, hasStatus: false },

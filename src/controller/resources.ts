@@ -3,7 +3,7 @@
 import { Type } from '@sinclair/typebox';
 import type { FastifyInstance, FastifyReply } from 'fastify';
 import { FlintError, invalid } from '../api/errors.ts';
-import { type AnyResource, KIND_NAMES, KINDS, type KindInfo, type Package, PackageStatus } from '../api/kinds.ts';
+import { type AnyResource, KIND_NAMES, KINDS, type KindInfo, type Package } from '../api/kinds.ts';
 import { DeleteQuery, ListQuery, ResourceVersionParam, NameParams as NAME_PARAMS, NamespaceParams as NS_PARAM } from '../api/params.ts';
 import { validateResource } from '../api/validate.ts';
 import type { ControllerOptions } from './app.ts';
@@ -29,6 +29,8 @@ function sendWarnings(reply: FastifyReply, warnings: string[]): void {
 
 function initialStatus(obj: AnyResource): AnyResource {
   if (obj.kind === 'Package') (obj as Package).status = initialPackageStatus(obj as Package);
+  // A trigger's status is the trigger manager's to write: a client's copy is ignored.
+  else if (obj.kind === 'MessageQueueTrigger') delete obj.status;
   return obj;
 }
 
@@ -119,6 +121,9 @@ export function registerResourceRoutes(app: FastifyInstance, opts: ControllerOpt
         if (k.kind === 'Package') {
           await checkPackageArchives(obj as Package, opts.archives, opts.archiveLimits ?? DEFAULT_ARCHIVE_LIMITS);
           (obj as Package).status = packageStatusAfterUpdate(current as Package, obj as Package);
+        } else if (obj.kind === 'MessageQueueTrigger') {
+          // The status stays the trigger manager's: the store keeps the current one.
+          delete obj.status;
         }
         const updated = await store.update(obj);
         sendWarnings(reply, warnings);
@@ -126,7 +131,8 @@ export function registerResourceRoutes(app: FastifyInstance, opts: ControllerOpt
       },
     );
 
-    if (k.hasStatus) {
+    const statusSchema = k.statusSchema;
+    if (statusSchema !== undefined) {
       app.put<{ Params: NameParams; Body: { metadata?: { resourceVersion?: string }; status?: unknown } }>(
         `${base}/:name/status`,
         {
@@ -137,7 +143,7 @@ export function registerResourceRoutes(app: FastifyInstance, opts: ControllerOpt
             params: NAME_PARAMS,
             body: Type.Object({
               metadata: Type.Optional(Type.Object({ resourceVersion: Type.Optional(ResourceVersionParam('Refuse the write (409) unless the object is still at this version')) })),
-              status: PackageStatus,
+              status: statusSchema,
             }),
             response: { 200: Type.Ref(k.schema), ...errorResponses(404, 409) },
           },
@@ -146,9 +152,9 @@ export function registerResourceRoutes(app: FastifyInstance, opts: ControllerOpt
           const { namespace, name } = req.params;
           const body = req.body;
           if (!body || typeof body !== 'object' || !body.status || typeof body.status !== 'object') throw invalid('status', 'required');
-          const candidate = { ...(await getOr404(k, namespace, name)), status: body.status } as Package;
+          const candidate = { ...(await getOr404(k, namespace, name)), status: body.status } as AnyResource;
           validate(k, { ...candidate, metadata: { ...candidate.metadata } });
-          return store.updateStatus({ ...candidate, metadata: { ...candidate.metadata, resourceVersion: body.metadata?.resourceVersion } } as Package);
+          return store.updateStatus({ ...candidate, metadata: { ...candidate.metadata, resourceVersion: body.metadata?.resourceVersion } } as AnyResource);
         },
       );
     }
