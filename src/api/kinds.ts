@@ -237,19 +237,19 @@ export type MessageQueueTriggerState = (typeof MQT_STATES)[number];
  */
 export const MessageQueueTriggerStatus = Type.Object(
   {
-    state: Type.Optional(Type.Union(MQT_STATES.map((s) => Type.Literal(s)))),
-    /** waiting: what the trigger waits for (naming the install values to set); error: the error. */
-    message: Type.Optional(Type.String({ maxLength: 4096 })),
-    /** When the trigger came to this state (RFC 3339). */
-    lastTransitionTime: Type.Optional(Type.String()),
-    /** The last error its broker gave it, kept after it recovers. */
-    lastError: Type.Optional(Type.String({ maxLength: 4096 })),
-    /** When that error happened (RFC 3339). */
-    lastErrorTime: Type.Optional(Type.String()),
-    /** The metadata.generation (spec) the state is about. */
-    observedGeneration: Type.Optional(Type.Integer({ minimum: 0 })),
+    state: Type.Optional(
+      Type.Union(
+        MQT_STATES.map((s) => Type.Literal(s)),
+        { description: 'consuming; waiting for something it needs (a broker configured for its type, its secret); error: its broker failed it and it retries. Absent until the trigger manager picked the trigger up' },
+      ),
+    ),
+    message: Type.Optional(Type.String({ maxLength: 4096, description: 'waiting: what for (naming the install values to set); error: the error' })),
+    lastTransitionTime: Type.Optional(Type.String({ description: 'When the trigger came to this state (RFC 3339)' })),
+    lastError: Type.Optional(Type.String({ maxLength: 4096, description: 'The last error its broker gave it, kept after it recovers' })),
+    lastErrorTime: Type.Optional(Type.String({ description: 'When that error happened (RFC 3339)' })),
+    observedGeneration: Type.Optional(Type.Integer({ minimum: 0, description: 'The metadata.generation (spec) the state is about' })),
   },
-  Strict,
+  { ...Strict, description: "What the trigger manager last said of the trigger, written when it changes (never per message). A client's copy is ignored." },
 );
 export type MessageQueueTriggerStatus = Static<typeof MessageQueueTriggerStatus>;
 
