@@ -120,7 +120,7 @@ async function warnWithoutBroker(c: Ctx, t: Pick<MessageQueueTrigger, 'spec'>): 
 
 export function registerMqt(mqt: Command, ctx: () => Ctx): void {
 
-  withSpecOutput(addFlags(mqt.command('create').description('Create a message-queue trigger').requiredOption('--name <name>', 'trigger name'))).action(async (f: MqtFlags & SpecOutputFlags) => {
+  withSpecOutput(addFlags(mqt.command('create').description('Create a message-queue trigger (warns on stderr if the server has no broker of its type)').requiredOption('--name <name>', 'trigger name'))).action(async (f: MqtFlags & SpecOutputFlags) => {
     const c = ctx();
     checkName('--name', f.name);
     if (!f.function) throw usage('need --function');
@@ -144,7 +144,7 @@ export function registerMqt(mqt: Command, ctx: () => Ctx): void {
 
   mqt
     .command('get')
-    .description('Show a message-queue trigger')
+    .description('Show a message-queue trigger and its status (state, last error and when)')
     .requiredOption('--name <name>', 'trigger name')
     .addOption(outputOption())
     .action(async (f: { name: string; output: string }) => {
@@ -152,7 +152,7 @@ export function registerMqt(mqt: Command, ctx: () => Ctx): void {
       await printObject(c.io, await c.client().get('MessageQueueTrigger', c.namespace, checkName('--name', f.name)), f.output);
     });
 
-  withListOutput(mqt.command('list').description('List message-queue triggers').option('-A, --all-namespaces', 'every namespace')).action(
+  withListOutput(mqt.command('list').description('List message-queue triggers and their STATUS (consuming, waiting, error)').option('-A, --all-namespaces', 'every namespace')).action(
     async (f: { allNamespaces?: boolean } & ListOutputFlags) => {
       const c = ctx();
       const items = await c.client().list('MessageQueueTrigger', f.allNamespaces ? undefined : c.namespace);
