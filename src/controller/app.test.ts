@@ -130,6 +130,11 @@ describe('controller API', () => {
     assert.deepEqual(u.json.status, { state: 'waiting', message: 'no redis broker' });
     const bad = await call('PUT', `${NS}/messagequeuetriggers/st/status`, { status: { state: 'asleep' } });
     assert.equal(bad.status, 400, 'the status subresource takes only a valid status');
+    const badMeta = await call('PUT', `${NS}/messagequeuetriggers/st/status`, { metadata: [null], status: { state: 'consuming' } });
+    assert.equal(badMeta.status, 400, badMeta.text);
+    assert.equal(badMeta.json.field, 'metadata');
+    const stale = await call('PUT', `${NS}/messagequeuetriggers/st/status`, { metadata: { resourceVersion: '1' }, status: { state: 'consuming' } });
+    assert.equal(stale.status, 409, stale.text);
     assert.equal((await call('DELETE', `${NS}/messagequeuetriggers/st`)).status, 200);
   });
 

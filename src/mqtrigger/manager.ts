@@ -86,17 +86,23 @@ export class TriggerManager {
   /** Keep-alive connections to the router, shared by every trigger. */
   readonly #http = new Agent({ keepAliveTimeout: 30_000, connections: 64 });
   #watch: Watch | undefined;
-  readonly #status: TriggerStatusWriter;
+  #status: TriggerStatusWriter;
 
   constructor(opts: TriggerManagerOptions) {
     this.#o = opts;
-    this.#status = new TriggerStatusWriter({
-      store: opts.store,
-      onError: (key, err) => opts.logger.warn({ trigger: key, err: errorText(err) }, "the trigger's status could not be written; trying again"),
+    this.#status = this.#statusWriter();
+  }
+
+  #statusWriter(): TriggerStatusWriter {
+    return new TriggerStatusWriter({
+      store: this.#o.store,
+      onError: (key, err) => this.#o.logger.warn({ trigger: key, err: errorText(err) }, "the trigger's status could not be written; trying again"),
     });
   }
 
   async start(): Promise<void> {
+    // A manager started again after stop() writes statuses again.
+    this.#status = this.#statusWriter();
     const { items, resourceVersion } = await this.#o.store.list('MessageQueueTrigger');
     for (const t of items) this.#upsert(t);
     this.#watch = this.#o.store.watch({ kind: 'MessageQueueTrigger', sinceResourceVersion: resourceVersion }, (ev) => {
