@@ -175,6 +175,9 @@ describe('kubernetes mode on a real control plane', { skip: !usable && 'bubblewr
       await sub.close();
       await conn.close();
     }
+    // The trigger manager's status lands in the custom resource's status subresource, which the CLI shows.
+    await eventually(async () => (await kubectlJson(['-n', 'default', 'get', 'messagequeuetriggers.flint.dev', 'jobs'])).status?.state === 'consuming', 'the status in the custom resource', 30_000);
+    assert.match(await ok(['mqt', 'list']), /^jobs\s.*\sconsuming$/m);
   });
 
   it('moves to new pods on fn update and removes what fn delete and route delete leave', async () => {

@@ -2,9 +2,9 @@
 // validation at the API boundary, the OpenAPI document and the CRD YAML.
 import { type Static, type TSchema, Type } from '@sinclair/typebox';
 import { ApiVersion, DNS1123_LABEL, DNS1123_MAX, ObjectMeta, ObjectRef, Resources, type StoredMeta, StringMap } from './meta.ts';
-import { BUILD_STATUSES, HTTP_METHODS, KIND_PLURALS, type KindName, MQ_TYPES, MQT_KINDS, STREAMING_PROTOCOLS } from './names.ts';
+import { BUILD_STATUSES, HTTP_METHODS, KIND_PLURALS, type KindName, MQ_TYPES, MQT_KINDS, MQT_STATES, STREAMING_PROTOCOLS } from './names.ts';
 
-export { BUILD_STATUSES, KIND_NAMES, type KindName, MQ_TYPES, MQT_KINDS, STREAMING_PROTOCOLS } from './names.ts';
+export { BUILD_STATUSES, KIND_NAMES, type KindName, MQ_TYPES, MQT_KINDS, MQT_STATES, STREAMING_PROTOCOLS } from './names.ts';
 export const HttpMethod = Type.Union(HTTP_METHODS.map((m) => Type.Literal(m)));
 export const HTTP_METHOD_NAMES: readonly string[] = HTTP_METHODS;
 
@@ -263,6 +263,30 @@ export const TimeTriggerStatus = Type.Object(
   Strict,
 );
 export type TimeTriggerStatus = Static<typeof TimeTriggerStatus>;
+export type MessageQueueTriggerState = (typeof MQT_STATES)[number];
+
+/**
+ * What the trigger manager last said of the trigger, written only when it
+ * changes (never per message). Empty until the trigger manager has picked
+ * the trigger up.
+ */
+export const MessageQueueTriggerStatus = Type.Object(
+  {
+    state: Type.Optional(
+      Type.Union(
+        MQT_STATES.map((s) => Type.Literal(s)),
+        { description: 'consuming; waiting for something it needs (a broker configured for its type, its secret); error: its broker failed it and it retries. Absent until the trigger manager picked the trigger up' },
+      ),
+    ),
+    message: Type.Optional(Type.String({ maxLength: 4096, description: 'waiting: what for (naming the install values to set); error: the error' })),
+    lastTransitionTime: Type.Optional(Type.String({ description: 'When the trigger came to this state (RFC 3339)' })),
+    lastError: Type.Optional(Type.String({ maxLength: 4096, description: 'The last error its broker gave it, kept after it recovers' })),
+    lastErrorTime: Type.Optional(Type.String({ description: 'When that error happened (RFC 3339)' })),
+    observedGeneration: Type.Optional(Type.Integer({ minimum: 0, description: 'The metadata.generation (spec) the state is about' })),
+  },
+  { ...Strict, description: "What the trigger manager last said of the trigger, written when it changes (never per message). A client's copy is ignored." },
+);
+export type MessageQueueTriggerStatus = Static<typeof MessageQueueTriggerStatus>;
 
 // ---- Secret / ConfigMap --------------------------------------------------------
 
@@ -282,21 +306,25 @@ function resourceSchema<K extends string, S extends TSchema>(kind: K, spec: S) {
     { ...Strict, $id: kind },
   );
 }
+/** A kind whose `status` only the system writes. */
+function resourceWithStatus<K extends string, S extends TSchema, T extends TSchema>(kind: K, spec: S, status: T) {
+  return Type.Object(
+    {
+      apiVersion: Type.Optional(ApiVersion),
+      kind: Type.Optional(Type.Literal(kind)),
+      metadata: ObjectMeta,
+      spec,
+      status: Type.Optional(status),
+    },
+    { ...Strict, $id: kind },
+  );
+}
 
 export const EnvironmentSchema = resourceSchema('Environment', EnvironmentSpec);
 export const FunctionSchema = resourceSchema('Function', FunctionSpec);
 export const HTTPTriggerSchema = resourceSchema('HTTPTrigger', HTTPTriggerSpec);
-export const MessageQueueTriggerSchema = resourceSchema('MessageQueueTrigger', MessageQueueTriggerSpec);
-export const PackageSchema = Type.Object(
-  {
-    apiVersion: Type.Optional(ApiVersion),
-    kind: Type.Optional(Type.Literal('Package')),
-    metadata: ObjectMeta,
-    spec: PackageSpec,
-    status: Type.Optional(PackageStatus),
-  },
-  { ...Strict, $id: 'Package' },
-);
+export const MessageQueueTriggerSchema = resourceWithStatus('MessageQueueTrigger', MessageQueueTriggerSpec, MessageQueueTriggerStatus);
+export const PackageSchema = resourceWithStatus('Package', PackageSpec, PackageStatus);
 function dataSchema<K extends string>(kind: K) {
   return Type.Object(
     {
@@ -342,6 +370,7 @@ export interface HTTPTrigger extends Stored<'HTTPTrigger'> {
 }
 export interface MessageQueueTrigger extends Stored<'MessageQueueTrigger'> {
   spec: MessageQueueTriggerSpec;
+  status?: MessageQueueTriggerStatus;
 }
 export interface TimeTrigger extends Stored<'TimeTrigger'> {
   spec: TimeTriggerSpec;
@@ -374,6 +403,7 @@ export interface KindInfo {
   /** Whether the object carries a `status` that only the system writes. */
   hasStatus: boolean;
   /** The schema of that status (the body of `PUT .../status`). */
+  /** That status's schema (the body of PUT .../status). */
   statusSchema?: TSchema;
 }
 
@@ -386,7 +416,8 @@ export const KINDS: Record<KindName, KindInfo> = {
     kind: 'MessageQueueTrigger',
     plural: KIND_PLURALS.MessageQueueTrigger,
     schema: MessageQueueTriggerSchema,
-    hasStatus: false,
+    hasStatus: true,
+    statusSchema: MessageQueueTriggerStatus,
   },
   Secret: { kind: 'Secret', plural: KIND_PLURALS.Secret, schema: SecretSchema, hasStatus: false },
   ConfigMap: { kind: 'ConfigMap', plural: KIND_PLURALS.ConfigMap, schema: ConfigMapSchema, hasStatus: false },

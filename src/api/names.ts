@@ -16,6 +16,13 @@ export const STREAMING_PROTOCOLS = ['auto', 'sse', 'chunked', 'websocket'] as co
 export const MQ_TYPES = ['kafka', 'nats-jetstream', 'rabbitmq', 'redis'] as const;
 /** `keda`: a KEDA-scaled connector (Fission's CLI default); `fission`: Fission's classic built-in consumer (Kafka only). */
 export const MQT_KINDS = ['keda', 'fission'] as const;
+/**
+ * A message-queue trigger's state, as the trigger manager reports it in its
+ * status: `consuming` from its broker; `waiting` for something it needs (a
+ * broker configured for its type, its secret); `error`: its broker failed it
+ * and it is retrying.
+ */
+export const MQT_STATES = ['consuming', 'waiting', 'error'] as const;
 
 export const BUILD_STATUSES = ['pending', 'running', 'succeeded', 'failed', 'none'] as const;
 

@@ -1,5 +1,6 @@
 import { Type } from '@sinclair/typebox';
 import type { FastifyInstance } from 'fastify';
+import { MQ_TYPES } from '../api/names.ts';
 
 export interface ServerInfo {
   version: string;
@@ -7,6 +8,8 @@ export interface ServerInfo {
   routerUrl: string;
   ingressUrl?: string;
   authentication: { enabled: boolean; authUriPath: string };
+  /** The message-queue types whose broker the install configures (kafka.enabled, nats.enabled...). */
+  messageQueueTypes?: Array<(typeof MQ_TYPES)[number]>;
 }
 
 export const ServerInfoSchema = Type.Object({
@@ -17,6 +20,12 @@ export const ServerInfoSchema = Type.Object({
   authentication: Type.Object({ enabled: Type.Boolean(), authUriPath: Type.String() }),
   /** The control plane's clock (RFC 3339), for `flint tt showschedule`. */
   serverTime: Type.Optional(Type.String()),
+  messageQueueTypes: Type.Optional(
+    Type.Array(Type.Union(MQ_TYPES.map((t) => Type.Literal(t))), {
+      description:
+        "The message-queue types whose broker the install configures (kafka.enabled, nats.enabled, rabbitmq.enabled, redis.enabled). A trigger of another type consumes only from a server its own metadata names; otherwise it waits (its status says so) and `flint mqt create` warns.",
+    }),
+  ),
 });
 
 export function registerInfoRoutes(app: FastifyInstance, info: () => ServerInfo): void {

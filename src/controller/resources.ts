@@ -1,16 +1,21 @@
 // CRUD for every kind: `/v1/{plural}` (all namespaces) and
 // `/v1/namespaces/{ns}/{plural}[/{name}[/status]]`.
 import { Type } from '@sinclair/typebox';
+import { TypeCompiler } from '@sinclair/typebox/compiler';
 import type { FastifyInstance, FastifyReply } from 'fastify';
 import { FlintError, invalid } from '../api/errors.ts';
-import { type AnyResource, KIND_NAMES, KINDS, type KindInfo, type Package, PackageStatus } from '../api/kinds.ts';
+import { type AnyResource, KIND_NAMES, KINDS, type KindInfo, type Package } from '../api/kinds.ts';
 import { DeleteQuery, ListQuery, ResourceVersionParam, NameParams as NAME_PARAMS, NamespaceParams as NS_PARAM } from '../api/params.ts';
-import { validateResource } from '../api/validate.ts';
+import { describeSchemaError, validateResource } from '../api/validate.ts';
 import type { ControllerOptions } from './app.ts';
 import { errorResponses } from './openapi.ts';
 import { checkPackageArchives } from './package-archives.ts';
 import { initialPackageStatus, packageStatusAfterUpdate } from './package-status.ts';
 import { checkDeletable, checkReferences } from './rules.ts';
+
+/** The metadata a status write may carry: the version it was read at. */
+const StatusWriteMeta = Type.Object({ resourceVersion: Type.Optional(ResourceVersionParam('Refuse the write (409) unless the object is still at this version')) });
+const checkStatusWriteMeta = TypeCompiler.Compile(StatusWriteMeta);
 
 export const DEFAULT_ARCHIVE_LIMITS = { maxEntries: 100_000, maxBytes: 2 * 1024 ** 3 };
 
@@ -30,7 +35,9 @@ function sendWarnings(reply: FastifyReply, warnings: string[]): void {
 function initialStatus(obj: AnyResource): AnyResource {
   if (obj.kind === 'Package') (obj as Package).status = initialPackageStatus(obj as Package);
   // Only the scheduler writes a time trigger's status (its last run).
-  if (obj.kind === 'TimeTrigger') obj.status = {};
+  else if (obj.kind === 'TimeTrigger') obj.status = {};
+  // A trigger's status is the trigger manager's to write: a client's copy is ignored.
+  else if (obj.kind === 'MessageQueueTrigger') delete obj.status;
   return obj;
 }
 
@@ -121,6 +128,9 @@ export function registerResourceRoutes(app: FastifyInstance, opts: ControllerOpt
         if (k.kind === 'Package') {
           await checkPackageArchives(obj as Package, opts.archives, opts.archiveLimits ?? DEFAULT_ARCHIVE_LIMITS);
           (obj as Package).status = packageStatusAfterUpdate(current as Package, obj as Package);
+        } else if (obj.kind === 'MessageQueueTrigger') {
+          // The status stays the trigger manager's: the store keeps the current one.
+          delete obj.status;
         }
         // The stored status (the scheduler's) stays: a client's copy may be stale.
         if (obj.kind === 'TimeTrigger') delete obj.status;
@@ -130,7 +140,8 @@ export function registerResourceRoutes(app: FastifyInstance, opts: ControllerOpt
       },
     );
 
-    if (k.hasStatus) {
+    const statusSchema = k.statusSchema;
+    if (statusSchema !== undefined) {
       app.put<{ Params: NameParams; Body: { metadata?: { resourceVersion?: string }; status?: unknown } }>(
         `${base}/:name/status`,
         {
@@ -140,8 +151,8 @@ export function registerResourceRoutes(app: FastifyInstance, opts: ControllerOpt
             summary: `Replace the status of a ${k.kind}`,
             params: NAME_PARAMS,
             body: Type.Object({
-              metadata: Type.Optional(Type.Object({ resourceVersion: Type.Optional(ResourceVersionParam('Refuse the write (409) unless the object is still at this version')) })),
-              status: k.statusSchema ?? PackageStatus,
+              metadata: Type.Optional(StatusWriteMeta),
+              status: statusSchema,
             }),
             response: { 200: Type.Ref(k.schema), ...errorResponses(404, 409) },
           },
@@ -150,9 +161,13 @@ export function registerResourceRoutes(app: FastifyInstance, opts: ControllerOpt
           const { namespace, name } = req.params;
           const body = req.body;
           if (!body || typeof body !== 'object' || !body.status || typeof body.status !== 'object') throw invalid('status', 'required');
-          const candidate = { ...(await getOr404(k, namespace, name)), status: body.status } as Package;
+          if (body.metadata !== undefined) {
+            const wrong = checkStatusWriteMeta.Errors(body.metadata).First();
+            if (wrong) throw invalid(`metadata${wrong.path.replace(/\//g, '.')}`, describeSchemaError(wrong as any));
+          }
+          const candidate = { ...(await getOr404(k, namespace, name)), status: body.status } as AnyResource;
           validate(k, { ...candidate, metadata: { ...candidate.metadata } });
-          return store.updateStatus({ ...candidate, metadata: { ...candidate.metadata, resourceVersion: body.metadata?.resourceVersion } } as Package);
+          return store.updateStatus({ ...candidate, metadata: { ...candidate.metadata, resourceVersion: body.metadata?.resourceVersion } } as AnyResource);
         },
       );
     }

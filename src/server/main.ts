@@ -7,6 +7,7 @@ import { pino } from 'pino';
 import { Gauge, Registry } from 'prom-client';
 import { FlintError } from '../api/errors.ts';
 import { SYSTEM_NAMESPACE } from '../api/meta.ts';
+import { MQ_TYPES } from '../api/names.ts';
 import { dataLayout } from '../config/layout.ts';
 import { loadValues, type Values, type ValuesSources } from '../config/values.ts';
 import { LocalArchiveStore } from '../archive/index.ts';
@@ -68,6 +69,9 @@ export interface RunningServer {
   leaveRotation(): Promise<void>;
   stop(): Promise<void>;
 }
+
+/** The install values section of each message-queue type's broker. */
+const MQ_VALUES = { kafka: 'kafka', 'nats-jetstream': 'nats', rabbitmq: 'rabbitmq', redis: 'redis' } as const;
 
 const hostForUrl = (host: string) => (host.includes(':') ? `[${host}]` : host);
 
@@ -448,6 +452,7 @@ export async function startServer(
         routerUrl,
         ingressUrl,
         authentication: { enabled: values.authentication.enabled, authUriPath: values.authentication.authUriPath },
+        messageQueueTypes: MQ_TYPES.filter((t) => values[MQ_VALUES[t]].enabled),
       });
       // The control plane's /metrics: its own figures, plus the trigger manager's (one process).
       const counted = triggers;
