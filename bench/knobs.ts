@@ -24,6 +24,10 @@ export interface BenchKnobs {
   cli: boolean;
   /** Rounds of the CLI start figures (each runs every form of every command once). */
   cliRounds: number;
+  /** Kubernetes mode with its roles apart, on the real control plane (bench/scale-out.ts). */
+  scaleOut: boolean;
+  /** Rounds of its executor round-trip figure (the first through a router new to the functions, the rest after 12 s idle each). */
+  grantRounds: number;
 }
 
 function whole(env: NodeJS.ProcessEnv, name: string, fallback: number, min: number): number {
@@ -57,5 +61,7 @@ export function readKnobs(env: NodeJS.ProcessEnv = process.env): BenchKnobs {
     overload: toggle(env, 'BENCH_OVERLOAD'),
     cli: toggle(env, 'BENCH_CLI'),
     cliRounds: whole(env, 'BENCH_CLI_ROUNDS', 15, 3),
+    scaleOut: toggle(env, 'BENCH_SCALE_OUT'),
+    grantRounds: whole(env, 'BENCH_GRANT_ROUNDS', 6, 2),
   };
 }
