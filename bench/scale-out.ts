@@ -10,8 +10,8 @@
 //     is warm at the executor (one HTTP round trip to the executor leader),
 //     against the same router's next call, on a cached grant;
 //   - a real cold call (specialization from the warm pool) through a router
-//     of the split layout, then through a `role=all` server started on the
-//     same cluster once the split processes have stopped.
+//     of the split layout and through a `role=all` server on the same
+//     cluster, one layout at a time (split, role=all, split).
 import { execFile } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
@@ -49,16 +49,26 @@ export interface ScaleOutOptions {
 
 const TICKS_PER_S = 100;
 
-function cpuTicks(pid: number | undefined): number {
-  if (pid === undefined) return Number.NaN;
+function statFields(pid: number | 'self'): string[] | undefined {
   try {
     const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
-    const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-    // utime and stime, fields 14 and 15 of proc(5); every thread's.
-    return Number(f[11]) + Number(f[12]);
+    // The fields after the command name, from field 3 (state) of proc(5) on.
+    return stat.slice(stat.lastIndexOf(')') + 2).split(' ');
   } catch {
-    return Number.NaN;
+    return undefined;
   }
+}
+
+/** CPU of a process (every thread), in ticks: utime and stime, fields 14 and 15. */
+function cpuTicks(pid: number | undefined): number {
+  const f = pid === undefined ? undefined : statFields(pid);
+  return f ? Number(f[11]) + Number(f[12]) : Number.NaN;
+}
+
+/** CPU of this process's children that have exited (the wrk runs): cutime and cstime, fields 16 and 17. */
+function childTicks(): number {
+  const f = statFields('self');
+  return f ? Number(f[13]) + Number(f[14]) : Number.NaN;
 }
 
 /** Busy and total jiffies of the whole machine (every core). */
@@ -68,17 +78,24 @@ function machineTicks(): { busy: number; total: number } {
   return { busy: total - idle - iowait, total };
 }
 
-/** Cores used by each named process, and by the machine, while `body` runs. */
+/**
+ * Cores used while `body` runs: by each named process, by wrk (this process's children that exit meanwhile), by
+ * this process (the node agent, and the benchmark itself), by everything else (the control plane, other sessions),
+ * and by the whole machine.
+ */
 async function cpuDuring<T>(pids: Record<string, number | undefined>, body: () => Promise<T>): Promise<{ result: T; cores: Record<string, number>; machine: number }> {
-  const before = Object.fromEntries(Object.entries(pids).map(([k, p]) => [k, cpuTicks(p)]));
+  const read = (): Record<string, number> => ({ ...Object.fromEntries(Object.entries(pids).map(([k, p]) => [k, cpuTicks(p)])), wrk: childTicks(), 'node agent': cpuTicks(process.pid) });
+  const before = read();
   const m0 = machineTicks();
   const t0 = process.hrtime.bigint();
   const result = await body();
   const seconds = Number(process.hrtime.bigint() - t0) / 1e9;
+  const after = read();
   const m1 = machineTicks();
-  const cores = Object.fromEntries(Object.entries(pids).map(([k, p]) => [k, (cpuTicks(p) - before[k]) / TICKS_PER_S / seconds]));
-  // /proc/stat counts every core: busy share of all of them, times their number.
+  const cores: Record<string, number> = Object.fromEntries(Object.keys(after).map((k) => [k, (after[k] - before[k]) / TICKS_PER_S / seconds]));
+  // /proc/stat counts every core: the busy share of all of them, times their number.
   const machine = ((m1.busy - m0.busy) / (m1.total - m0.total)) * os.cpus().length;
+  cores.rest = machine - Object.values(cores).reduce((a, b) => a + (Number.isFinite(b) ? b : 0), 0);
   return { result, cores, machine };
 }
 
@@ -170,32 +187,41 @@ async function throughput(split: SplitCluster, cluster: TestCluster, o: ScaleOut
     const r = medianRun(k);
     return coresText(Object.fromEntries(keys.map((x) => [x, r.cores[x]])), r.machine);
   };
+  // CPU per request of each part, in µs, in the median run: what 2 cores can carry at most.
+  const perRequest = (k: string, parts: Record<string, string[]>) => {
+    const r = medianRun(k);
+    return Object.entries(parts)
+      .map(([label, keys]) => `${label} ${fmt((keys.reduce((a, x) => a + r.cores[x], 0) / r.sum.rps) * 1e6)}`)
+      .join(', ');
+  };
   const how = `median of ${o.rounds} rounds (two wrk × 16 connections, ${o.seconds} s each)`;
   return [
     [
       'scale-out: throughput via 2 routers / via 1 router',
       `${fmt(med(twoOne), 2)}x`,
-      `2 routers ${fmt(rps('two'))} req/s (CPU ${cpu('two', ['router 1', 'router 2', 'pod', 'executor'])}), 1 router ${fmt(rps('one'))} req/s (CPU ${cpu('one', ['router 1', 'pod', 'executor'])}); ${how}, rounds ${range(twoOne)}; ${failures('two') + failures('one')} non-2xx or socket errors`,
+      `2 routers ${fmt(rps('two'))} req/s (cores: ${cpu('two', ['router 1', 'router 2', 'pod', 'wrk', 'node agent', 'executor', 'rest'])}), 1 router ${fmt(rps('one'))} req/s (cores: ${cpu('one', ['router 1', 'pod', 'wrk', 'node agent', 'executor', 'rest'])}); CPU µs per request: 1 router ${perRequest('one', { router: ['router 1'], pod: ['pod'], wrk: ['wrk'] })}; 2 routers ${perRequest('two', { routers: ['router 1', 'router 2'], pod: ['pod'], wrk: ['wrk'] })}; ${how}, rounds ${range(twoOne)}; ${failures('two') + failures('one')} non-2xx or socket errors`,
       '',
     ],
     [
       'scale-out: throughput via 1 router / straight to the pod',
       `${fmt(med(oneDirect), 2)}x`,
-      `pod ${fmt(rps('direct'))} req/s (CPU ${cpu('direct', ['pod'])}); rounds ${range(oneDirect)}; via 2 routers / pod ${fmt(med(twoDirect), 2)}x (${range(twoDirect)})`,
+      `pod ${fmt(rps('direct'))} req/s (cores: ${cpu('direct', ['pod', 'wrk', 'node agent', 'rest'])}; CPU µs per request: ${perRequest('direct', { pod: ['pod'], wrk: ['wrk'] })}); rounds ${range(oneDirect)}; via 2 routers / pod ${fmt(med(twoDirect), 2)}x (${range(twoDirect)})`,
       '',
     ],
   ];
 }
 
-async function grantRoundTrips(split: SplitCluster, cluster: TestCluster, o: ScaleOutOptions): Promise<{ rows: string[][]; cold: number[] }> {
+async function grantRoundTrips(split: SplitCluster, cluster: TestCluster, o: ScaleOutOptions): Promise<string[][]> {
   const [p1, p2] = split.routerUrls.map((u) => new Pool(u, { connections: 1 }));
   const names = Array.from({ length: o.functions }, (_, i) => `grant-${i}`);
-  const cold: number[] = [];
   const firstEver = { uncached: [] as number[], cached: [] as number[] };
   const afterIdle = { uncached: [] as number[], cached: [] as number[] };
   try {
-    // Each function's first call, through router 1: a cold start in the split layout.
-    for (const name of names) cold.push(await coldCall(cluster, split.controller.controllerUrl, p1, name));
+    // An instance of each, made through router 1 (the routers learn of a new function through their watch).
+    for (const name of names) await createFunction(split.controller.controllerUrl, name);
+    for (const name of names) await eventually(() => timedFirstCall(p1, name), `${name} through router 1`, 120_000, 200);
+    await poolRefilled(cluster);
+    await sleep(2000);
     for (let r = 0; r < o.grantRounds; r++) {
       // After GRANT_IDLE_MS without a call, and the router's 1 s sweep, every grant went back to the leader.
       if (r > 0) await sleep(GRANT_IDLE_MS + 2500);
@@ -215,23 +241,25 @@ async function grantRoundTrips(split: SplitCluster, cluster: TestCluster, o: Sca
   const fu = percentiles(firstEver.uncached);
   const fc = percentiles(firstEver.cached);
   const ms = (us: number) => fmt(us / 1000, 2);
-  return {
-    cold,
-    rows: [
-      [
-        'scale-out: executor round trip (call without a grant - next call) p50',
-        `${fmt(u.p50 - c.p50)} µs`,
-        `without a grant p50 ${ms(u.p50)} ms, p99 ${ms(u.p99)} ms; cached p50 ${ms(c.p50)} ms, p99 ${ms(c.p99)} ms (${u.count} calls: ${o.functions} warm functions × ${o.grantRounds - 1} rounds, each after the router's grants went idle)`,
-        '',
-      ],
-      [
-        'scale-out: a router’s first call to a warm instance - next call p50',
-        `${fmt(fu.p50 - fc.p50)} µs`,
-        `first p50 ${ms(fu.p50)} ms, p99 ${ms(fu.p99)} ms; next p50 ${ms(fc.p50)} ms (router 2 after router 1 made the instances: the round trip and a new connection to the pod; ${fu.count} functions)`,
-        '',
-      ],
+  return [
+    [
+      'scale-out: executor round trip (call without a grant - next call) p50',
+      `${fmt(u.p50 - c.p50)} µs`,
+      `without a grant p50 ${ms(u.p50)} ms, p99 ${ms(u.p99)} ms; cached p50 ${ms(c.p50)} ms, p99 ${ms(c.p99)} ms (${u.count} calls: ${o.functions} warm functions × ${o.grantRounds - 1} rounds, each after the router's grants went idle)`,
+      '',
     ],
-  };
+    [
+      'scale-out: a router’s first call to a warm instance - next call p50',
+      `${fmt(fu.p50 - fc.p50)} µs`,
+      `first p50 ${ms(fu.p50)} ms, p99 ${ms(fu.p99)} ms; next p50 ${ms(fc.p50)} ms (router 2 after router 1 made the instances: the round trip and a new connection to the pod; ${fu.count} functions)`,
+      '',
+    ],
+  ];
+}
+
+/** Until every router answers /hello: the function's route reached them, and an executor leads. */
+async function helloThrough(routers: string[]): Promise<void> {
+  for (const r of routers) await eventually(async () => ((await fetch(`${r}/hello`).then((x) => x.text())) === 'hello\n' ? true : undefined), `hello through ${r}`, 120_000, 200);
 }
 
 export async function scaleOutBench(o: ScaleOutOptions): Promise<string[][]> {
@@ -244,42 +272,57 @@ export async function scaleOutBench(o: ScaleOutOptions): Promise<string[][]> {
   const cluster = await startTestCluster();
   let split: SplitCluster | undefined;
   let all: TestServer | undefined;
-  try {
+  const startSplit = async () => {
     split = await startSplitCluster({ cluster, executors: 1, routers: 2 });
     const s = split;
     await eventually(() => s.leaderOf(), 'an executor leader', 30_000);
+    return s;
+  };
+  // Cold starts: new functions' first calls, through router 1 of the split layout and through a role=all server
+  // (router and executor in one process) on the same cluster and pool. Two executors would both manage the pool,
+  // so one layout runs at a time, in the order split, role=all, split: drift in the machine's speed hits both alike.
+  const coldSplit: number[] = [];
+  const coldAll: number[] = [];
+  let made = 0;
+  const coldBlock = async (controllerUrl: string, routerUrl: string, into: number[], count: number) => {
+    const router = new Pool(routerUrl, { connections: 1 });
+    try {
+      for (let i = 0; i < count; i++) into.push(await coldCall(cluster, controllerUrl, router, `cold-${made++}`));
+    } finally {
+      await router.close();
+    }
+  };
+  try {
+    let s = await startSplit();
     await deployHello(s.controller.controllerUrl, POOL);
-    for (const r of s.routerUrls) await eventually(async () => ((await fetch(`${r}/hello`).then((x) => x.text())) === 'hello\n' ? true : undefined), `hello through ${r}`, 120_000, 200);
+    await helloThrough(s.routerUrls);
     rows.push(...(await throughput(s, cluster, o)));
-    const grants = await grantRoundTrips(s, cluster, o);
-    rows.push(...grants.rows);
-
-    // The same cold calls through a role=all server (router and executor in one process), on the same cluster and
-    // pool, once the split processes are gone (two executors would both manage the pool).
+    rows.push(...(await grantRoundTrips(s, cluster, o)));
+    const firstHalf = Math.ceil(o.functions / 2);
+    await coldBlock(s.controller.controllerUrl, s.routerUrls[0], coldSplit, firstHalf);
     const sets = s.sets();
     await s.stop();
     split = undefined;
     all = await startServer({ sets: [...sets, 'role=all'] });
-    const viaAll = new Pool(all.routerUrl, { connections: 1 });
-    const coldAll: number[] = [];
-    try {
-      // Its executor adopts the pool's pods, its router learns the functions.
-      await eventually(async () => ((await fetch(`${all?.routerUrl}/hello`).then((x) => x.text())) === 'hello\n' ? true : undefined), 'hello through role=all', 120_000, 200);
-      for (let i = 0; i < o.functions; i++) coldAll.push(await coldCall(cluster, all.controllerUrl, viaAll, `cold-all-${i}`));
-    } finally {
-      await viaAll.close();
-    }
-    const cs = percentiles(grants.cold);
+    // Its executor adopts the pool's pods and hello's; its router learns the routes.
+    await helloThrough([all.routerUrl]);
+    await coldBlock(all.controllerUrl, all.routerUrl, coldAll, o.functions);
+    await all.stop();
+    all = undefined;
+    s = await startSplit();
+    await helloThrough(s.routerUrls);
+    await coldBlock(s.controller.controllerUrl, s.routerUrls[0], coldSplit, o.functions - firstHalf);
+    const cs = percentiles(coldSplit);
     const ca = percentiles(coldAll);
     rows.push([
       'scale-out: cold start from the warm pool, split roles - role=all p50',
       `${fmt((cs.p50 - ca.p50) / 1000, 1)} ms`,
-      `split p50 ${fmt(cs.p50 / 1000, 1)} ms (p99 ${fmt(cs.p99 / 1000, 1)}), role=all p50 ${fmt(ca.p50 / 1000, 1)} ms (p99 ${fmt(ca.p99 / 1000, 1)}); ${o.functions} new functions each, split first, then role=all`,
+      `split p50 ${fmt(cs.p50 / 1000, 1)} ms (p99 ${fmt(cs.p99 / 1000, 1)}), role=all p50 ${fmt(ca.p50 / 1000, 1)} ms (p99 ${fmt(ca.p99 / 1000, 1)}); ${o.functions} new functions each, in blocks split ${firstHalf}, role=all ${o.functions}, split ${o.functions - firstHalf}`,
       '',
     ]);
   } finally {
-    await split?.stop();
-    await all?.stop();
+    await (split as SplitCluster | undefined)?.stop();
+    await (all as TestServer | undefined)?.stop();
     await cluster.stop();
   }
   rows.push([`${label}: load average`, `${loadBefore} before`, `${loadavg()} after (1, 5, 15 min; ${os.cpus().length} cores)`, '']);
