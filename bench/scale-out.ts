@@ -18,6 +18,7 @@ import os from 'node:os';
 import { promisify } from 'node:util';
 import { Pool } from 'undici';
 import { kubeBinaryPath } from '../scripts/kube/build.ts';
+import { descendants } from '../scripts/kube/process-tree.ts';
 import { GRANT_IDLE_MS } from '../src/executor/remote/remote-executor.ts';
 import { sandboxAvailable } from '../src/sandbox/bwrap.ts';
 import { FUNCTION_NAMESPACE, startTestCluster, type TestCluster } from '../test/helpers/kube-cluster.ts';
@@ -59,10 +60,22 @@ function statFields(pid: number | 'self'): string[] | undefined {
   }
 }
 
-/** CPU of a process (every thread), in ticks: utime and stime, fields 14 and 15. */
-function cpuTicks(pid: number | undefined): number {
-  const f = pid === undefined ? undefined : statFields(pid);
+/** CPU of processes (every thread), in ticks: utime and stime, fields 14 and 15. */
+function cpuTicks(pids: number | number[] | undefined): number {
+  if (Array.isArray(pids)) return pids.reduce((a, p) => a + cpuTicks(p), 0);
+  const f = pids === undefined ? undefined : statFields(pids);
   return f ? Number(f[11]) + Number(f[12]) : Number.NaN;
+}
+
+/** The control plane's processes (etcd, kube-apiserver, the controller manager, the scheduler): this process's children running the kube binary. */
+function controlPlanePids(): number[] {
+  return descendants(process.pid).filter((p) => {
+    try {
+      return fs.readFileSync(`/proc/${p}/comm`, 'utf8').trim() === 'kube';
+    } catch {
+      return false;
+    }
+  });
 }
 
 /** CPU of this process's children that have exited (the wrk runs): cutime and cstime, fields 16 and 17. */
@@ -80,10 +93,10 @@ function machineTicks(): { busy: number; total: number } {
 
 /**
  * Cores used while `body` runs: by each named process, by wrk (this process's children that exit meanwhile), by
- * this process (the node agent, and the benchmark itself), by everything else (the control plane, other sessions),
+ * this process (the node agent, and the benchmark itself), by everything else (other sessions, the kernel's own work),
  * and by the whole machine.
  */
-async function cpuDuring<T>(pids: Record<string, number | undefined>, body: () => Promise<T>): Promise<{ result: T; cores: Record<string, number>; machine: number }> {
+async function cpuDuring<T>(pids: Record<string, number | number[] | undefined>, body: () => Promise<T>): Promise<{ result: T; cores: Record<string, number>; machine: number }> {
   const read = (): Record<string, number> => ({ ...Object.fromEntries(Object.entries(pids).map(([k, p]) => [k, cpuTicks(p)])), wrk: childTicks(), 'node agent': cpuTicks(process.pid) });
   const before = read();
   const m0 = machineTicks();
@@ -159,6 +172,8 @@ async function throughput(split: SplitCluster, cluster: TestCluster, o: ScaleOut
     'router 2': split.routers[1].child.pid,
     pod: await listenerPid(ip, 8888),
     executor: split.executors[0].child.pid,
+    controller: split.controller.child.pid,
+    'control plane': controlPlanePids(),
   };
   const kinds = [
     { name: 'direct', urls: [pod, pod] as [string, string] },
@@ -199,13 +214,13 @@ async function throughput(split: SplitCluster, cluster: TestCluster, o: ScaleOut
     [
       'scale-out: throughput via 2 routers / via 1 router',
       `${fmt(med(twoOne), 2)}x`,
-      `2 routers ${fmt(rps('two'))} req/s (cores: ${cpu('two', ['router 1', 'router 2', 'pod', 'wrk', 'node agent', 'executor', 'rest'])}), 1 router ${fmt(rps('one'))} req/s (cores: ${cpu('one', ['router 1', 'pod', 'wrk', 'node agent', 'executor', 'rest'])}); CPU µs per request: 1 router ${perRequest('one', { router: ['router 1'], pod: ['pod'], wrk: ['wrk'] })}; 2 routers ${perRequest('two', { routers: ['router 1', 'router 2'], pod: ['pod'], wrk: ['wrk'] })}; ${how}, rounds ${range(twoOne)}; ${failures('two') + failures('one')} non-2xx or socket errors`,
+      `2 routers ${fmt(rps('two'))} req/s (cores: ${cpu('two', ['router 1', 'router 2', 'pod', 'wrk', 'node agent', 'executor', 'controller', 'control plane', 'rest'])}), 1 router ${fmt(rps('one'))} req/s (cores: ${cpu('one', ['router 1', 'pod', 'wrk', 'node agent', 'executor', 'controller', 'control plane', 'rest'])}); CPU µs per request: 1 router ${perRequest('one', { router: ['router 1'], pod: ['pod'], wrk: ['wrk'] })}; 2 routers ${perRequest('two', { routers: ['router 1', 'router 2'], pod: ['pod'], wrk: ['wrk'] })}; ${how}, rounds ${range(twoOne)}; ${failures('two') + failures('one')} non-2xx or socket errors`,
       '',
     ],
     [
       'scale-out: throughput via 1 router / straight to the pod',
       `${fmt(med(oneDirect), 2)}x`,
-      `pod ${fmt(rps('direct'))} req/s (cores: ${cpu('direct', ['pod', 'wrk', 'node agent', 'rest'])}; CPU µs per request: ${perRequest('direct', { pod: ['pod'], wrk: ['wrk'] })}); rounds ${range(oneDirect)}; via 2 routers / pod ${fmt(med(twoDirect), 2)}x (${range(twoDirect)})`,
+      `pod ${fmt(rps('direct'))} req/s (cores: ${cpu('direct', ['pod', 'wrk', 'node agent', 'control plane', 'rest'])}; CPU µs per request: ${perRequest('direct', { pod: ['pod'], wrk: ['wrk'] })}); rounds ${range(oneDirect)}; via 2 routers / pod ${fmt(med(twoDirect), 2)}x (${range(twoDirect)})`,
       '',
     ],
   ];
