@@ -117,7 +117,12 @@ export async function startServer(
     );
   }
   const store: Store = kube
-    ? await openKubeStore({ client: kube, onError: (err, kind) => logger.warn({ err, kind }, 'following the Kubernetes API failed; retrying') })
+    ? await openKubeStore({
+        client: kube,
+        onError: (err, kind) => logger.warn({ err, kind }, 'following the Kubernetes API failed; retrying'),
+        // A router reads routes and functions only; its ServiceAccount may follow nothing else (charts/flint/templates/rbac.yaml).
+        follow: runs.role === 'router' ? ['Function', 'HTTPTrigger'] : undefined,
+      })
     : openSqliteStore(layout.db);
   // SQLite made its WAL and SHM on open; they follow the database's mode, but a WAL left by an older server may not.
   if (!kube) privateDatabaseFiles(layout);

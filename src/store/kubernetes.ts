@@ -32,6 +32,13 @@ export interface KubeStoreOptions {
   watchTimeoutSeconds?: number;
   retryDelayMs?: number;
   onError?: (err: unknown, kind: KindName) => void;
+  /**
+   * The kinds to follow (watch) for this process; every kind unless set. A
+   * router follows only functions and routes, so its ServiceAccount needs
+   * no list or watch on anything else. Get, list and writes go to the API
+   * server for any kind.
+   */
+  follow?: readonly KindName[];
 }
 
 function sameJson(a: unknown, b: unknown): boolean {
@@ -76,7 +83,7 @@ export class KubeStore implements Store {
 
   async start(): Promise<void> {
     await Promise.all(
-      KIND_NAMES.map(async (kind) => {
+      this.#followed().map(async (kind) => {
         const informer = new Informer<AnyResource>({
           client: this.#client,
           gvr: gvrOf(kind),
@@ -91,6 +98,10 @@ export class KubeStore implements Store {
         this.#floor.set(kind, await informer.start());
       }),
     );
+  }
+
+  #followed(): readonly KindName[] {
+    return this.#o.follow ?? KIND_NAMES;
   }
 
   #publish(rv: number, type: WatchEventType, object: AnyResource): void {
@@ -220,7 +231,10 @@ export class KubeStore implements Store {
     if (!Number.isInteger(since) || since < 0) {
       throw new FlintError('FLINT_ERR_VALIDATION', `bad resourceVersion '${opts.sinceResourceVersion}'`, { field: 'resourceVersion' });
     }
-    for (const kind of opts.kind ? [opts.kind] : KIND_NAMES) {
+    if (opts.kind && !this.#followed().includes(opts.kind)) {
+      throw new FlintError('FLINT_ERR_INTERNAL', `this store does not follow ${opts.kind} (KubeStoreOptions.follow)`);
+    }
+    for (const kind of opts.kind ? [opts.kind] : this.#followed()) {
       const floor = this.#floor.get(kind) ?? 0;
       if (since < floor) {
         throw new FlintError('FLINT_ERR_GONE', `resourceVersion ${since} is too old for ${kind} (oldest kept is ${floor}): list again and watch from its resourceVersion`);
