@@ -352,6 +352,7 @@ export async function startServer(
       if (kube) leaveRotation = () => router.leaveRotation(values.router.drainSeconds * 1000);
     }
     let ingressUrl: string | undefined;
+    let announceIngress = () => {};
     if (runs.executor) {
       const ingressProvider = createIngressProvider({
         values,
@@ -371,10 +372,13 @@ export async function startServer(
         // The router stops behind the ingress while the ingress's own tunnels are still open, so a WebSocket that came
         // through it gets the 1001 too. The router's own entry, earlier in the list, then finds it stopped.
         stops.push(() => ingress.stop(stopRouter ?? (() => Promise.resolve())));
-        const urls = ingressUrls(ingressProvider);
-        ingressUrl = urls.url;
-        if (urls.url) out(`ingress listening on ${urls.url}`);
-        if (urls.httpsUrl) out(`ingress-https listening on ${urls.httpsUrl}`);
+        // Its ports are known once it started (port 0: a free one), with the singletons below.
+        announceIngress = () => {
+          const urls = ingressUrls(ingressProvider);
+          ingressUrl = urls.url;
+          if (urls.url) out(`ingress listening on ${urls.url}`);
+          if (urls.httpsUrl) out(`ingress-https listening on ${urls.httpsUrl}`);
+        };
       }
     }
     // Message queues: one connector per configured broker kind.
@@ -447,6 +451,7 @@ export async function startServer(
       stops.splice(1, 0, () => elected.stop());
     } else {
       for (const s of singletons) await s.start();
+      announceIngress();
     }
     if (runs.controller) {
       const readback = kafka ? new TopicReadback(() => kafka) : undefined;
