@@ -34,9 +34,9 @@ describe('CRDs', () => {
     }
   });
 
-  it('only Package has a status subresource', () => {
+  it('only Package and CanaryConfig have a status subresource', () => {
     const withStatus = CUSTOM_KINDS.filter((k) => (renderCrd(k) as any).spec.versions[0].subresources?.status);
-    assert.deepEqual(withStatus, ['Package']);
+    assert.deepEqual(withStatus, ['Package', 'CanaryConfig']);
   });
 
   it('translates the schema forms the kinds use', () => {

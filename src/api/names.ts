@@ -19,7 +19,12 @@ export const MQT_KINDS = ['keda', 'fission'] as const;
 
 export const BUILD_STATUSES = ['pending', 'running', 'succeeded', 'failed', 'none'] as const;
 
-export const KIND_NAMES = ['Environment', 'Function', 'Package', 'HTTPTrigger', 'MessageQueueTrigger', 'Secret', 'ConfigMap'] as const;
+/** A canary's progress (Fission's values): rolling out, all traffic on the new function, rolled back, or stopped for a broken reference. */
+export const CANARY_STATUSES = ['pending', 'succeeded', 'failed', 'aborted'] as const;
+/** What counts as a failure of a canary's new function: a 5xx answer. */
+export const CANARY_FAILURE_TYPES = ['status-code'] as const;
+
+export const KIND_NAMES = ['Environment', 'Function', 'Package', 'HTTPTrigger', 'MessageQueueTrigger', 'Secret', 'ConfigMap', 'CanaryConfig'] as const;
 export type KindName = (typeof KIND_NAMES)[number];
 
 /** Each kind's URL segment and table name. */
@@ -31,4 +36,5 @@ export const KIND_PLURALS: Readonly<Record<KindName, string>> = {
   MessageQueueTrigger: 'messagequeuetriggers',
   Secret: 'secrets',
   ConfigMap: 'configmaps',
+  CanaryConfig: 'canaryconfigs',
 };

@@ -1,13 +1,14 @@
 // CRUD for every kind: `/v1/{plural}` (all namespaces) and
 // `/v1/namespaces/{ns}/{plural}[/{name}[/status]]`.
-import { Type } from '@sinclair/typebox';
+import { type TSchema, Type } from '@sinclair/typebox';
 import type { FastifyInstance, FastifyReply } from 'fastify';
 import { FlintError, invalid } from '../api/errors.ts';
-import { type AnyResource, KIND_NAMES, KINDS, type KindInfo, type Package, PackageStatus } from '../api/kinds.ts';
+import { type AnyResource, type CanaryConfig, CanaryConfigStatus, KIND_NAMES, KINDS, type KindInfo, type KindName, type Package, PackageStatus } from '../api/kinds.ts';
 import { DeleteQuery, ListQuery, ResourceVersionParam, NameParams as NAME_PARAMS, NamespaceParams as NS_PARAM } from '../api/params.ts';
 import { validateResource } from '../api/validate.ts';
 import type { ControllerOptions } from './app.ts';
 import { errorResponses } from './openapi.ts';
+import { canaryStatusAfterUpdate, checkCanaryConfig, initialCanaryStatus } from './canary.ts';
 import { checkPackageArchives } from './package-archives.ts';
 import { initialPackageStatus, packageStatusAfterUpdate } from './package-status.ts';
 import { checkDeletable, checkReferences } from './rules.ts';
@@ -29,8 +30,12 @@ function sendWarnings(reply: FastifyReply, warnings: string[]): void {
 
 function initialStatus(obj: AnyResource): AnyResource {
   if (obj.kind === 'Package') (obj as Package).status = initialPackageStatus(obj as Package);
+  if (obj.kind === 'CanaryConfig') (obj as CanaryConfig).status = initialCanaryStatus();
   return obj;
 }
+
+/** The body of `PUT .../status`, for the kinds with a status. */
+const STATUS_SCHEMAS: Partial<Record<KindName, TSchema>> = { Package: PackageStatus, CanaryConfig: CanaryConfigStatus };
 
 export function registerResourceRoutes(app: FastifyInstance, opts: ControllerOptions): void {
   const { store } = opts;
@@ -78,6 +83,7 @@ export function registerResourceRoutes(app: FastifyInstance, opts: ControllerOpt
         }
         const warnings = await checkReferences(store, obj);
         if (obj.kind === 'Package') await checkPackageArchives(obj as Package, opts.archives, opts.archiveLimits ?? DEFAULT_ARCHIVE_LIMITS);
+        if (obj.kind === 'CanaryConfig') await checkCanaryConfig(store, obj as CanaryConfig);
         const created = await store.create(initialStatus(obj));
         sendWarnings(reply, warnings);
         reply.code(201);
@@ -120,6 +126,10 @@ export function registerResourceRoutes(app: FastifyInstance, opts: ControllerOpt
           await checkPackageArchives(obj as Package, opts.archives, opts.archiveLimits ?? DEFAULT_ARCHIVE_LIMITS);
           (obj as Package).status = packageStatusAfterUpdate(current as Package, obj as Package);
         }
+        if (k.kind === 'CanaryConfig') {
+          await checkCanaryConfig(store, obj as CanaryConfig, current as CanaryConfig);
+          (obj as CanaryConfig).status = canaryStatusAfterUpdate(current as CanaryConfig, obj as CanaryConfig);
+        }
         const updated = await store.update(obj);
         sendWarnings(reply, warnings);
         return updated;
@@ -137,7 +147,7 @@ export function registerResourceRoutes(app: FastifyInstance, opts: ControllerOpt
             params: NAME_PARAMS,
             body: Type.Object({
               metadata: Type.Optional(Type.Object({ resourceVersion: Type.Optional(ResourceVersionParam('Refuse the write (409) unless the object is still at this version')) })),
-              status: PackageStatus,
+              status: STATUS_SCHEMAS[k.kind] ?? PackageStatus,
             }),
             response: { 200: Type.Ref(k.schema), ...errorResponses(404, 409) },
           },
@@ -146,9 +156,9 @@ export function registerResourceRoutes(app: FastifyInstance, opts: ControllerOpt
           const { namespace, name } = req.params;
           const body = req.body;
           if (!body || typeof body !== 'object' || !body.status || typeof body.status !== 'object') throw invalid('status', 'required');
-          const candidate = { ...(await getOr404(k, namespace, name)), status: body.status } as Package;
+          const candidate = { ...(await getOr404(k, namespace, name)), status: body.status } as Package | CanaryConfig;
           validate(k, { ...candidate, metadata: { ...candidate.metadata } });
-          return store.updateStatus({ ...candidate, metadata: { ...candidate.metadata, resourceVersion: body.metadata?.resourceVersion } } as Package);
+          return store.updateStatus({ ...candidate, metadata: { ...candidate.metadata, resourceVersion: body.metadata?.resourceVersion } } as Package | CanaryConfig);
         },
       );
     }

@@ -23,6 +23,7 @@ const WORDS: Record<KindName, [string, string]> = {
   MessageQueueTrigger: ['mqtrigger', 'mqtriggers'],
   Secret: ['secret', 'secrets'],
   ConfigMap: ['configmap', 'configmaps'],
+  CanaryConfig: ['canaryconfig', 'canaryconfigs'],
 };
 
 type Outcome = 'created' | 'updated' | 'deleted';
