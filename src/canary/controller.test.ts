@@ -28,7 +28,7 @@ const flow = (failing = 0) => {
   }, 20);
 };
 
-async function create(obj: Omit<AnyResource, 'metadata' | 'apiVersion'> & { metadata: { name: string } }): Promise<void> {
+async function create(obj: { kind: AnyResource['kind']; metadata: { name: string }; spec: unknown; status?: unknown }): Promise<void> {
   await store.create({ apiVersion: 'flint.dev/v1', ...obj, metadata: { namespace: 'default', ...obj.metadata } } as AnyResource);
 }
 
@@ -42,7 +42,7 @@ async function setup(weights: { v1: number; v2: number }, spec: Partial<CanaryCo
     metadata: { name: 'c' },
     spec: { trigger: 'r', newfunction: 'v2', oldfunction: 'v1', weightincrement: 30, duration: '300ms', failurethreshold: 10, failureType: 'status-code', ...spec },
     status,
-  } as CanaryConfig);
+  });
 }
 
 const weightsNow = async () => (await store.get('HTTPTrigger', 'default', 'r'))?.spec.functionref.functionweights;
