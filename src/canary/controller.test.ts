@@ -10,7 +10,7 @@ import { eventually } from '../testing/eventually.ts';
 import { CanaryController } from './controller.ts';
 import type { Counts, RequestCounters } from './counters.ts';
 
-const logger = pino({ level: 'silent' });
+const logger = pino({ level: process.env.CANARY_TEST_LOG ?? 'silent' });
 
 let dir: string;
 let store: SqliteStore;
@@ -152,6 +152,14 @@ describe('canary controller', () => {
     await store.delete('HTTPTrigger', 'default', 'r');
     const aborted = await eventually(async () => ((await canary()).status?.status === 'aborted' ? canary() : undefined), 'aborted');
     assert.match(aborted.status?.message ?? '', /^HTTPTrigger 'r' no longer exists: the canary stopped/);
+  });
+
+  it('stops on an interval that means no time, written around the control plane (kubectl)', async () => {
+    await setup({ v1: 100, v2: 0 }, { duration: 'soon' });
+    await start();
+    const aborted = await eventually(async () => ((await canary()).status?.status === 'aborted' ? canary() : undefined), 'aborted');
+    assert.match(aborted.status?.message ?? '', /^spec\.duration: 'soon' is not a duration/);
+    assert.deepEqual(await weightsNow(), { v1: 100, v2: 0 });
   });
 
   it('starts over with a new spec, and lets a deleted canary go', async () => {

@@ -17,7 +17,7 @@
 // (the route gives the new function nothing while the status says it had
 // some) and recorded as failed.
 import type { Logger } from 'pino';
-import { canaryIntervalProblem, parseDuration } from '../api/duration.ts';
+import { parseDuration } from '../api/duration.ts';
 import type { CanaryConfig, CanaryConfigStatus, HTTPTrigger } from '../api/kinds.ts';
 import type { Store, Watch } from '../store/store.ts';
 import { CountWindow, type Counts, type RequestCounters } from './counters.ts';
@@ -179,9 +179,10 @@ export class CanaryController {
   async #adopt(t: Tracked, cc: CanaryConfig): Promise<void> {
     const ht = await this.#route(cc);
     const ref = ht?.spec.functionref;
-    // The control plane refuses a bad interval; one written around it (kubectl) stops here.
-    const badInterval = canaryIntervalProblem(cc.spec.duration ?? DEFAULT_INTERVAL);
-    const problem = badInterval ? `spec.duration: ${badInterval}` : routeProblem(cc.spec, ref);
+    // The control plane refuses a bad interval; one written around it (kubectl) that means no time at all stops here.
+    const interval = cc.spec.duration ?? DEFAULT_INTERVAL;
+    const badInterval = !((parseDuration(interval) ?? 0) > 0);
+    const problem = badInterval ? `spec.duration: '${interval}' is not a duration of some time (30s, 2m, 1h30m)` : routeProblem(cc.spec, ref);
     if (problem) {
       await this.#writeStatus(t, { ...cc.status, status: 'aborted', message: `${problem}: the canary stopped, the route's weights are left as they are` });
       return;

@@ -610,7 +610,6 @@ describe('router', () => {
     for (const fn of ['hello', 'dead']) {
       assert.deepEqual(counts.get(`default/${fn}`), { requests: exposed(fn, /./), failures: exposed(fn, /^5/) }, fn);
     }
-    assert.equal(counts.get('default/hello')?.failures, 0);
     assert.ok((counts.get('default/dead')?.failures ?? 0) >= 1, 'a 502 for an unreachable function is a failure of that function');
   });
 });

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import type { Package, Secret } from '../api/kinds.ts';
+import { KIND_NAMES, type Package, type Secret } from '../api/kinds.ts';
 import { storeResources } from '../../test/fake-kube/crd-resources.ts';
 import { type FakeKube, NAMESPACE_RESOURCE, startFakeKube } from '../../test/fake-kube/server.ts';
 import { eventually } from '../testing/eventually.ts';
@@ -99,7 +99,7 @@ describe('kubernetes store', () => {
       await s.create(env('a'));
       await eventually(() => events.length === 1, 'the first event');
       fake.endWatches();
-      await eventually(() => fake.watchCount() === 7, 'every informer watching again');
+      await eventually(() => fake.watchCount() === KIND_NAMES.length, 'every informer watching again');
       await s.create(env('b'));
       await eventually(() => events.map((e) => e.object.metadata.name).join() === 'a,b', 'both events');
       w.close();
