@@ -336,6 +336,7 @@ describe('the Helm chart on a real control plane', { skip: !usable && 'bubblewra
       .map((o: any) => `${o.kind} ${o.metadata.name}`)
       .sort();
     assert.deepEqual(cluster, [
+      'CustomResourceDefinition canaryconfigs.flint.dev',
       'CustomResourceDefinition environments.flint.dev',
       'CustomResourceDefinition functions.flint.dev',
       'CustomResourceDefinition httptriggers.flint.dev',
