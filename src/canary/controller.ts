@@ -162,12 +162,21 @@ export class CanaryController {
     return cc;
   }
 
+  /**
+   * Writes the status over the version just read, while it is still this rollout; a write that crossed another
+   * (a label changed) is tried again on a fresh read, so a step whose route already moved is never taken twice.
+   */
   async #writeStatus(t: Tracked, status: CanaryConfigStatus): Promise<void> {
-    const cc = await this.#current(t);
-    if (!cc) return;
-    // Over whatever version is stored: #current just checked that it is still this rollout.
-    const { resourceVersion: _, ...metadata } = cc.metadata;
-    await this.#o.store.updateStatus({ ...cc, metadata: metadata as CanaryConfig['metadata'], status });
+    for (let attempt = 1; ; attempt++) {
+      const cc = await this.#current(t);
+      if (!cc) return;
+      try {
+        await this.#o.store.updateStatus({ ...cc, status });
+        break;
+      } catch (err) {
+        if ((err as { code?: string }).code !== 'FLINT_ERR_CONFLICT' || attempt >= 5) throw err;
+      }
+    }
     if (status.status !== 'pending') this.#o.logger.info({ canary: t.key, status: status.status }, status.message);
   }
 
