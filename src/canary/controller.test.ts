@@ -100,6 +100,36 @@ describe('canary controller', () => {
     assert.deepEqual(controller?.active(), [], 'a finished canary is let go');
   });
 
+  it('records a move whose status write failed instead of moving again', async () => {
+    await setup({ v1: 100, v2: 0 });
+    const seen = recordWeights();
+    flow(0);
+    let failures = 0;
+    // The store, but the first status write of the first step fails (an API server gone for a moment).
+    const flaky = new Proxy(store, {
+      get(target, prop, receiver) {
+        if (prop === 'updateStatus') {
+          return async (obj: CanaryConfig) => {
+            if (obj.status?.newWeight === 30 && failures++ === 0) throw new Error('the store is unreachable');
+            return target.updateStatus(obj);
+          };
+        }
+        const v = Reflect.get(target, prop, receiver);
+        return typeof v === 'function' ? v.bind(target) : v;
+      },
+    });
+    controller = new CanaryController({ store: flaky, counters, logger, retryMs: 100 });
+    await controller.start();
+    await eventually(async () => (await canary()).status?.status === 'succeeded', 'succeeded', 10_000);
+    assert.equal(failures, 2, 'the failed write was made again');
+    assert.deepEqual(
+      seen.map((s) => s.v2),
+      [30, 60, 90, 100],
+      'one move per step',
+    );
+    for (let i = 1; i < seen.length; i++) assert.ok(seen[i].at - seen[i - 1].at >= 290, `a step ${seen[i].at - seen[i - 1].at} ms after the one before`);
+  });
+
   it('rolls everything back to the old function when an interval crosses the threshold, and records the rate', async () => {
     await setup({ v1: 100, v2: 0 });
     const seen = recordWeights();

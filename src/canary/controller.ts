@@ -43,6 +43,8 @@ interface Tracked {
   chain: Promise<void>;
   dropped: boolean;
   intervalMs: number;
+  /** The status of a move whose route write went through and whose status write did not (yet): written before anything else. */
+  unwritten?: CanaryConfigStatus;
 }
 
 /** Longest single timer; longer intervals are waited out in several. */
@@ -222,6 +224,14 @@ export class CanaryController {
 
   /** The end of an interval: judge it, and step, hold, roll back or stop. */
   async #round(t: Tracked): Promise<void> {
+    if (t.unwritten) {
+      // The route moved in a round whose status write failed: record that move rather than make another.
+      const status = t.unwritten;
+      await this.#writeStatus(t, status);
+      t.unwritten = undefined;
+      if (status.status === 'pending') this.#schedule(t, Date.parse(status.lastStepTime as string) + t.intervalMs);
+      return;
+    }
     const cc = await this.#current(t);
     if (!cc) return;
     const window = await this.#read(t);
@@ -248,13 +258,15 @@ export class CanaryController {
         // With the route's resourceVersion: a route changed meanwhile fails the round, which is tried again on fresh reads.
         await this.#o.store.update({ ...route, spec: { ...route.spec, functionref: { ...route.spec.functionref, functionweights: d.weights } } });
         const rollback = d.action === 'rollback';
-        await this.#writeStatus(t, {
+        t.unwritten = {
           status: rollback ? 'failed' : d.done ? 'succeeded' : 'pending',
           message: d.message,
           ...(d.rate === undefined ? {} : { failureRate: d.rate, requests: d.requests }),
           newWeight: rollback ? 0 : d.newWeight,
           lastStepTime: new Date(now).toISOString(),
-        });
+        };
+        await this.#writeStatus(t, t.unwritten);
+        t.unwritten = undefined;
         if (d.action === 'step' && !d.done) this.#schedule(t, now + t.intervalMs);
         return;
       }
