@@ -26,7 +26,7 @@ const COMMANDS: { label: string; args: string[]; expect: RegExp }[] = [
 ];
 
 /** The CLI as it was at `rev`, in a directory of its own, using the checkout's node_modules; undefined without git or the commit. */
-function checkoutOf(rev: string, dir: string): string | undefined {
+export function checkoutOf(rev: string, dir: string): string | undefined {
   const tar = spawnSync('git', ['-C', REPO, 'archive', '--format=tar', rev, 'bin', 'src', 'package.json', 'charts'], { maxBuffer: 256 * 1024 * 1024 });
   if (tar.status !== 0) return undefined;
   fs.mkdirSync(dir, { recursive: true });

@@ -17,6 +17,7 @@ describe('benchmark knobs', () => {
       overload: true,
       cli: true,
       cliRounds: 15,
+      tracing: true,
     });
   });
 
@@ -34,8 +35,9 @@ describe('benchmark knobs', () => {
       BENCH_OVERLOAD: '0',
       BENCH_CLI: '0',
       BENCH_CLI_ROUNDS: '7',
+      BENCH_TRACING: '0',
     });
-    assert.deepEqual(k, { requests: 500, seconds: 2, rounds: 5, authPairs: 1, cold: 3, messages: 100, sandbox: 'none', packages: false, kafka: true, overload: false, cli: false, cliRounds: 7 });
+    assert.deepEqual(k, { requests: 500, seconds: 2, rounds: 5, authPairs: 1, cold: 3, messages: 100, sandbox: 'none', packages: false, kafka: true, overload: false, cli: false, cliRounds: 7, tracing: false });
   });
 
   it('refuses what is not a knob value, naming the knob', () => {

@@ -24,6 +24,8 @@ export interface BenchKnobs {
   cli: boolean;
   /** Rounds of the CLI start figures (each runs every form of every command once). */
   cliRounds: number;
+  /** Router added latency with tracing off, on, and before tracing (bench/tracing.ts). */
+  tracing: boolean;
 }
 
 function whole(env: NodeJS.ProcessEnv, name: string, fallback: number, min: number): number {
@@ -57,5 +59,6 @@ export function readKnobs(env: NodeJS.ProcessEnv = process.env): BenchKnobs {
     overload: toggle(env, 'BENCH_OVERLOAD'),
     cli: toggle(env, 'BENCH_CLI'),
     cliRounds: whole(env, 'BENCH_CLI_ROUNDS', 15, 3),
+    tracing: toggle(env, 'BENCH_TRACING'),
   };
 }

@@ -13,7 +13,8 @@
 //   5. packages (bench/packages.ts) and Kafka triggers (bench/mq.ts);
 //   6. goodput at 50/500/2,000 connections beside nginx, and tails while the
 //      package is replaced every 2 s (bench/overload.ts);
-//   7. CLI start times against `node -e 0`, now and before issue 27 (bench/cli-start.ts).
+//   7. CLI start times against `node -e 0`, now and before issue 27 (bench/cli-start.ts);
+//   8. router added latency with tracing off, on and before tracing, side by side (bench/tracing.ts).
 // Results print as a markdown table; bench/RESULTS.md records them.
 import fs from 'node:fs';
 import os from 'node:os';
@@ -31,6 +32,7 @@ import { readKnobs } from './knobs.ts';
 import { kafkaBench } from './mq.ts';
 import { overloadBench } from './overload.ts';
 import { packagesBench } from './packages.ts';
+import { tracingBench } from './tracing.ts';
 
 const WS_ECHO = 'module.exports = (ws) => ws.on("message", (m) => ws.send(m));';
 const knobs = readKnobs();
@@ -243,6 +245,14 @@ if (knobs.cli) {
     rows.push(...(await cliStartBench(sandbox, knobs.cliRounds)));
   } catch (err) {
     rows.push(['CLI start / node -e 0', 'failed', String((err as Error).message), '≤ 0.25x of before']);
+  }
+}
+
+if (knobs.tracing) {
+  try {
+    rows.push(...(await tracingBench(N)));
+  } catch (err) {
+    rows.push(['router added latency, tracing', 'failed', String((err as Error).message), '']);
   }
 }
 

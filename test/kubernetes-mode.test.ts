@@ -107,6 +107,19 @@ describe('kubernetes mode on a real control plane', { skip: !usable && 'bubblewr
     assert.match(await ok(['fn', 'log', '--name', 'hello']), new RegExp(`\\[flint\\] pod ${pod.metadata.name} specialized`));
   });
 
+  it('fires a time trigger from the executor, its status written through the status subresource', async () => {
+    await ok(['tt', 'create', '--name', 'tick', '--function', 'hello', '--cron', '@every 1s']);
+    const tt = await eventually(async () => {
+      const t = await kubectlJson(['-n', 'default', 'get', 'timetriggers.flint.dev', 'tick']);
+      return t.status?.lastOutcome === 'succeeded' ? t : undefined;
+    }, 'a run recorded in the custom resource', 60_000);
+    assert.equal(tt.status.lastStatusCode, 200);
+    assert.match(tt.status.lastFireTime, /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$/);
+    // Through the router with a minted token (authentication is on), and in the function's log.
+    await eventually(async () => /\[flint\] time trigger 'tick' due \S+Z: POST \/ -> 200 in \d+ ms/.test(await ok(['fn', 'log', '--name', 'hello'])), "the run in the function's log");
+    await ok(['tt', 'delete', '--name', 'tick']);
+  });
+
   it("has the fetcher download an uploaded archive from the control plane, with a token of its own", async () => {
     await ok(['fn', 'create', '--name', 'big', '--env', 'nodejs', '--code', 'big.js']);
     assert.equal(await ok(['fn', 'test', '--name', 'big']), 'big and fetched\n');
@@ -162,6 +175,9 @@ describe('kubernetes mode on a real control plane', { skip: !usable && 'bubblewr
       await sub.close();
       await conn.close();
     }
+    // The trigger manager's status lands in the custom resource's status subresource, which the CLI shows.
+    await eventually(async () => (await kubectlJson(['-n', 'default', 'get', 'messagequeuetriggers.flint.dev', 'jobs'])).status?.state === 'consuming', 'the status in the custom resource', 30_000);
+    assert.match(await ok(['mqt', 'list']), /^jobs\s.*\sconsuming$/m);
   });
 
   it('moves to new pods on fn update and removes what fn delete and route delete leave', async () => {

@@ -94,8 +94,9 @@ describe('message-queue triggers with Kafka', { timeout: 600_000 }, () => {
       };`)]);
     ok(['mqt', 'create', '--name', 'kafkatest', '--function', 'consumer', '--mqtype', 'kafka', '--topic', 'input', '--resptopic', 'output', '--errortopic', 'error']);
     const list = ok(['mqt', 'list']);
-    assert.match(list, /^NAME\s+FUNCTION_NAME\s+MESSAGE_QUEUE_TYPE\s+TOPIC\s+RESPONSE_TOPIC\s+ERROR_TOPIC\s+MAX_RETRIES$/m);
-    assert.match(list, /^kafkatest\s+consumer\s+kafka\s+input\s+output\s+error\s+0$/m);
+    assert.match(list, /^NAME\s+FUNCTION_NAME\s+MESSAGE_QUEUE_TYPE\s+TOPIC\s+RESPONSE_TOPIC\s+ERROR_TOPIC\s+MAX_RETRIES\s+PUB_MSG_CONTENT_TYPE\s+STATUS$/m);
+    assert.match(list, /^kafkatest\s+consumer\s+kafka\s+input\s+output\s+error\s+0\s+application\/json\s+(pending|consuming)$/m);
+    await eventually(() => /^kafkatest\s.*\sconsuming$/m.test(ok(['mqt', 'list'])), 'the trigger consuming');
     await produce('input', JSON.stringify({ message: 'Hello from the producer' }));
     assert.deepEqual(await readUntil('output', 'verify', 1), ['Consumer got: Hello from the producer via input']);
 

@@ -17,7 +17,8 @@ export const KUBE_MODULE_DIR = path.join(REPO, 'tools', 'kube');
 export const KUBE_VERSION = 'v1.34.4';
 const MODULE_FILES = ['go.mod', 'go.sum', 'main.go'];
 
-function goBinary(): string {
+/** The Go toolchain: on the PATH, else /usr/local/go's. */
+export function goBinary(): string {
   for (const dir of (process.env.PATH ?? '').split(':')) {
     if (!dir) continue;
     const p = path.join(dir, 'go');

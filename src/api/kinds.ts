@@ -2,9 +2,9 @@
 // validation at the API boundary, the OpenAPI document and the CRD YAML.
 import { type Static, type TSchema, Type } from '@sinclair/typebox';
 import { ApiVersion, DNS1123_LABEL, DNS1123_MAX, ObjectMeta, ObjectRef, Resources, type StoredMeta, StringMap } from './meta.ts';
-import { BUILD_STATUSES, CANARY_FAILURE_TYPES, CANARY_STATUSES, HTTP_METHODS, KIND_PLURALS, type KindName, MQ_TYPES, MQT_KINDS, STREAMING_PROTOCOLS } from './names.ts';
+import { BUILD_STATUSES, CANARY_FAILURE_TYPES, CANARY_STATUSES, HTTP_METHODS, KIND_PLURALS, type KindName, MQ_TYPES, MQT_KINDS, MQT_STATES, STREAMING_PROTOCOLS } from './names.ts';
 
-export { BUILD_STATUSES, CANARY_STATUSES, KIND_NAMES, type KindName, MQ_TYPES, MQT_KINDS, STREAMING_PROTOCOLS } from './names.ts';
+export { BUILD_STATUSES, CANARY_STATUSES, KIND_NAMES, type KindName, MQ_TYPES, MQT_KINDS, MQT_STATES, STREAMING_PROTOCOLS } from './names.ts';
 export const HttpMethod = Type.Union(HTTP_METHODS.map((m) => Type.Literal(m)));
 export const HTTP_METHOD_NAMES: readonly string[] = HTTP_METHODS;
 
@@ -228,6 +228,66 @@ export const MessageQueueTriggerSpec = Type.Object(
 );
 export type MessageQueueTriggerSpec = Static<typeof MessageQueueTriggerSpec>;
 
+// ---- TimeTrigger ---------------------------------------------------------------
+
+export const TimeTriggerSpec = Type.Object(
+  {
+    /** 5 fields, 6 with seconds first, `@every <duration>` or a nickname (`@hourly`); UTC. See src/api/cron.ts. */
+    cron: Type.String({ minLength: 1, maxLength: 256 }),
+    functionref: FunctionReference,
+    method: Type.Optional(Type.Union([HttpMethod, Type.Literal('')], { default: 'POST' })),
+    /** Appended to the function's path: the function sees it as its request path. */
+    subpath: Type.Optional(Type.String({ maxLength: 2048, default: '/' })),
+  },
+  Strict,
+);
+export type TimeTriggerSpec = Static<typeof TimeTriggerSpec>;
+
+/** Written by the scheduler only: what it follows, and the last run. */
+export const TimeTriggerStatus = Type.Object(
+  {
+    /** The spec generation the scheduler follows. */
+    observedGeneration: Type.Optional(Type.Integer({ minimum: 0 })),
+    /** Since when that generation's schedule has been followed: a due time after it is owed one run. */
+    activeSince: Type.Optional(Type.String({ maxLength: 64 })),
+    /** The due time of the last run (RFC 3339): claimed before the call, so it is never run twice. */
+    lastFireTime: Type.Optional(Type.String({ maxLength: 64 })),
+    /** How the last run went: `succeeded` (a 2xx answer), `failed`, or `running` while the call is under way. */
+    lastOutcome: Type.Optional(Type.Union([Type.Literal('running'), Type.Literal('succeeded'), Type.Literal('failed')])),
+    /** The HTTP status the function answered the last run with (0: no answer). */
+    lastStatusCode: Type.Optional(Type.Integer({ minimum: 0, maximum: 999 })),
+    lastDurationMs: Type.Optional(Type.Integer({ minimum: 0 })),
+    /** Why the last run failed; empty after a run that succeeded. */
+    lastError: Type.Optional(Type.String({ maxLength: 4096 })),
+  },
+  Strict,
+);
+export type TimeTriggerStatus = Static<typeof TimeTriggerStatus>;
+export type MessageQueueTriggerState = (typeof MQT_STATES)[number];
+
+/**
+ * What the trigger manager last said of the trigger, written only when it
+ * changes (never per message). Empty until the trigger manager has picked
+ * the trigger up.
+ */
+export const MessageQueueTriggerStatus = Type.Object(
+  {
+    state: Type.Optional(
+      Type.Union(
+        MQT_STATES.map((s) => Type.Literal(s)),
+        { description: 'consuming; waiting for something it needs (a broker configured for its type, its secret); error: its broker failed it and it retries. Absent until the trigger manager picked the trigger up' },
+      ),
+    ),
+    message: Type.Optional(Type.String({ maxLength: 4096, description: 'waiting: what for (naming the install values to set); error: the error' })),
+    lastTransitionTime: Type.Optional(Type.String({ description: 'When the trigger came to this state (RFC 3339)' })),
+    lastError: Type.Optional(Type.String({ maxLength: 4096, description: 'The last error its broker gave it, kept after it recovers' })),
+    lastErrorTime: Type.Optional(Type.String({ description: 'When that error happened (RFC 3339)' })),
+    observedGeneration: Type.Optional(Type.Integer({ minimum: 0, description: 'The metadata.generation (spec) the state is about' })),
+  },
+  { ...Strict, description: "What the trigger manager last said of the trigger, written when it changes (never per message). A client's copy is ignored." },
+);
+export type MessageQueueTriggerStatus = Static<typeof MessageQueueTriggerStatus>;
+
 // ---- Secret / ConfigMap --------------------------------------------------------
 
 /** Keys as in Kubernetes: alphanumerics, '-', '_' and '.'. */
@@ -287,21 +347,25 @@ function resourceSchema<K extends string, S extends TSchema>(kind: K, spec: S) {
     { ...Strict, $id: kind },
   );
 }
+/** A kind whose `status` only the system writes. */
+function resourceWithStatus<K extends string, S extends TSchema, T extends TSchema>(kind: K, spec: S, status: T) {
+  return Type.Object(
+    {
+      apiVersion: Type.Optional(ApiVersion),
+      kind: Type.Optional(Type.Literal(kind)),
+      metadata: ObjectMeta,
+      spec,
+      status: Type.Optional(status),
+    },
+    { ...Strict, $id: kind },
+  );
+}
 
 export const EnvironmentSchema = resourceSchema('Environment', EnvironmentSpec);
 export const FunctionSchema = resourceSchema('Function', FunctionSpec);
 export const HTTPTriggerSchema = resourceSchema('HTTPTrigger', HTTPTriggerSpec);
-export const MessageQueueTriggerSchema = resourceSchema('MessageQueueTrigger', MessageQueueTriggerSpec);
-export const PackageSchema = Type.Object(
-  {
-    apiVersion: Type.Optional(ApiVersion),
-    kind: Type.Optional(Type.Literal('Package')),
-    metadata: ObjectMeta,
-    spec: PackageSpec,
-    status: Type.Optional(PackageStatus),
-  },
-  { ...Strict, $id: 'Package' },
-);
+export const MessageQueueTriggerSchema = resourceWithStatus('MessageQueueTrigger', MessageQueueTriggerSpec, MessageQueueTriggerStatus);
+export const PackageSchema = resourceWithStatus('Package', PackageSpec, PackageStatus);
 function dataSchema<K extends string>(kind: K) {
   return Type.Object(
     {
@@ -313,6 +377,16 @@ function dataSchema<K extends string>(kind: K) {
     { ...Strict, $id: kind },
   );
 }
+export const TimeTriggerSchema = Type.Object(
+  {
+    apiVersion: Type.Optional(ApiVersion),
+    kind: Type.Optional(Type.Literal('TimeTrigger')),
+    metadata: ObjectMeta,
+    spec: TimeTriggerSpec,
+    status: Type.Optional(TimeTriggerStatus),
+  },
+  { ...Strict, $id: 'TimeTrigger' },
+);
 export const CanaryConfigSchema = Type.Object(
   {
     apiVersion: Type.Optional(ApiVersion),
@@ -347,6 +421,11 @@ export interface HTTPTrigger extends Stored<'HTTPTrigger'> {
 }
 export interface MessageQueueTrigger extends Stored<'MessageQueueTrigger'> {
   spec: MessageQueueTriggerSpec;
+  status?: MessageQueueTriggerStatus;
+}
+export interface TimeTrigger extends Stored<'TimeTrigger'> {
+  spec: TimeTriggerSpec;
+  status?: TimeTriggerStatus;
 }
 export interface Secret extends Stored<'Secret'> {
   data?: Record<string, string>;
@@ -368,6 +447,7 @@ export interface KindMap {
   MessageQueueTrigger: MessageQueueTrigger;
   Secret: Secret;
   ConfigMap: ConfigMap;
+  TimeTrigger: TimeTrigger;
   CanaryConfig: CanaryConfig;
 }
 export type AnyResource = KindMap[KindName];
@@ -379,22 +459,27 @@ export interface KindInfo {
   schema: TSchema;
   /** Whether the object carries a `status` that only the system writes. */
   hasStatus: boolean;
+  /** The schema of that status (the body of `PUT .../status`). */
+  /** That status's schema (the body of PUT .../status). */
+  statusSchema?: TSchema;
 }
 
 export const KINDS: Record<KindName, KindInfo> = {
   Environment: { kind: 'Environment', plural: KIND_PLURALS.Environment, schema: EnvironmentSchema, hasStatus: false },
   Function: { kind: 'Function', plural: KIND_PLURALS.Function, schema: FunctionSchema, hasStatus: false },
-  Package: { kind: 'Package', plural: KIND_PLURALS.Package, schema: PackageSchema, hasStatus: true },
+  Package: { kind: 'Package', plural: KIND_PLURALS.Package, schema: PackageSchema, hasStatus: true, statusSchema: PackageStatus },
   HTTPTrigger: { kind: 'HTTPTrigger', plural: KIND_PLURALS.HTTPTrigger, schema: HTTPTriggerSchema, hasStatus: false },
   MessageQueueTrigger: {
     kind: 'MessageQueueTrigger',
     plural: KIND_PLURALS.MessageQueueTrigger,
     schema: MessageQueueTriggerSchema,
-    hasStatus: false,
+    hasStatus: true,
+    statusSchema: MessageQueueTriggerStatus,
   },
   Secret: { kind: 'Secret', plural: KIND_PLURALS.Secret, schema: SecretSchema, hasStatus: false },
   ConfigMap: { kind: 'ConfigMap', plural: KIND_PLURALS.ConfigMap, schema: ConfigMapSchema, hasStatus: false },
-  CanaryConfig: { kind: 'CanaryConfig', plural: KIND_PLURALS.CanaryConfig, schema: CanaryConfigSchema, hasStatus: true },
+  TimeTrigger: { kind: 'TimeTrigger', plural: KIND_PLURALS.TimeTrigger, schema: TimeTriggerSchema, hasStatus: true, statusSchema: TimeTriggerStatus },
+  CanaryConfig: { kind: 'CanaryConfig', plural: KIND_PLURALS.CanaryConfig, schema: CanaryConfigSchema, hasStatus: true, statusSchema: CanaryConfigStatus },
 };
 
 const BY_PLURAL = new Map(Object.values(KINDS).map((k) => [k.plural, k]));

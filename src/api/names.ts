@@ -16,6 +16,13 @@ export const STREAMING_PROTOCOLS = ['auto', 'sse', 'chunked', 'websocket'] as co
 export const MQ_TYPES = ['kafka', 'nats-jetstream', 'rabbitmq', 'redis'] as const;
 /** `keda`: a KEDA-scaled connector (Fission's CLI default); `fission`: Fission's classic built-in consumer (Kafka only). */
 export const MQT_KINDS = ['keda', 'fission'] as const;
+/**
+ * A message-queue trigger's state, as the trigger manager reports it in its
+ * status: `consuming` from its broker; `waiting` for something it needs (a
+ * broker configured for its type, its secret); `error`: its broker failed it
+ * and it is retrying.
+ */
+export const MQT_STATES = ['consuming', 'waiting', 'error'] as const;
 
 export const BUILD_STATUSES = ['pending', 'running', 'succeeded', 'failed', 'none'] as const;
 
@@ -24,7 +31,7 @@ export const CANARY_STATUSES = ['pending', 'succeeded', 'failed', 'aborted'] as 
 /** What counts as a failure of a canary's new function: a 5xx answer. */
 export const CANARY_FAILURE_TYPES = ['status-code'] as const;
 
-export const KIND_NAMES = ['Environment', 'Function', 'Package', 'HTTPTrigger', 'MessageQueueTrigger', 'Secret', 'ConfigMap', 'CanaryConfig'] as const;
+export const KIND_NAMES = ['Environment', 'Function', 'Package', 'HTTPTrigger', 'MessageQueueTrigger', 'Secret', 'ConfigMap', 'TimeTrigger', 'CanaryConfig'] as const;
 export type KindName = (typeof KIND_NAMES)[number];
 
 /** Each kind's URL segment and table name. */
@@ -36,5 +43,6 @@ export const KIND_PLURALS: Readonly<Record<KindName, string>> = {
   MessageQueueTrigger: 'messagequeuetriggers',
   Secret: 'secrets',
   ConfigMap: 'configmaps',
+  TimeTrigger: 'timetriggers',
   CanaryConfig: 'canaryconfigs',
 };

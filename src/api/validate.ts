@@ -5,6 +5,7 @@ import { type TypeCheck, TypeCompiler } from '@sinclair/typebox/compiler';
 import { Value } from '@sinclair/typebox/value';
 import { canaryIntervalProblem } from './duration.ts';
 import { ARCHIVE_URL_PREFIX, buildCommandProblem, MAX_LITERAL_BYTES, SHA256_HEX, storedArchiveSha } from './build-command.ts';
+import { scheduleProblem } from './cron.ts';
 import { FlintError, invalid } from './errors.ts';
 import { kafkaMetadataProblem } from './kafka-trigger.ts';
 import { natsMetadataProblem } from './nats-trigger.ts';
@@ -21,6 +22,7 @@ import {
   type KindName,
   type MessageQueueTrigger,
   type Package,
+  type TimeTrigger,
 } from './kinds.ts';
 import { API_VERSION, DEFAULT_NAMESPACE, FISSION_API_VERSION } from './meta.ts';
 import { compileTemplate } from './route-template.ts';
@@ -202,6 +204,24 @@ const RULES: Partial<Record<KindName, Rule>> = {
             ? redisMetadataProblem(s.metadata, s.topic)
             : natsMetadataProblem(s.metadata);
     if (problem !== undefined) throw invalid(problem.field, problem.message);
+  },
+
+  TimeTrigger(tt: TimeTrigger) {
+    const s = tt.spec;
+    const problem = scheduleProblem(s.cron);
+    if (problem !== undefined) throw invalid('spec.cron', `'${s.cron}' is not a valid schedule: ${problem}`);
+    // One call per due time, to one function.
+    if ((s.functionref.type ?? 'name') !== 'name') throw invalid('spec.functionref.type', "a time trigger calls one function: use type 'name' with a name");
+    checkFunctionRef(s.functionref);
+    if (!s.method) s.method = 'POST';
+    if (s.method === 'CONNECT' || s.method === 'TRACE') throw invalid('spec.method', `a time trigger cannot call a function with ${s.method}`);
+    if (!s.subpath) s.subpath = '/';
+    if (!s.subpath.startsWith('/')) s.subpath = `/${s.subpath}`;
+    // Appended to the function's internal path as it is: a path (and query) of plain URL characters.
+    if (!/^\/[-A-Za-z0-9._~!$&'()*+,;=:@%/?]*$/.test(s.subpath)) {
+      throw invalid('spec.subpath', `'${s.subpath}' is not a URL path: use letters, digits, '/' and URL punctuation, with %-escapes for anything else`);
+    }
+    if (s.subpath.split('?')[0].split('/').includes('..')) throw invalid('spec.subpath', "must not contain a '..' segment");
   },
 
   Secret: checkDataSize,

@@ -164,7 +164,7 @@ export class ApiClient {
     return (await (await this.raw('POST', '/v1/tokens', request, undefined, authorization)).json()) as TokenResponse;
   }
 
-  info(): Promise<{ mode: 'local' | 'kubernetes'; routerUrl: string; authentication: { enabled: boolean; authUriPath: string } }> {
+  info(): Promise<{ mode: 'local' | 'kubernetes'; routerUrl: string; authentication: { enabled: boolean; authUriPath: string }; messageQueueTypes?: string[] }> {
     return this.json('GET', '/v1/info');
   }
 }

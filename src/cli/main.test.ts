@@ -121,6 +121,50 @@ describe('flint CLI', () => {
     answer = (s) => ({ status: s.method === 'POST' ? 201 : 200, body: s.body ?? {} });
   });
 
+  it('mqt create warns on stderr when the server has no broker of its type, and still succeeds', async () => {
+    const info = { mode: 'local', routerUrl: 'http://127.0.0.1:1', authentication: { enabled: false, authUriPath: '/auth/login' }, messageQueueTypes: ['kafka'] };
+    answer = (s) => (s.url === '/v1/info' ? { status: 200, body: info } : { status: 201, body: s.body });
+    const r = await run(['mqt', 'create', '--name', 'q', '--function', 'f', '--mqtype', 'rabbitmq', '--topic', 'in']);
+    assert.equal(r.code, 0, r.err);
+    assert.equal(r.out, "trigger 'q' created\n");
+    assert.match(r.err, /^Warning: this server has no rabbitmq broker: set rabbitmq\.enabled=true and rabbitmq\.url, or the trigger's metadata host; the trigger is stored and starts consuming once one is configured$/m);
+    for (const quiet of [
+      ['--mqtype', 'kafka'],
+      ['--mqtype', 'rabbitmq', '--metadata', 'host=amqp://mq.example/'],
+    ]) {
+      const q = await run(['mqt', 'create', '--name', 'q', '--function', 'f', '--topic', 'in', ...quiet]);
+      assert.equal(q.err, '', `${quiet.join(' ')}: its broker is configured, or it names its own`);
+    }
+    answer = (s) => ({ status: s.method === 'POST' ? 201 : 200, body: s.body ?? {} });
+  });
+
+  it('mqt list shows the content type and what the trigger manager says of each trigger', async () => {
+    const t = (name: string, status?: object) => ({
+      kind: 'MessageQueueTrigger',
+      metadata: { name, namespace: 'default' },
+      spec: { functionref: { type: 'name', name: 'f' }, messageQueueType: 'redis', topic: 'in', contentType: name === 'a' ? 'text/plain' : undefined },
+      status,
+    });
+    const items = [
+      t('a', { state: 'consuming' }),
+      t('b', { state: 'waiting', message: 'no redis broker: set redis.enabled=true' }),
+      t('c', { state: 'error', message: 'Socket closed\nunexpectedly', lastError: 'Socket closed unexpectedly' }),
+      t('d', {}),
+    ];
+    answer = () => ({ status: 200, body: { items, resourceVersion: '1' } });
+    const r = await run(['mqt', 'list']);
+    assert.equal(r.code, 0, r.err);
+    const lines = r.out.trimEnd().split('\n');
+    assert.match(lines[0], /^NAME +FUNCTION_NAME +MESSAGE_QUEUE_TYPE +TOPIC +RESPONSE_TOPIC +ERROR_TOPIC +MAX_RETRIES +PUB_MSG_CONTENT_TYPE +STATUS$/);
+    assert.match(lines[1], /^a .* text\/plain +consuming$/);
+    assert.match(lines[2], /^b .* application\/json +waiting: no redis broker: set redis\.enabled=true$/);
+    assert.match(lines[3], /^c .* error: Socket closed unexpectedly$/, 'on one line');
+    assert.match(lines[4], /^d .* pending$/, 'not picked up yet');
+    const json = await run(['mqt', 'list', '-o', 'json']);
+    assert.deepEqual(JSON.parse(json.out).map((x: { status: object }) => x.status), items.map((x) => x.status));
+    answer = (s) => ({ status: s.method === 'POST' ? 201 : 200, body: s.body ?? {} });
+  });
+
   it('route create defaults to GET and a UUID name, with the warning', async () => {
     seen = [];
     const r = await run(['route', 'create', '--function', 'hello', '--url', 'hello']);

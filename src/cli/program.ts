@@ -43,6 +43,12 @@ const GROUPS: Group[] = [
     load: async () => (await import('./commands/mqt.ts')).registerMqt,
   },
   {
+    name: 'tt',
+    aliases: ['timetrigger', 'timer'],
+    description: 'Time triggers: call a function on a cron schedule',
+    load: async () => (await import('./commands/tt.ts')).registerTt,
+  },
+  {
     name: 'canary',
     aliases: ['canary-config'],
     description: "Canary configs: move a route's traffic to a new function step by step, back to the old one if it fails",

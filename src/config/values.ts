@@ -146,6 +146,14 @@ export const ValuesSchema = Type.Object(
     nats: Type.Object({ enabled: Type.Boolean(), servers: Type.String() }, Strict),
     rabbitmq: Type.Object({ enabled: Type.Boolean(), url: Type.String({ pattern: '^amqps?://' }) }, Strict),
     redis: Type.Object({ enabled: Type.Boolean(), url: Type.String({ pattern: '^rediss?://' }) }, Strict),
+    tracing: Type.Object(
+      {
+        otlpEndpoint: Type.String({ pattern: '^(https?://[^\\s]+)?$' }),
+        serviceName: Type.String({ minLength: 1, maxLength: 255 }),
+        sampleRatio: Type.Number({ minimum: 0, maximum: 1 }),
+      },
+      Strict,
+    ),
   },
   Strict,
 );

@@ -118,6 +118,26 @@ describe('controller API', () => {
     assert.equal((await call('GET', `${NS}/environments/nodejs`)).status, 404);
   });
 
+  it("keeps a message-queue trigger's status the trigger manager's: a client's copy is ignored on create and update", async () => {
+    const mqt = { metadata: { name: 'st' }, spec: { functionref: { type: 'name', name: 'f' }, messageQueueType: 'redis', topic: 'in' }, status: { state: 'consuming' } };
+    const c = await call('POST', `${NS}/messagequeuetriggers`, mqt);
+    assert.equal(c.status, 201, c.text);
+    assert.deepEqual(c.json.status, {}, 'not picked up yet');
+    const cur = (await store.get('MessageQueueTrigger', 'default', 'st'))!;
+    const waiting = await store.updateStatus({ ...cur, status: { state: 'waiting', message: 'no redis broker' } });
+    const u = await call('PUT', `${NS}/messagequeuetriggers/st`, { ...waiting, spec: { ...c.json.spec, maxRetries: 2 }, status: { state: 'error', message: 'made up' } });
+    assert.equal(u.status, 200, u.text);
+    assert.deepEqual(u.json.status, { state: 'waiting', message: 'no redis broker' });
+    const bad = await call('PUT', `${NS}/messagequeuetriggers/st/status`, { status: { state: 'asleep' } });
+    assert.equal(bad.status, 400, 'the status subresource takes only a valid status');
+    const badMeta = await call('PUT', `${NS}/messagequeuetriggers/st/status`, { metadata: [null], status: { state: 'consuming' } });
+    assert.equal(badMeta.status, 400, badMeta.text);
+    assert.equal(badMeta.json.field, 'metadata');
+    const stale = await call('PUT', `${NS}/messagequeuetriggers/st/status`, { metadata: { resourceVersion: '1' }, status: { state: 'consuming' } });
+    assert.equal(stale.status, 409, stale.text);
+    assert.equal((await call('DELETE', `${NS}/messagequeuetriggers/st`)).status, 200);
+  });
+
   it('refuses bad input of every kind with a clear error and stores nothing', async () => {
     await refused('POST', `${NS}/environments`, '{"metadata":', 400, 'FLINT_ERR_BAD_JSON');
     await refused('POST', `${NS}/environments`, 'name=x', 415, 'FLINT_ERR_UNSUPPORTED_MEDIA_TYPE', undefined, { 'content-type': 'application/x-www-form-urlencoded' });

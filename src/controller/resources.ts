@@ -1,17 +1,22 @@
 // CRUD for every kind: `/v1/{plural}` (all namespaces) and
 // `/v1/namespaces/{ns}/{plural}[/{name}[/status]]`.
-import { type TSchema, Type } from '@sinclair/typebox';
+import { Type } from '@sinclair/typebox';
+import { TypeCompiler } from '@sinclair/typebox/compiler';
 import type { FastifyInstance, FastifyReply } from 'fastify';
 import { FlintError, invalid } from '../api/errors.ts';
-import { type AnyResource, type CanaryConfig, CanaryConfigStatus, KIND_NAMES, KINDS, type KindInfo, type KindName, type Package, PackageStatus } from '../api/kinds.ts';
+import { type AnyResource, type CanaryConfig, KIND_NAMES, KINDS, type KindInfo, type Package } from '../api/kinds.ts';
 import { DeleteQuery, ListQuery, ResourceVersionParam, NameParams as NAME_PARAMS, NamespaceParams as NS_PARAM } from '../api/params.ts';
-import { validateResource } from '../api/validate.ts';
+import { describeSchemaError, validateResource } from '../api/validate.ts';
 import type { ControllerOptions } from './app.ts';
 import { errorResponses } from './openapi.ts';
 import { canaryStatusAfterUpdate, checkCanaryConfig, initialCanaryStatus } from './canary.ts';
 import { checkPackageArchives } from './package-archives.ts';
 import { initialPackageStatus, packageStatusAfterUpdate } from './package-status.ts';
 import { checkDeletable, checkReferences } from './rules.ts';
+
+/** The metadata a status write may carry: the version it was read at. */
+const StatusWriteMeta = Type.Object({ resourceVersion: Type.Optional(ResourceVersionParam('Refuse the write (409) unless the object is still at this version')) });
+const checkStatusWriteMeta = TypeCompiler.Compile(StatusWriteMeta);
 
 export const DEFAULT_ARCHIVE_LIMITS = { maxEntries: 100_000, maxBytes: 2 * 1024 ** 3 };
 
@@ -30,12 +35,15 @@ function sendWarnings(reply: FastifyReply, warnings: string[]): void {
 
 function initialStatus(obj: AnyResource): AnyResource {
   if (obj.kind === 'Package') (obj as Package).status = initialPackageStatus(obj as Package);
-  if (obj.kind === 'CanaryConfig') (obj as CanaryConfig).status = initialCanaryStatus();
+  // Only the scheduler writes a time trigger's status (its last run).
+  else if (obj.kind === 'TimeTrigger') obj.status = {};
+  // A trigger's status is the trigger manager's to write: a client's copy is ignored.
+  else if (obj.kind === 'MessageQueueTrigger') delete obj.status;
+  // The canary controller's, from a fresh pending.
+  else if (obj.kind === 'CanaryConfig') (obj as CanaryConfig).status = initialCanaryStatus();
   return obj;
 }
 
-/** The body of `PUT .../status`, for the kinds with a status. */
-const STATUS_SCHEMAS: Partial<Record<KindName, TSchema>> = { Package: PackageStatus, CanaryConfig: CanaryConfigStatus };
 
 export function registerResourceRoutes(app: FastifyInstance, opts: ControllerOptions): void {
   const { store } = opts;
@@ -125,8 +133,13 @@ export function registerResourceRoutes(app: FastifyInstance, opts: ControllerOpt
         if (k.kind === 'Package') {
           await checkPackageArchives(obj as Package, opts.archives, opts.archiveLimits ?? DEFAULT_ARCHIVE_LIMITS);
           (obj as Package).status = packageStatusAfterUpdate(current as Package, obj as Package);
+        } else if (obj.kind === 'MessageQueueTrigger') {
+          // The status stays the trigger manager's: the store keeps the current one.
+          delete obj.status;
         }
-        if (k.kind === 'CanaryConfig') {
+        // The stored status (the scheduler's) stays: a client's copy may be stale.
+        if (obj.kind === 'TimeTrigger') delete obj.status;
+        if (obj.kind === 'CanaryConfig') {
           await checkCanaryConfig(store, obj as CanaryConfig, current as CanaryConfig);
           (obj as CanaryConfig).status = canaryStatusAfterUpdate(current as CanaryConfig, obj as CanaryConfig);
         }
@@ -136,7 +149,8 @@ export function registerResourceRoutes(app: FastifyInstance, opts: ControllerOpt
       },
     );
 
-    if (k.hasStatus) {
+    const statusSchema = k.statusSchema;
+    if (statusSchema !== undefined) {
       app.put<{ Params: NameParams; Body: { metadata?: { resourceVersion?: string }; status?: unknown } }>(
         `${base}/:name/status`,
         {
@@ -146,8 +160,8 @@ export function registerResourceRoutes(app: FastifyInstance, opts: ControllerOpt
             summary: `Replace the status of a ${k.kind}`,
             params: NAME_PARAMS,
             body: Type.Object({
-              metadata: Type.Optional(Type.Object({ resourceVersion: Type.Optional(ResourceVersionParam('Refuse the write (409) unless the object is still at this version')) })),
-              status: STATUS_SCHEMAS[k.kind] ?? PackageStatus,
+              metadata: Type.Optional(StatusWriteMeta),
+              status: statusSchema,
             }),
             response: { 200: Type.Ref(k.schema), ...errorResponses(404, 409) },
           },
@@ -156,9 +170,13 @@ export function registerResourceRoutes(app: FastifyInstance, opts: ControllerOpt
           const { namespace, name } = req.params;
           const body = req.body;
           if (!body || typeof body !== 'object' || !body.status || typeof body.status !== 'object') throw invalid('status', 'required');
-          const candidate = { ...(await getOr404(k, namespace, name)), status: body.status } as Package | CanaryConfig;
+          if (body.metadata !== undefined) {
+            const wrong = checkStatusWriteMeta.Errors(body.metadata).First();
+            if (wrong) throw invalid(`metadata${wrong.path.replace(/\//g, '.')}`, describeSchemaError(wrong as any));
+          }
+          const candidate = { ...(await getOr404(k, namespace, name)), status: body.status } as AnyResource;
           validate(k, { ...candidate, metadata: { ...candidate.metadata } });
-          return store.updateStatus({ ...candidate, metadata: { ...candidate.metadata, resourceVersion: body.metadata?.resourceVersion } } as Package | CanaryConfig);
+          return store.updateStatus({ ...candidate, metadata: { ...candidate.metadata, resourceVersion: body.metadata?.resourceVersion } } as AnyResource);
         },
       );
     }

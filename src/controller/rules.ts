@@ -73,6 +73,7 @@ export async function checkReferences(store: Store, obj: AnyResource): Promise<s
       break;
     }
     case 'MessageQueueTrigger':
+    case 'TimeTrigger':
       await fnMissing(refNames(obj.spec.functionref));
       break;
   }

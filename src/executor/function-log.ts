@@ -48,13 +48,14 @@ export class FunctionLogs {
     return s;
   }
 
-  /** `instance`: the worker or pod that wrote the line, when one did. */
-  write(namespace: string, name: string, stream: LogStream, line: string, instance?: string): void {
+  /** `instance`: the worker or pod that wrote the line, when one did. False when the function's log is refused. */
+  write(namespace: string, name: string, stream: LogStream, line: string, instance?: string): boolean {
     const out = this.#stream(namespace, name);
-    if (out === undefined) return;
+    if (out === undefined) return false;
     // Only what runtimes write carries a request mark; the server's own lines are taken as they are.
     const { requestId, text } = stream === 'flint' ? { requestId: undefined, text: line } : takeRequestMark(line);
     out.write(`${formatLogLine({ time: new Date().toISOString(), instance, requestId, stream, text })}\n`);
+    return true;
   }
 
   /** Closes a function's file (deleted functions); it reopens on the next write. */

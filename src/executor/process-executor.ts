@@ -185,6 +185,11 @@ export class ProcessExecutor extends CoreExecutor<WorkerInstance> {
     await this.#logs.closeAll();
   }
 
+  /** A line of Flint's own in a function's log (`flint fn log`), such as a time trigger's run; false when it was not written. */
+  writeFunctionLog(namespace: string, name: string, line: string): boolean {
+    return this.#logs.write(namespace, name, 'flint', line);
+  }
+
   /** Counts for tests and status: instances of a function, warm workers of an environment. */
   status(): { functions: Record<string, { instances: number; starting: number }>; pools: Record<string, number> } {
     const pools: Record<string, number> = {};

@@ -28,9 +28,12 @@ export interface Lease {
    */
   markLongLived?(): void;
   /**
-   * The instance takes no new requests any more (it drains: the function
-   * changed or was deleted; or it is gone). A holder that keeps leases for
-   * reuse (a router's cache, in kubernetes mode) gives such a lease back.
+   * The lease is not to be kept for reuse: the instance takes no new
+   * requests any more (it drains: the function changed or was deleted; or
+   * it is gone), or requests wait for the function's instances, so a slot
+   * kept idle would starve them. A holder that keeps leases for reuse (a
+   * router's cache, in kubernetes mode) gives such a lease back after its
+   * request, and at once when idle.
    */
   stale?(): boolean;
 }

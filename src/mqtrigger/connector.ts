@@ -46,6 +46,13 @@ export interface SubscribeOptions {
   onMessage(msg: QueueMessage): Promise<void> | Promise<Handled | undefined>;
   /** Where to start when the group has no committed position. */
   from?: 'earliest' | 'latest';
+  /**
+   * For a subscription that lives through a broker outage (its client
+   * reconnects by itself): told why when it loses the broker, and undefined
+   * when it has it back. A subscription that ends with the outage (its
+   * `done` settles) need not call it.
+   */
+  onBrokerTrouble?(problem: string | undefined): void;
 }
 
 export interface Subscription {

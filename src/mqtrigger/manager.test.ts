@@ -11,7 +11,7 @@ import type { MessageQueueTrigger } from '../api/kinds.ts';
 import { openSqliteStore } from '../store/sqlite.ts';
 import type { Store } from '../store/store.ts';
 import { eventually } from '../testing/eventually.ts';
-import type { Connector, Subscription } from './connector.ts';
+import type { Connector, SubscribeOptions, Subscription } from './connector.ts';
 import type { ConnectorLease } from './trigger-connectors.ts';
 import { createTriggerManager } from './manager.ts';
 
@@ -123,5 +123,126 @@ describe('trigger manager', () => {
     // The clock does not move: stop() must not depend on the backoff timer firing.
     await m.stop();
     assert.equal(asked, 1);
+  });
+});
+
+/** A connector whose subscriptions the test ends, and whose subscribe() fails while `refuse` holds an error. */
+function controllable() {
+  const subs: Array<{ opts: SubscribeOptions; end: (err?: Error) => void }> = [];
+  const state: { refuse?: Error } = {};
+  const connector: Connector = {
+    ensureTopic: async () => {},
+    publish: async () => {},
+    close: async () => {},
+    subscribe: async (opts) => {
+      if (state.refuse) throw state.refuse;
+      let end!: (err?: Error) => void;
+      const done = new Promise<void>((resolve, reject) => {
+        end = (err) => (err ? reject(err) : resolve());
+      });
+      done.catch(() => {});
+      subs.push({ opts, end });
+      return { done, close: async () => end() };
+    },
+  };
+  return { lease: { connector, release: async () => {} } as ConnectorLease, subs, state };
+}
+
+describe('trigger status', () => {
+  const status = async () => (await store.get('MessageQueueTrigger', 'default', 'orders'))?.status ?? {};
+  /** Status writes seen on the store's watch. */
+  function countWrites(): { count: () => number; close: () => void } {
+    let n = 0;
+    const w = store.watch({ kind: 'MessageQueueTrigger' }, (ev) => {
+      if (ev.type === 'MODIFIED') n++;
+    });
+    return { count: () => n, close: () => w.close() };
+  }
+
+  it('says what a trigger waits for, once however often it tries again', { timeout: 10_000 }, async () => {
+    const writes = countWrites();
+    let asked = 0;
+    const m = createTriggerManager({
+      store,
+      logger,
+      routerUrl: () => 'http://127.0.0.1:1',
+      reconnectBaseMs: 1,
+      connector: async () => {
+        asked++;
+        return "no rabbitmq broker: set rabbitmq.enabled=true and rabbitmq.url, or the trigger's metadata host";
+      },
+    });
+    await m.start();
+    await eventually(async () => asked >= 5 && (await status()).state === 'waiting', 'the trigger waiting, tried again');
+    await m.statusSettled();
+    assert.match((await status()).message ?? '', /rabbitmq\.enabled=true/);
+    assert.equal(writes.count(), 1, 'one write for one state');
+    await m.stop();
+    writes.close();
+  });
+
+  it('goes from consuming to error with the last error, and back to consuming with the error kept', { timeout: 10_000 }, async () => {
+    const c = controllable();
+    const m = createTriggerManager({ store, logger, routerUrl: () => 'http://127.0.0.1:1', reconnectBaseMs: 1, connector: async () => c.lease });
+    await m.start();
+    await eventually(async () => (await status()).state === 'consuming', 'consuming');
+    const writes = countWrites();
+    c.state.refuse = Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:6379'), { code: 'ECONNREFUSED' });
+    c.subs[0].end(new Error('Socket closed unexpectedly'));
+    await eventually(async () => (await status()).state === 'error', 'the error');
+    // It keeps trying while the broker is gone: the error it reports is the latest.
+    await eventually(async () => (await status()).message === 'connect ECONNREFUSED 127.0.0.1:6379', 'the refusal');
+    await new Promise((r) => setTimeout(r, 100));
+    await m.statusSettled();
+    const failing = await status();
+    assert.equal(failing.lastError, 'connect ECONNREFUSED 127.0.0.1:6379');
+    assert.ok(failing.lastErrorTime !== undefined && Date.parse(failing.lastErrorTime) > 0);
+    assert.equal(writes.count(), 2, 'one write per error, not per attempt');
+    c.state.refuse = undefined;
+    await eventually(async () => (await status()).state === 'consuming', 'consuming again');
+    const back = await status();
+    assert.equal(back.lastError, 'connect ECONNREFUSED 127.0.0.1:6379', 'the last error is kept');
+    assert.equal(back.message, undefined);
+    await m.stop();
+    writes.close();
+  });
+
+  it("follows a client that reconnects by itself, and says nothing more while it consumes", { timeout: 10_000 }, async () => {
+    const c = controllable();
+    const m = createTriggerManager({ store, logger, routerUrl: () => 'http://127.0.0.1:1', reconnectBaseMs: 1, connector: async () => c.lease });
+    await m.start();
+    await eventually(async () => (await status()).state === 'consuming', 'consuming');
+    c.subs[0].opts.onBrokerTrouble?.('lost the connection to the NATS server 127.0.0.1:4222; reconnecting');
+    await eventually(async () => (await status()).state === 'error', 'the error');
+    assert.match((await status()).lastError ?? '', /lost the connection/);
+    c.subs[0].opts.onBrokerTrouble?.(undefined);
+    await eventually(async () => (await status()).state === 'consuming', 'consuming again');
+    assert.equal(c.subs.length, 1, 'the same subscription');
+    // Restarted, the manager finds the status as it is and writes nothing.
+    await m.stop();
+    const writes = countWrites();
+    const again = createTriggerManager({ store, logger, routerUrl: () => 'http://127.0.0.1:1', connector: async () => controllable().lease });
+    await again.start();
+    await new Promise((r) => setTimeout(r, 100));
+    await again.statusSettled();
+    assert.equal(writes.count(), 0);
+    await again.stop();
+    writes.close();
+  });
+
+  it('calls a connector that cannot be made an error', { timeout: 10_000 }, async () => {
+    const m = createTriggerManager({
+      store,
+      logger,
+      routerUrl: () => 'http://127.0.0.1:1',
+      reconnectBaseMs: 1,
+      connector: async () => {
+        throw new Error('bad TLS material');
+      },
+    });
+    await m.start();
+    await eventually(async () => (await status()).state === 'error', 'the error');
+    assert.equal((await status()).message, 'its connector could not be made: bad TLS material');
+    await m.stop();
   });
 });

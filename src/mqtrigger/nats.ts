@@ -149,6 +149,16 @@ export class NatsConnector implements Connector {
     });
     const messages = await consumer.consume({ max_messages: 1 });
     let closing = false;
+    // The client reconnects by itself, and the subscription lives on: the
+    // trigger manager hears of the outage from the connection's events.
+    const { nc } = await this.#conn();
+    const events = nc.status();
+    void (async () => {
+      for await (const e of events) {
+        if (e.type === 'disconnect') opts.onBrokerTrouble?.(`lost the connection to the NATS server ${e.server}; reconnecting`);
+        else if (e.type === 'reconnect') opts.onBrokerTrouble?.(undefined);
+      }
+    })().catch(() => {});
     const done = (async () => {
       for await (const m of messages) {
         const h: Record<string, string> = {};
@@ -169,7 +179,10 @@ export class NatsConnector implements Connector {
         await m.ackAck();
         if (closing) break;
       }
-    })().finally(() => messages.stop());
+    })().finally(() => {
+      messages.stop();
+      (events as { stop?: () => void }).stop?.();
+    });
     return this.#subs.track(done, async () => {
       closing = true;
       messages.stop();

@@ -86,7 +86,8 @@ export class RabbitConnector implements Connector {
     const done = new Promise<void>((resolve, reject) => {
       finish = (err) => (err ? reject(err) : resolve());
     });
-    ch.on('close', () => finish());
+    // Closed by anyone but close(): the broker went away or shut the channel.
+    ch.on('close', () => finish(closing ? undefined : new Error('the connection to RabbitMQ closed')));
     const { consumerTag } = await ch.consume(opts.topic, (m) => {
       if (!m) {
         finish(new Error('the broker cancelled the consumer'));

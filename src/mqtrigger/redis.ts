@@ -113,6 +113,9 @@ export class RedisConnector implements Connector {
           > | null;
           if (r) for (const [, entries] of r) await handle(entries);
         }
+      } catch (err) {
+        // The trigger's status shows this: say which server (never its credentials).
+        throw closing ? err : new Error(`Redis server ${new URL(this.#o.url).host}`, { cause: err });
       } finally {
         await c.disconnect().catch(() => {});
       }

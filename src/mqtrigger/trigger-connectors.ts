@@ -7,6 +7,7 @@
 // the last of them lets go.
 import { type KafkaAuth, kafkaAuthFromSecret, kafkaTriggerSettings } from '../api/kafka-trigger.ts';
 import type { MessageQueueTrigger, Secret } from '../api/kinds.ts';
+import { noBrokerReason } from '../api/mq-brokers.ts';
 import { type NatsTriggerSettings, natsSettings } from '../api/nats-trigger.ts';
 import { type QueueTriggerSettings, rabbitSettings, redisSettings } from '../api/queue-trigger.ts';
 import type { TlsMaterial } from '../api/tls-secret.ts';
@@ -91,14 +92,6 @@ async function secretData(t: MessageQueueTrigger, from: TriggerConnectorSources)
   return secret.data ?? {};
 }
 
-/** The install's values to set for a broker type, for the message of a trigger that has none. */
-const INSTALL_HINT: Record<MessageQueueTrigger['spec']['messageQueueType'], string> = {
-  kafka: "set kafka.enabled=true and kafka.brokers, or the trigger's metadata bootstrapServers",
-  'nats-jetstream': "set nats.enabled=true and nats.servers, or the trigger's metadata natsServer",
-  rabbitmq: "set rabbitmq.enabled=true and rabbitmq.url, or the trigger's metadata host",
-  redis: "set redis.enabled=true and redis.url, or the trigger's metadata address",
-};
-
 /**
  * The connector for a trigger, or why it has none yet (a missing secret, no
  * broker at all). The secret is read on every call, so a consumer that
@@ -125,7 +118,7 @@ export async function connectorFor(t: MessageQueueTrigger, from: TriggerConnecto
 /** The install's connector of a broker type, or what to set when there is none. */
 function installLease(type: Exclude<MessageQueueTrigger['spec']['messageQueueType'], 'kafka'>, from: TriggerConnectorSources): ConnectorLease | string {
   const install = from.install[type];
-  return install === undefined ? `no ${type} broker: ${INSTALL_HINT[type]}` : sharedLease(install);
+  return install === undefined ? noBrokerReason(type) : sharedLease(install);
 }
 
 function natsConnectorFor(t: MessageQueueTrigger, secret: Record<string, string> | undefined, from: TriggerConnectorSources): ConnectorLease | string {
@@ -160,7 +153,7 @@ async function kafkaConnectorFor(t: MessageQueueTrigger, from: TriggerConnectorS
   }
   // Credentials alone go with the install's brokers, but only when Kafka is enabled there.
   const brokers = settings.brokers ?? (install === undefined ? undefined : from.installKafkaBrokers);
-  if (brokers === undefined) return `no Kafka broker: ${INSTALL_HINT.kafka}`;
+  if (brokers === undefined) return noBrokerReason('kafka');
   // The same cluster whatever order its brokers are named in.
   const key = `kafka ${JSON.stringify([[...brokers].sort(), auth])}`;
   return from.shared.acquire(key, () => from.makeKafka(brokers, auth));

@@ -11,6 +11,7 @@ const FORWARDED = 5;
 const CONTENT_LENGTH = 6;
 const TRANSFER_ENCODING = 7;
 const CONNECTION = 8;
+const TRACEPARENT = 9;
 
 function table(entries: Record<string, number>): Record<string, number> {
   return Object.assign(Object.create(null), entries);
@@ -49,9 +50,15 @@ const REQUEST_CLASS = table({
 // function that saw it could replay it (DESIGN.md §5, Trust).
 const REQUEST_CLASS_NO_AUTHORIZATION: RequestClasses = table({ ...REQUEST_CLASS, authorization: DROP });
 
-/** The classification table for a router that does, or does not, pass `Authorization` on to functions. */
-export function requestClasses(opts: { forwardAuthorization: boolean }): RequestClasses {
-  return opts.forwardAuthorization ? REQUEST_CLASS : REQUEST_CLASS_NO_AUTHORIZATION;
+// With tracing on, the caller's `traceparent` is read (the router's span is
+// its child) and replaced by the router's own; with tracing off it is an
+// ordinary header and reaches the function as sent.
+const TRACED: Record<string, number> = { traceparent: TRACEPARENT };
+
+/** The classification table for a router that does, or does not, pass `Authorization` on to functions, and traces or not. */
+export function requestClasses(opts: { forwardAuthorization: boolean; tracing?: boolean }): RequestClasses {
+  const base = opts.forwardAuthorization ? REQUEST_CLASS : REQUEST_CLASS_NO_AUTHORIZATION;
+  return opts.tracing === true ? table({ ...base, ...TRACED }) : base;
 }
 
 const RESPONSE_DROP = table({
@@ -81,6 +88,8 @@ export interface ScannedRequest {
   /** Whether the client already sent `Forwarded` or `X-Forwarded-Host`. */
   forwarded: boolean;
   hasBody: boolean;
+  /** The caller's `traceparent`, read only when tracing is on (two or more read as '', malformed). */
+  traceparent: string | undefined;
 }
 
 const NO_TOKENS: string[] = [];
@@ -114,6 +123,7 @@ export function scanRequest(raw: string[], classes: RequestClasses = REQUEST_CLA
   let forwardedFor: string | undefined;
   let forwarded = false;
   let hasBody = false;
+  let traceparent: string | undefined;
   let extraHop: string[] | undefined;
   for (let i = 0; i < raw.length; i += 2) {
     const name = raw[i];
@@ -155,10 +165,14 @@ export function scanRequest(raw: string[], classes: RequestClasses = REQUEST_CLA
         if (toks.length > 0) extraHop = extraHop === undefined ? toks : extraHop.concat(toks);
         break;
       }
+      case TRACEPARENT:
+        // Two would join into one list value, which is no valid traceparent: a new trace starts.
+        traceparent = traceparent === undefined ? raw[i + 1] : '';
+        break;
     }
   }
   if (extraHop !== undefined) headers = dropNamed(headers, extraHop);
-  return { headers, host, requestId, forwardedFor, forwarded, hasBody };
+  return { headers, host, requestId, forwardedFor, forwarded, hasBody, traceparent };
 }
 
 // Nearly every request names the same few hosts.

@@ -14,6 +14,7 @@ import type { Http1Request } from './http1/request.ts';
 import type { DetachedSocket, Http1Response, ResponseWatcher } from './http1/response.ts';
 import type { FnStats, RouterMetrics } from './metrics.ts';
 import { REQUEST_ID_HEADER, sendError } from './reply.ts';
+import type { RequestTrace } from './request-trace.ts';
 import { type FnTarget, isStream } from './targets.ts';
 import { Tunnel, type Tunnels } from './tunnel.ts';
 import type { Upstreams } from './upstreams.ts';
@@ -66,6 +67,8 @@ export class ProxyCall implements ResponseHandler, ResponseWatcher {
   /** Ends a stream at the function's streaming.maxDurationSeconds. */
   #maxTimer: NodeJS.Timeout | undefined = undefined;
   #dialRetries = 0;
+  /** The request's spans; undefined with tracing off. */
+  readonly #trace: RequestTrace | undefined;
 
   constructor(
     deps: ProxyDeps,
@@ -77,8 +80,10 @@ export class ProxyCall implements ResponseHandler, ResponseWatcher {
     headers: string[],
     hasBody: boolean,
     startedMs: number,
+    trace?: RequestTrace,
   ) {
     this.#deps = deps;
+    this.#trace = trace;
     this.#req = req;
     this.#res = res;
     this.#target = target;
@@ -104,6 +109,7 @@ export class ProxyCall implements ResponseHandler, ResponseWatcher {
   }
 
   #acquire(): void {
+    this.#trace?.acquireStart();
     const executor = this.#deps.executor;
     const ready = executor.tryAcquire(this.#target.fn);
     if (ready !== undefined) {
@@ -131,6 +137,7 @@ export class ProxyCall implements ResponseHandler, ResponseWatcher {
       this.#fail('FLINT_ERR_INTERNAL', `the executor gave function '${this.#target.name}' an instance without an address`);
       return;
     }
+    this.#trace?.leased(lease);
     pool.dispatch(this.#opts, this);
   }
 
@@ -300,16 +307,18 @@ export class ProxyCall implements ResponseHandler, ResponseWatcher {
     const status = ErrorCodes[code].status;
     if (status >= 500) this.#deps.logger.debug({ fn: this.#target.key, code, requestId: this.#requestId }, message);
     sendError(this.#res, code, message, this.#requestId, undefined, retryAfterSeconds);
-    this.#finish(status);
+    this.#finish(status, message);
   }
 
-  #finish(status: number): void {
+  /** `why`: the router's own error message, when it answered for the function. */
+  #finish(status: number, why?: string): void {
     if (this.#done) return;
     this.#done = true;
     if (this.#maxTimer !== undefined) clearTimeout(this.#maxTimer);
     // A drain or close after the end must not reach this call (nor resume the instance connection for its next request).
     if (this.#res.watcher === this) this.#res.watcher = undefined;
     this.#deps.metrics.end(this.#stats, this.#opts.method, status, this.#startedMs);
+    this.#trace?.finish(status, why);
     this.#deps.accessLog?.(accessEntry(this.#req, status, this.#requestId, this.#startedMs, this.#target.key, this.#lease?.instanceId ?? null));
   }
 }

@@ -7,6 +7,7 @@ import type { Registry } from 'prom-client';
 import type { FlintError } from '../api/errors.ts';
 import type { Executor } from '../executor/types.ts';
 import type { Store } from '../store/store.ts';
+import type { Tracer } from '../tracing/types.ts';
 import { type AccessLog, accessEntry } from './access-log.ts';
 import { forwardedHost, type RequestClasses, requestClasses, type ScannedRequest, scanRequest } from './forward-headers.ts';
 import type { Http1Request } from './http1/request.ts';
@@ -19,6 +20,7 @@ import { RouterMetrics } from './metrics.ts';
 import { ProxyCall, type ProxyDeps } from './proxy.ts';
 import { REQUEST_ID_HEADER, sendEmpty, sendError } from './reply.ts';
 import { requestIdFrom } from './request-id.ts';
+import { RequestTrace } from './request-trace.ts';
 import { RouteSource } from './route-source.ts';
 import { FORWARD_BELOW, FORWARD_ROOT, type RouteHit } from './route-table.ts';
 import { type Backend, FnTarget, pickTarget } from './targets.ts';
@@ -83,11 +85,15 @@ export interface RouterOptions {
   forwardAuthorization?: boolean;
   /** Where one entry per request for a function (or for no route) goes: router.accessLog. */
   accessLog?: AccessLog;
+  /** Spans for requests that reach a function (tracing.otlpEndpoint); none when absent. */
+  tracer?: Tracer;
 }
 
 export const HEALTH_PATH = '/router-healthz';
 export const METRICS_PATH = '/metrics';
 const FULL_URL_HEADER = 'X-Flint-Full-Url';
+/** The internal path as a route template, for spans (`http.route`). */
+const INTERNAL_ROUTE = `${INTERNAL_PREFIX}{function}`;
 const SCOPED_OWN_ENDPOINT = "Forbidden: a scoped token reaches only its functions, not the router's own endpoints";
 
 /**
@@ -143,6 +149,7 @@ export class Router {
   readonly #deps: ProxyDeps;
   readonly #endpoints = new Map<string, RouterEndpoint>();
   readonly #classes: RequestClasses;
+  readonly #tracer: Tracer | undefined;
   readonly metrics: RouterMetrics;
   #url = '';
   #stopping: Promise<void> | undefined = undefined;
@@ -150,7 +157,8 @@ export class Router {
 
   constructor(opts: RouterOptions) {
     this.#o = opts;
-    this.#classes = requestClasses({ forwardAuthorization: opts.forwardAuthorization ?? true });
+    this.#tracer = opts.tracer;
+    this.#classes = requestClasses({ forwardAuthorization: opts.forwardAuthorization ?? true, tracing: opts.tracer !== undefined });
     this.metrics = new RouterMetrics(opts.registry, () => this.#tunnels.size);
     this.#source = new RouteSource(opts.store, opts.logger);
     this.#deps = { executor: opts.executor, upstreams: this.#upstreams, metrics: this.metrics, logger: opts.logger, tunnels: this.#tunnels, accessLog: opts.accessLog };
@@ -318,8 +326,11 @@ export class Router {
     const method = req.method as string;
     const table = this.#source.table;
     const headers = scan.headers;
+    const tracer = this.#tracer;
+    const matchStartMs = tracer === undefined ? 0 : performance.now();
     let target: FnTarget;
     let fwd: string;
+    let route: string;
     if (path.startsWith(INTERNAL_PREFIX)) {
       const hit = resolveInternal(path, table.functions);
       if (hit === undefined) {
@@ -335,6 +346,7 @@ export class Router {
         }
       }
       fwd = hit.forwardPath + query;
+      route = INTERNAL_ROUTE;
     } else {
       const m = table.match(scan.host, path, method);
       if (path === '/' && (method === 'GET' || method === 'HEAD') && (m === undefined || 'allow' in m)) {
@@ -361,6 +373,7 @@ export class Router {
       }
       target = pickTarget(m.entry.backend);
       fwd = forwardPath(m, path, query);
+      route = m.entry.template.source;
       if (m.params !== undefined) {
         const names = m.entry.template.params;
         const headerNames = m.entry.paramHeaders;
@@ -374,7 +387,8 @@ export class Router {
     if (remote !== undefined) headers.push('X-Forwarded-For', scan.forwardedFor === undefined ? remote : `${scan.forwardedFor}, ${remote}`);
     else if (scan.forwardedFor !== undefined) headers.push('X-Forwarded-For', scan.forwardedFor);
     if (!scan.forwarded && scan.host !== '') headers.push('X-Forwarded-Host', scan.host, 'Forwarded', forwardedHost(scan.host));
-    new ProxyCall(this.#deps, req, res, target, requestId, fwd, headers, scan.hasBody, startedMs).start();
+    const trace = tracer === undefined ? undefined : new RequestTrace(tracer, scan.traceparent, startedMs, matchStartMs, method, route, path, target, requestId, headers);
+    new ProxyCall(this.#deps, req, res, target, requestId, fwd, headers, scan.hasBody, startedMs, trace).start();
   }
 
   /** A request the server refused before routing (malformed, head too large, too slow). */

@@ -7,6 +7,7 @@ import { pino } from 'pino';
 import { Gauge, Registry } from 'prom-client';
 import { FlintError } from '../api/errors.ts';
 import { SYSTEM_NAMESPACE } from '../api/meta.ts';
+import { MQ_TYPES } from '../api/names.ts';
 import { dataLayout } from '../config/layout.ts';
 import { loadValues, type Values, type ValuesSources } from '../config/values.ts';
 import { LocalArchiveStore } from '../archive/index.ts';
@@ -46,12 +47,14 @@ import { NatsConnector } from '../mqtrigger/nats.ts';
 import { RabbitConnector } from '../mqtrigger/rabbitmq.ts';
 import { RedisConnector } from '../mqtrigger/redis.ts';
 import { TopicReadback } from '../mqtrigger/readback.ts';
+import { createTimeTriggerScheduler } from '../timetrigger/scheduler.ts';
 import { jsonLines } from '../router/access-log.ts';
 import { createRouter } from '../router/router.ts';
 import { openKubeStore } from '../store/kubernetes.ts';
 import { followLeader } from '../store/leader-election.ts';
 import { openSqliteStore } from '../store/sqlite.ts';
 import type { Store } from '../store/store.ts';
+import type { Tracing } from '../tracing/index.ts';
 import { listenerCaps, type Listener, openFileLimit } from '../limits/fd-budget.ts';
 import { connectionDropCounter } from '../limits/metrics.ts';
 import { limitNodeServer } from '../limits/node-server.ts';
@@ -69,6 +72,9 @@ export interface RunningServer {
   leaveRotation(): Promise<void>;
   stop(): Promise<void>;
 }
+
+/** The install values section of each message-queue type's broker. */
+const MQ_VALUES = { kafka: 'kafka', 'nats-jetstream': 'nats', rabbitmq: 'rabbitmq', redis: 'redis' } as const;
 
 const hostForUrl = (host: string) => (host.includes(':') ? `[${host}]` : host);
 
@@ -159,14 +165,28 @@ export async function startServer(
       stops.push(() => egress.stop());
     }
     const sandboxEgress = values.executor.sandbox === 'bubblewrap' ? egress : undefined;
+    // Tracing: loaded only when an OTLP endpoint is set, so with it off no tracing code runs. Its entry stops after the
+    // router's and the trigger manager's (stops run in reverse), so their last spans are sent.
+    const identity = candidateIdentity();
+    let tracing: Tracing | undefined;
+    if (values.tracing.otlpEndpoint !== '') {
+      const { startTracing } = await import('../tracing/index.ts');
+      const traceLog = logger.child({ component: 'tracing' });
+      const started = startTracing(values.tracing, { version: VERSION, instanceId: identity, role: runs.role, warn: (message) => traceLog.warn(message) });
+      tracing = started;
+      started.register(metrics);
+      stops.push(() => started.shutdown());
+    }
     // Authentication: everything is built only when it is on.
     const authValues = values.authentication;
     let auth:
       | {
           guard: ReturnType<typeof createRouterGuard>;
-          controllerCheck: ReturnType<typeof createControllerAuthCheck>;
+          /** Only where the control plane's API runs (the admin token lives in its data directory). */
+          controllerCheck: ReturnType<typeof createControllerAuthCheck> | undefined;
           issueToken: TokenIssuer;
           mint: () => string;
+          mintTimer: () => string;
           mintFetcher: () => string;
           mintCanary: () => string;
         }
@@ -180,9 +200,10 @@ export async function startServer(
       const tokens = createTokenService({ signingKey: creds.signingKey, issuer: authValues.jwtIssuer, expirySeconds: authValues.jwtExpiryTime });
       auth = {
         guard: createRouterGuard({ tokens, authUriPath: authValues.authUriPath, login: createLoginHandler({ tokens, credentials: creds, logger: authLog }) }),
-        controllerCheck: createControllerAuthCheck({ adminToken: runs.controller ? ensureAdminToken(layout) : '', tokens, credentials: creds }),
+        controllerCheck: runs.controller ? createControllerAuthCheck({ adminToken: ensureAdminToken(layout), tokens, credentials: creds }) : undefined,
         issueToken: createTokenIssuer(tokens, creds.username),
         mint: createMintedTokenSource({ tokens, subject: 'flint:mqtrigger' }),
+        mintTimer: createMintedTokenSource({ tokens, subject: 'flint:timetrigger' }),
         // Pool pods' fetchers download archives from the control plane with it (kubernetes mode); the router refuses it.
         mintFetcher: createMintedTokenSource({ tokens, subject: FETCHER_SUBJECT, audience: ARCHIVES_AUDIENCE }),
         // The canary controller reads the routers' /metrics with it (kubernetes mode, role executor).
@@ -197,7 +218,6 @@ export async function startServer(
     let routerUrl = values.kubernetes.routerUrl;
     // The role's singletons: started at once, or (several replicas) by whichever holds the role's Lease.
     const singletons: Array<{ start(): Promise<void> }> = [];
-    const identity = candidateIdentity();
     // Kubernetes mode's executor in its own process (role executor): serves the routers (executor-service.ts).
     let executorService: ExecutorService | undefined;
     let local: ProcessExecutor | KubeExecutor | undefined;
@@ -321,7 +341,9 @@ export async function startServer(
         // With authentication off the header is not a Flint credential: a function may do its own auth with it.
         forwardAuthorization: auth === undefined || values.router.forwardAuthorization,
         accessLog: accessOut === undefined ? undefined : jsonLines(accessOut),
+        tracer: tracing?.tracer,
       });
+      tracing?.register(router.metrics.registry);
       routerUrl = (await router.start()).url;
       routerCounts = () => router.metrics.functionCounts();
       // The instances stop while upgraded connections still carry bytes, so WebSockets get the runtime's 1001 rather than a cut.
@@ -392,10 +414,24 @@ export async function startServer(
           }),
         routerUrl: () => routerUrl,
         token: auth?.mint,
+        tracer: tracing?.tracer,
       });
       triggers = manager;
       singletons.push({ start: () => manager.start() });
       stops.push(() => manager.stop());
+    }
+    if (runs.executor) {
+      // Time triggers: a singleton like the trigger manager, so one process fires each due time.
+      const executor = local;
+      const timers = createTimeTriggerScheduler({
+        store,
+        logger: logger.child({ component: 'timetrigger' }),
+        routerUrl: () => routerUrl,
+        token: auth?.mintTimer,
+        functionLog: (ns, name, line) => executor?.writeFunctionLog(ns, name, line) ?? false,
+      });
+      singletons.push({ start: () => timers.start() });
+      stops.push(() => timers.stop());
     }
     if (runs.executor) {
       // Canary configs, beside the trigger manager (one leader). The router in this process has every count (local mode,
@@ -443,6 +479,7 @@ export async function startServer(
         routerUrl,
         ingressUrl,
         authentication: { enabled: values.authentication.enabled, authUriPath: values.authentication.authUriPath },
+        messageQueueTypes: MQ_TYPES.filter((t) => values[MQ_VALUES[t]].enabled),
       });
       // The control plane's /metrics: its own figures, plus the trigger manager's (one process).
       const counted = triggers;

@@ -4,7 +4,8 @@
 // unrenewed for its whole duration, measured on their own clock from when
 // they last saw it change (so clocks that disagree cannot cut a term
 // short). A leader that cannot renew for two thirds of the duration gives
-// the lead up itself, before anyone may take it, so two never lead at once
+// the lead up itself (by a timer: a call that hangs does not hold it up),
+// before anyone may take it, so two never lead at once
 // as long as the API server is the only way they learn of each other. A
 // leader that stops releases the Lease, and a standby takes over at its next
 // try instead of after the duration.
@@ -53,7 +54,10 @@ export class LeaderElection {
   #leading = false;
   #stopped = false;
   #timer: NodeJS.Timeout | undefined;
-  #lastRenewed = 0;
+  /** Fires when the lead must be given up unless renewed first: it does not wait for a call that hangs. */
+  #deadline: NodeJS.Timeout | undefined;
+  /** The singletons' start, under way beside the renewals. */
+  #starting: Promise<void> = Promise.resolve();
   /** The foreign record last seen, and when (this process's clock). */
   #observed: { holder: string; renewTime: string; at: number } | undefined;
   #round: Promise<void> = Promise.resolve();
@@ -75,6 +79,8 @@ export class LeaderElection {
     this.#stopped = true;
     clearTimeout(this.#timer);
     await this.#round;
+    await this.#starting;
+    clearTimeout(this.#deadline);
     if (!this.#leading) return;
     this.#leading = false;
     try {
@@ -101,6 +107,10 @@ export class LeaderElection {
 
   async #tick(): Promise<void> {
     const { leaseDurationMs, retryMs, logger } = this.#o;
+    // A term lasts two thirds of the duration from when its renewal was sent: whoever saw that renewal waits the
+    // whole duration from when it saw it, later.
+    const renewDeadline = (leaseDurationMs * 2) / 3;
+    const sent = Date.now();
     let held = false;
     try {
       held = await this.#tryAcquireOrRenew();
@@ -108,31 +118,39 @@ export class LeaderElection {
       logger.warn({ err: (err as Error).message, lease: this.#o.name }, 'leader election: the API server did not answer');
     }
     if (this.#stopped) return;
-    if (held) {
-      this.#lastRenewed = Date.now();
+    if (held && Date.now() - sent < renewDeadline) {
+      clearTimeout(this.#deadline);
+      this.#deadline = setTimeout(() => this.#lose(), sent + renewDeadline - Date.now());
       if (!this.#leading) {
         this.#leading = true;
         logger.info({ lease: this.#o.name, identity: this.#o.identity }, 'became the leader');
-        try {
-          await this.#o.onStartedLeading();
-        } catch (err) {
-          logger.error({ err }, 'starting as the leader failed: giving the lead up');
-          this.#lose();
-          return;
-        }
+        // Beside the renewals, which go on however long the start takes.
+        this.#starting = this.#startLeading();
       }
-    } else if (this.#leading && (Date.now() - this.#lastRenewed > (leaseDurationMs * 2) / 3 || this.#observed !== undefined)) {
+    } else if (this.#leading && this.#observed !== undefined) {
+      // Another holds it.
       this.#lose();
-      return;
     }
+    // (A leader whose renewals fail gives the lead up at its deadline, whether or not its calls answer.)
     this.#schedule(this.#leading ? Math.max(100, Math.floor(leaseDurationMs / 3)) : retryMs);
   }
 
+  async #startLeading(): Promise<void> {
+    try {
+      await this.#o.onStartedLeading();
+    } catch (err) {
+      if (!this.#leading) return;
+      this.#o.logger.error({ err }, 'starting as the leader failed: giving the lead up');
+      this.#lose();
+    }
+  }
+
   #lose(): void {
+    clearTimeout(this.#deadline);
+    if (!this.#leading || this.#stopped) return;
     this.#leading = false;
     this.#o.logger.error({ lease: this.#o.name }, 'lost the leader lease');
     this.#o.onStoppedLeading();
-    this.#schedule(this.#o.retryMs);
   }
 
   /** One round: true while this process holds the Lease afterwards. */
@@ -162,6 +180,8 @@ export class LeaderElection {
       };
     };
     const lease = await client.get<LeaseObject>(LEASES, namespace, name);
+    // When this process saw the record: after the read answered, never earlier than the renewal it shows.
+    const seen = Date.now();
     if (!lease) {
       try {
         await client.create(LEASES, namespace, mine());
@@ -175,9 +195,9 @@ export class LeaderElection {
     const holder = lease.spec?.holderIdentity ?? '';
     if (holder !== identity && holder !== '') {
       const renewTime = lease.spec?.renewTime ?? '';
-      if (this.#observed?.holder !== holder || this.#observed.renewTime !== renewTime) this.#observed = { holder, renewTime, at: now };
+      if (this.#observed?.holder !== holder || this.#observed.renewTime !== renewTime) this.#observed = { holder, renewTime, at: seen };
       const duration = (lease.spec?.leaseDurationSeconds ?? Math.ceil(leaseDurationMs / 1000)) * 1000;
-      if (now - this.#observed.at < duration) return false;
+      if (seen - this.#observed.at < duration) return false;
     }
     try {
       await client.replace(LEASES, namespace, name, mine(lease));

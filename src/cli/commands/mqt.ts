@@ -1,5 +1,6 @@
 import type { Command } from 'commander';
 import type { MessageQueueTrigger } from '../../api/kinds.ts';
+import { noBrokerReason, usesInstallBroker } from '../../api/mq-brokers.ts';
 import { MQ_TYPES, MQT_KINDS } from '../../api/names.ts';
 import { checkName, collect, intFlag, kvMap, usage } from '../flags.ts';
 import type { Ctx } from '../io.ts';
@@ -90,9 +91,36 @@ function apply(spec: Partial<MessageQueueTrigger['spec']>, f: MqtFlags): void {
   else if (f.secret !== undefined) spec.secret = checkName('--secret', f.secret);
 }
 
+/** The STATUS column: what the trigger manager last said, on one line. */
+export function statusCell(t: MessageQueueTrigger): string {
+  const s = t.status;
+  if (s?.state === undefined) return 'pending';
+  const message = (s.message ?? '').replace(/\s+/g, ' ').trim();
+  return message === '' ? s.state : `${s.state}: ${message}`;
+}
+
+/**
+ * Warns (on stderr: the trigger is stored all the same) when the server
+ * configures no broker of the trigger's type and the trigger names no
+ * server of its own: it waits until one is configured.
+ */
+async function warnWithoutBroker(c: Ctx, t: Pick<MessageQueueTrigger, 'spec'>): Promise<void> {
+  const spec = t.spec;
+  const configured = (await c.client().info().catch(() => undefined))?.messageQueueTypes;
+  // A server that does not say which brokers it has: nothing to warn about.
+  if (configured === undefined || configured.includes(spec.messageQueueType)) return;
+  let secret: Record<string, string> | undefined;
+  // A RabbitMQ secret may name the server (KEDA's TriggerAuthentication host).
+  if (spec.messageQueueType === 'rabbitmq' && spec.secret && spec.metadata?.host === undefined) {
+    secret = (await c.client().tryGet('Secret', c.namespace, spec.secret).catch(() => undefined))?.data;
+  }
+  if (!usesInstallBroker(spec, secret)) return;
+  c.io.err(`Warning: this server has ${noBrokerReason(spec.messageQueueType)}; the trigger is stored and starts consuming once one is configured\n`);
+}
+
 export function registerMqt(mqt: Command, ctx: () => Ctx): void {
 
-  withSpecOutput(addFlags(mqt.command('create').description('Create a message-queue trigger').requiredOption('--name <name>', 'trigger name'))).action(async (f: MqtFlags & SpecOutputFlags) => {
+  withSpecOutput(addFlags(mqt.command('create').description('Create a message-queue trigger (warns on stderr if the server has no broker of its type)').requiredOption('--name <name>', 'trigger name'))).action(async (f: MqtFlags & SpecOutputFlags) => {
     const c = ctx();
     checkName('--name', f.name);
     if (!f.function) throw usage('need --function');
@@ -100,7 +128,9 @@ export function registerMqt(mqt: Command, ctx: () => Ctx): void {
     const spec: Partial<MessageQueueTrigger['spec']> = { messageQueueType: 'kafka' };
     apply(spec, f);
     const obj = { kind: 'MessageQueueTrigger' as const, metadata: { name: f.name, namespace: c.namespace }, spec: spec as MessageQueueTrigger['spec'] };
-    await createOrSave(c, SpecOutput.from(c, f), obj, `mqtrigger-${f.name}`, `trigger '${f.name}' created\n`);
+    const out = SpecOutput.from(c, f);
+    await createOrSave(c, out, obj, `mqtrigger-${f.name}`, `trigger '${f.name}' created\n`);
+    if (out === undefined) await warnWithoutBroker(c, obj);
   });
 
   addFlags(mqt.command('update').description('Update a message-queue trigger').requiredOption('--name <name>', 'trigger name')).action(async (f: MqtFlags) => {
@@ -109,11 +139,12 @@ export function registerMqt(mqt: Command, ctx: () => Ctx): void {
     apply(cur.spec, f);
     await c.client().update(cur);
     c.io.out(`trigger '${f.name}' updated\n`);
+    await warnWithoutBroker(c, cur);
   });
 
   mqt
     .command('get')
-    .description('Show a message-queue trigger')
+    .description('Show a message-queue trigger and its status (state, last error and when)')
     .requiredOption('--name <name>', 'trigger name')
     .addOption(outputOption())
     .action(async (f: { name: string; output: string }) => {
@@ -121,13 +152,23 @@ export function registerMqt(mqt: Command, ctx: () => Ctx): void {
       await printObject(c.io, await c.client().get('MessageQueueTrigger', c.namespace, checkName('--name', f.name)), f.output);
     });
 
-  withListOutput(mqt.command('list').description('List message-queue triggers').option('-A, --all-namespaces', 'every namespace')).action(
+  withListOutput(mqt.command('list').description('List message-queue triggers and their STATUS (consuming, waiting, error)').option('-A, --all-namespaces', 'every namespace')).action(
     async (f: { allNamespaces?: boolean } & ListOutputFlags) => {
       const c = ctx();
       const items = await c.client().list('MessageQueueTrigger', f.allNamespaces ? undefined : c.namespace);
       await printList(c.io, items, f, {
-        header: ['NAME', 'FUNCTION_NAME', 'MESSAGE_QUEUE_TYPE', 'TOPIC', 'RESPONSE_TOPIC', 'ERROR_TOPIC', 'MAX_RETRIES'],
-        row: (t) => [t.metadata.name, t.spec.functionref.name, t.spec.messageQueueType, t.spec.topic, t.spec.respTopic, t.spec.errorTopic, t.spec.maxRetries ?? 0],
+        header: ['NAME', 'FUNCTION_NAME', 'MESSAGE_QUEUE_TYPE', 'TOPIC', 'RESPONSE_TOPIC', 'ERROR_TOPIC', 'MAX_RETRIES', 'PUB_MSG_CONTENT_TYPE', 'STATUS'],
+        row: (t) => [
+          t.metadata.name,
+          t.spec.functionref.name,
+          t.spec.messageQueueType,
+          t.spec.topic,
+          t.spec.respTopic,
+          t.spec.errorTopic,
+          t.spec.maxRetries ?? 0,
+          t.spec.contentType ?? 'application/json',
+          statusCell(t),
+        ],
       });
     },
   );

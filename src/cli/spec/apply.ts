@@ -7,7 +7,7 @@
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { FlintError } from '../../api/errors.ts';
+import { FlintError, isFlintError } from '../../api/errors.ts';
 import { functionUses, routesCollide } from '../../api/conflicts.ts';
 import type { AnyResource, Archive, FunctionResource, HTTPTrigger, KindName, Package } from '../../api/kinds.ts';
 import { DEFAULT_EXTRACT_LIMITS, inspectZip, isZipFile, zipFiles } from '../../archive/index.ts';
@@ -23,6 +23,7 @@ const WORDS: Record<KindName, [string, string]> = {
   MessageQueueTrigger: ['mqtrigger', 'mqtriggers'],
   Secret: ['secret', 'secrets'],
   ConfigMap: ['configmap', 'configmaps'],
+  TimeTrigger: ['timetrigger', 'timetriggers'],
   CanaryConfig: ['canaryconfig', 'canaryconfigs'],
 };
 
@@ -259,13 +260,33 @@ export async function applySpecs(c: Ctx, set: SpecSet, opts: { delete?: boolean;
         desired.spec.deployment = current.spec.deployment;
       }
       desired.metadata.resourceVersion = current.metadata.resourceVersion;
-      await client.update(desired);
+      await updateOverStatus(c, desired, current);
       report.add(desired.kind, 'updated', name);
     }
   }
   if (dryRun) for (const r of [...doomed].reverse()) report.add(r.kind, 'deleted', r.metadata.name);
   else await deleteAll(c, doomed, report);
   return report;
+}
+
+/**
+ * An update that a write of the object's status alone (a build, a time
+ * trigger's run) made stale is tried again on the new version; a change of
+ * what the specs decide stays a conflict.
+ */
+async function updateOverStatus(c: Ctx, desired: AnyResource, read: AnyResource): Promise<void> {
+  const client = c.client();
+  for (let attempt = 1; ; attempt++) {
+    try {
+      await client.update(desired);
+      return;
+    } catch (err) {
+      if (!isFlintError(err) || err.code !== 'FLINT_ERR_CONFLICT' || attempt >= 5) throw err;
+      const now = await client.tryGet(desired.kind, desired.metadata.namespace, desired.metadata.name);
+      if (!now || canonical(decided(now, desired)) !== canonical(decided(read, desired))) throw err;
+      desired.metadata.resourceVersion = now.metadata.resourceVersion;
+    }
+  }
 }
 
 /**

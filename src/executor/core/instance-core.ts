@@ -564,7 +564,8 @@ export class InstanceCore<I extends CoreInstance> {
       address: inst.address,
       instanceId: inst.id,
       coldStart,
-      stale: () => inst.draining || !st.instances.has(inst) || !inst.usable(),
+      // Also while requests wait for the function: a holder keeping it idle (a router's cache) would starve them.
+      stale: () => inst.draining || !st.instances.has(inst) || !inst.usable() || st.waiters.length > 0,
       markLongLived: () => {
         if (released || longLived) return;
         longLived = true;

@@ -417,6 +417,11 @@ export class KubeExecutor extends CoreExecutor<PodInstance> {
 
 
 
+  /** A line of Flint's own in a function's log (a time trigger's run); false when this executor keeps no log or it was refused. */
+  writeFunctionLog(namespace: string, name: string, line: string): boolean {
+    return this.#logs?.write(namespace, name, 'flint', line) ?? false;
+  }
+
   /** A function's pods as the executor holds them, for `flint fn pods`. */
   instances(namespace: string, name: string): InstancesReport {
     return this.core.report(namespace, name);

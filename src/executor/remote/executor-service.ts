@@ -26,17 +26,33 @@ export interface GrantingExecutor {
 /** How long a router's grants outlive its event stream: a reconnect (a blip, a new leader) keeps them. */
 export const SESSION_GRACE_MS = 15_000;
 const SWEEP_MS = 250;
+/** How long a release of a grant id not (yet) granted is remembered, and how many per router at most. */
+const GIVEN_UP_MS = 60_000;
+const MAX_GIVEN_UP = 10_000;
+/** What the service serves besides `GET /v1/executor/instances/<namespace>/<name>`, and with which method. */
+const ROUTES = new Map<string, 'GET' | 'POST'>([
+  [PATHS.acquire, 'POST'],
+  [PATHS.grants, 'POST'],
+  [PATHS.reattach, 'POST'],
+  [PATHS.events, 'GET'],
+]);
 const MAX_BODY = 1 << 20;
 
 interface Grant {
   readonly id: string;
   readonly lease: Lease;
+  /** What the router was told: told again when it asks for the same id (a retry whose first answer it lost). */
+  readonly answer: GrantAnswer;
   revoked: boolean;
 }
 
 interface Session {
   readonly id: string;
+  /** This session of the router's, among those it had here (one ends when the router is gone past the grace). */
+  readonly epoch: string;
   readonly grants: Map<string, Grant>;
+  /** Ids released before they were granted (the router gave up on its request), and when: a late grant is given back. */
+  readonly givenUp: Map<string, number>;
   stream?: http.ServerResponse;
   /** When its stream went (epoch ms); undefined while connected. */
   goneSince?: number;
@@ -118,34 +134,49 @@ export class ExecutorService {
     if (!auth.startsWith('Bearer ') || !this.#authorized(auth.slice(7))) {
       throw new FlintError('FLINT_ERR_UNAUTHORIZED', 'the executor service takes only the routers\' token (the Secret executor)');
     }
+    // The path and the method first: a request that names nothing served is answered so before any body is read.
+    const method = url.pathname.startsWith(`${PATHS.instances}/`) ? 'GET' : ROUTES.get(url.pathname);
+    if (!method) throw new FlintError('FLINT_ERR_NOT_FOUND', `${url.pathname} not found`);
+    if (req.method !== method) throw new FlintError('FLINT_ERR_METHOD_NOT_ALLOWED', `${req.method} ${url.pathname} is not served: ${method} only`);
     const executor = this.#o.leader();
     if (!executor) throw new FlintError('FLINT_ERR_UNAVAILABLE', `executor ${this.#o.identity} is a standby, not the leader`, { retryAfterSeconds: 1 });
-    if (req.method === 'GET' && url.pathname === PATHS.events) return this.#events(req, res, url.searchParams.get('router') ?? '');
-    if (req.method === 'GET' && url.pathname.startsWith(`${PATHS.instances}/`)) {
+    if (url.pathname === PATHS.events) return this.#events(req, res, url.searchParams.get('router') ?? '');
+    if (method === 'GET') {
       const [ns, name, ...rest] = url.pathname.slice(PATHS.instances.length + 1).split('/').map(decodeURIComponent);
       if (!ns || !name || rest.length > 0) throw new FlintError('FLINT_ERR_VALIDATION', `expected ${PATHS.instances}/<namespace>/<name>`);
       return this.#json(res, 200, executor.instances(ns, name));
     }
-    if (req.method !== 'POST') throw new FlintError('FLINT_ERR_METHOD_NOT_ALLOWED', `${req.method} ${url.pathname} is not served`);
     const body = await readJson(req);
     if (url.pathname === PATHS.acquire) return this.#acquire(executor, res, body as AcquireRequest);
     if (url.pathname === PATHS.grants) return this.#ops(res, body as GrantOpsRequest);
-    if (url.pathname === PATHS.reattach) return this.#reattach(executor, res, body as ReattachRequest);
-    throw new FlintError('FLINT_ERR_NOT_FOUND', `${url.pathname} not found`);
+    return this.#reattach(executor, res, body as ReattachRequest);
   }
 
   async #acquire(executor: GrantingExecutor, res: http.ServerResponse, body: AcquireRequest): Promise<void> {
-    const session = this.#session(routerOf(body));
+    const router = routerOf(body);
     const fn = functionOf(body.fn, 'fn');
+    const id = grantIdOf(body.grant);
+    const asked = this.#session(router);
+    const held = asked.grants.get(id);
+    // Asked again: the client retried a request whose answer it lost. The same grant, unless revoked meanwhile.
+    if (held && !held.revoked) return this.#json(res, 200, held.answer);
+    if (held) {
+      asked.grants.delete(id);
+      held.lease.release('ok');
+    }
     // The router gave up (its client went away): so does the wait here.
     const abort = new AbortController();
     res.on('close', () => abort.abort());
     const lease = await executor.acquire(fn, abort.signal);
-    if (abort.signal.aborted) {
+    // The session as it is now: it may have ended (the router was gone for the grace, or the term ended) while this waited.
+    const session = this.#session(router);
+    if (abort.signal.aborted || session.givenUp.delete(id) || session.grants.has(id) || this.#o.leader() !== executor) {
       lease.release('ok');
-      return;
+      if (abort.signal.aborted) return;
+      if (this.#o.leader() !== executor) throw new FlintError('FLINT_ERR_UNAVAILABLE', `executor ${this.#o.identity} is a standby, not the leader`, { retryAfterSeconds: 1 });
+      throw new FlintError('FLINT_ERR_CONFLICT', `grant ${id} was given back, or taken, while it was being acquired`, { field: 'grant' });
     }
-    this.#json(res, 200, this.#grant(session, lease));
+    this.#json(res, 200, this.#grant(session, lease, id));
   }
 
   #ops(res: http.ServerResponse, body: GrantOpsRequest): void {
@@ -154,7 +185,11 @@ export class ExecutorService {
     for (const op of body.ops) {
       // Grants of an earlier leader, or already given back: nothing to do.
       const g = session?.grants.get(String(op?.grant));
-      if (!g) continue;
+      if (!g) {
+        // Perhaps not granted yet: an acquire the router gave up on, still waiting here.
+        if (session && op?.op === 'release' && typeof op.grant === 'string') this.#giveUp(session, op.grant);
+        continue;
+      }
       if (op.op === 'longLived') g.lease.markLongLived?.();
       else if (op.op === 'release') {
         session?.grants.delete(g.id);
@@ -167,12 +202,13 @@ export class ExecutorService {
   #reattach(executor: GrantingExecutor, res: http.ServerResponse, body: ReattachRequest): void {
     const session = this.#session(routerOf(body));
     if (!Array.isArray(body.grants)) throw new FlintError('FLINT_ERR_VALIDATION', 'grants: expected a list');
-    const grants = body.grants.map((g, i) => {
-      const fn = functionOf(g?.fn, `grants[${i}].fn`);
-      const lease = typeof g.instanceId === 'string' ? executor.leaseInstance(fn, g.instanceId) : undefined;
+    // Every entry checked before any is leased: a refused request leaves nothing held for a router that never learns of it.
+    const asked = body.grants.map((g, i) => ({ fn: functionOf(g?.fn, `grants[${i}].fn`), instanceId: g.instanceId }));
+    const grants = asked.map(({ fn, instanceId }) => {
+      const lease = typeof instanceId === 'string' ? executor.leaseInstance(fn, instanceId) : undefined;
       return lease ? this.#grant(session, lease) : null;
     });
-    this.#json(res, 200, { leader: this.#o.identity, grants });
+    this.#json(res, 200, { leader: this.#o.identity, session: session.epoch, grants });
   }
 
   #events(req: http.IncomingMessage, res: http.ServerResponse, router: string): void {
@@ -183,7 +219,7 @@ export class ExecutorService {
     session.goneSince = undefined;
     res.writeHead(200, { 'content-type': 'application/x-ndjson', 'cache-control': 'no-store' });
     res.flushHeaders();
-    this.#send(session, { leader: this.#o.identity });
+    this.#send(session, { leader: this.#o.identity, session: session.epoch });
     // Grants revoked while it was away.
     const revoked = [...session.grants.values()].filter((g) => g.revoked).map((g) => g.id);
     if (revoked.length > 0) this.#send(session, { revoke: revoked });
@@ -198,16 +234,31 @@ export class ExecutorService {
   #session(router: string): Session {
     let s = this.#sessions.get(router);
     if (!s) {
-      s = { id: router, grants: new Map(), goneSince: Date.now() };
+      s = { id: router, epoch: randomUUID(), grants: new Map(), givenUp: new Map(), goneSince: Date.now() };
       this.#sessions.set(router, s);
     }
     return s;
   }
 
-  #grant(session: Session, lease: Lease): GrantAnswer {
-    const id = randomUUID();
-    session.grants.set(id, { id, lease, revoked: false });
-    return { grant: id, address: lease.address ?? '', socketPath: lease.socketPath, instanceId: lease.instanceId, coldStart: lease.coldStart, leader: this.#o.identity };
+  #giveUp(session: Session, id: string): void {
+    if (id === '' || id.length > MAX_GRANT_ID) return;
+    session.givenUp.set(id, Date.now());
+    // Bounded: the oldest go first (a map iterates in insertion order).
+    if (session.givenUp.size > MAX_GIVEN_UP) session.givenUp.delete(session.givenUp.keys().next().value as string);
+  }
+
+  #grant(session: Session, lease: Lease, id: string = randomUUID()): GrantAnswer {
+    const answer: GrantAnswer = {
+      grant: id,
+      address: lease.address ?? '',
+      socketPath: lease.socketPath,
+      instanceId: lease.instanceId,
+      coldStart: lease.coldStart,
+      leader: this.#o.identity,
+      session: session.epoch,
+    };
+    session.grants.set(id, { id, lease, answer, revoked: false });
+    return answer;
   }
 
   /** Revokes grants whose instance drains or went; gives back the grants of routers gone for good. */
@@ -219,6 +270,10 @@ export class ExecutorService {
         for (const g of s.grants.values()) g.lease.release('ok');
         this.#sessions.delete(s.id);
         continue;
+      }
+      for (const [id, at] of s.givenUp) {
+        if (now - at <= GIVEN_UP_MS) break;
+        s.givenUp.delete(id);
       }
       const revoke: string[] = [];
       for (const g of s.grants.values()) {
@@ -261,6 +316,16 @@ function routerOf(body: { router?: unknown } | undefined): string {
     throw new FlintError('FLINT_ERR_VALIDATION', 'router: expected the router\'s id (a string of 1 to 256 characters)', { field: 'router' });
   }
   return body.router;
+}
+
+const MAX_GRANT_ID = 128;
+
+function grantIdOf(v: unknown): string {
+  if (v === undefined) return randomUUID();
+  if (typeof v !== 'string' || v === '' || v.length > MAX_GRANT_ID) {
+    throw new FlintError('FLINT_ERR_VALIDATION', `grant: expected an id (a string of 1 to ${MAX_GRANT_ID} characters)`, { field: 'grant' });
+  }
+  return v;
 }
 
 /** Enough of a Function for the core to key and version it; the leader's own watch holds the rest. */

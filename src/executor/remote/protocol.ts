@@ -21,6 +21,12 @@ export const PATHS = {
 export interface AcquireRequest {
   router: string;
   fn: FunctionResource;
+  /**
+   * The grant's id, chosen by the router (the leader makes one up without it). A router that gives up on the
+   * request releases this id: the leader may have granted it already, with its answer on the way. Asked again
+   * for an id it holds, the leader answers that grant again (a retry whose first answer was lost).
+   */
+  grant?: string;
 }
 
 export interface GrantAnswer {
@@ -33,6 +39,11 @@ export interface GrantAnswer {
   coldStart: boolean;
   /** The leader that issued it. */
   leader: string;
+  /**
+   * The router's session at that leader: grant ids mean something only within it. A router gone past the grace
+   * finds a new session when it comes back, its grants given back meanwhile.
+   */
+  session?: string;
 }
 
 export type GrantOp = { grant: string; op: 'release'; outcome: 'ok' | 'unreachable' | 'timeout' } | { grant: string; op: 'longLived' };
@@ -50,11 +61,12 @@ export interface ReattachRequest {
 /** In the order asked; null where the new leader has no room on that instance (or does not know it). */
 export interface ReattachAnswer {
   leader: string;
+  session?: string;
   grants: Array<GrantAnswer | null>;
 }
 
 /** One line of the event stream. */
-export type ExecutorEvent = { leader: string } | { revoke: string[] } | { heartbeat: number };
+export type ExecutorEvent = { leader: string; session?: string } | { revoke: string[] } | { heartbeat: number };
 
 /** How often the event stream carries a line when nothing happens: a router that hears nothing for three of these reconnects. */
 export const HEARTBEAT_MS = 5_000;

@@ -27,12 +27,16 @@ interface Grant {
   readonly address: string;
   readonly socketPath?: string;
   readonly instanceId: string;
-  /** The leader that issued it (grant ids mean nothing to another). */
-  leader: string;
+  /** The leader and the router's session there that issued it (termOf): grant ids mean nothing to another. */
+  term: string;
   busy: boolean;
   revoked: boolean;
   lastUsed: number;
+  /** How its request ended, when that was while a new leader was taking the grant over (the answer settles it). */
+  endedWith?: Outcome;
 }
+
+type Outcome = 'ok' | 'unreachable' | 'timeout';
 
 interface LocalWaiter {
   resolve(lease: Lease): void;
@@ -54,6 +58,8 @@ export interface RemoteExecutorOptions {
   logger: Logger;
   /** This router's id at the leader (one per process). */
   routerId?: string;
+  /** GRANT_IDLE_MS unless set (tests). */
+  grantIdleMs?: number;
 }
 
 export class RemoteExecutor implements Executor {
@@ -64,6 +70,8 @@ export class RemoteExecutor implements Executor {
   #ops: GrantOp[] = [];
   #flushing = false;
   #leader = '';
+  /** The leader and this router's session there, as the event stream last said. */
+  #term = '';
   #stopped = false;
   #events: AbortController | undefined;
   #loop: Promise<void> | undefined;
@@ -74,9 +82,14 @@ export class RemoteExecutor implements Executor {
     this.#router = o.routerId ?? randomUUID();
   }
 
+  get #idleMs(): number {
+    return this.#o.grantIdleMs ?? GRANT_IDLE_MS;
+  }
+
   async start(): Promise<void> {
     this.#loop = this.#followEvents();
-    this.#idleSweep = setInterval(() => this.#releaseIdle(), 1000);
+    // Checked a few times per idle period, at most once a second.
+    this.#idleSweep = setInterval(() => this.#releaseIdle(), Math.max(10, Math.min(1000, Math.floor(this.#idleMs / 4))));
     this.#idleSweep.unref();
   }
 
@@ -133,7 +146,8 @@ export class RemoteExecutor implements Executor {
         const i = fg.waiting.indexOf(waiter);
         if (i >= 0) fg.waiting.splice(i, 1);
       };
-      this.#o.client.acquire({ router: this.#router, fn }, ask.signal).then(
+      const id = randomUUID();
+      this.#o.client.acquire({ router: this.#router, fn, grant: id }, ask.signal).then(
         (answer) => {
           done();
           const g = this.#adopt(fn, answer);
@@ -147,6 +161,9 @@ export class RemoteExecutor implements Executor {
         },
         (err) => {
           done();
+          // Given up (a grant freed here served it, or the caller went): the leader may have granted it all the
+          // same, its answer on the way and now unread. The id goes back; the leader ignores it if it granted nothing.
+          if (ask.signal.aborted) this.#queue({ grant: id, op: 'release', outcome: 'ok' });
           if (!settled) reject(err);
         },
       );
@@ -182,7 +199,7 @@ export class RemoteExecutor implements Executor {
 
   #adopt(fn: FunctionResource, a: GrantAnswer): Grant {
     const fg = this.#grantsOf(fn);
-    const g: Grant = { id: a.grant, key: `${fn.metadata.namespace}/${fn.metadata.name}`, fn, address: a.address, socketPath: a.socketPath, instanceId: a.instanceId, leader: a.leader, busy: false, revoked: false, lastUsed: Date.now() };
+    const g: Grant = { id: a.grant, key: `${fn.metadata.namespace}/${fn.metadata.name}`, fn, address: a.address, socketPath: a.socketPath, instanceId: a.instanceId, term: termOf(a), busy: false, revoked: false, lastUsed: Date.now() };
     fg.all.add(g);
     this.#byId.set(g.id, g);
     return g;
@@ -203,15 +220,21 @@ export class RemoteExecutor implements Executor {
         released = true;
         g.busy = false;
         g.lastUsed = Date.now();
-        // onceOnly: the executor retires the instance after each request, so the grant is not kept.
-        if (outcome !== 'ok' || g.revoked || this.#stopped || g.fn.spec.onceOnly) this.#giveBack(g, outcome);
-        // (Not in the cache while a new leader is asked to take it over: that answer puts it back.)
-        else if (this.#byId.get(g.id) === g) this.#idle(g);
+        if (this.#byId.get(g.id) === g) this.#settle(g, outcome);
+        // Not in the cache while a new leader is asked to take it over: its answer settles it, with this outcome.
+        else g.endedWith = outcome;
       },
     };
   }
 
-  #giveBack(g: Grant, outcome: 'ok' | 'unreachable' | 'timeout'): void {
+  /** A request on the grant ended: it is kept for the next, or given back. */
+  #settle(g: Grant, outcome: Outcome): void {
+    // onceOnly: the executor retires the instance after each request, so the grant is not kept.
+    if (outcome !== 'ok' || g.revoked || this.#stopped || g.fn.spec.onceOnly) this.#giveBack(g, outcome);
+    else this.#idle(g);
+  }
+
+  #giveBack(g: Grant, outcome: Outcome): void {
     if (!this.#forget(g)) return;
     this.#queue({ grant: g.id, op: 'release', outcome });
   }
@@ -233,7 +256,7 @@ export class RemoteExecutor implements Executor {
   }
 
   #releaseIdle(): void {
-    const cutoff = Date.now() - GRANT_IDLE_MS;
+    const cutoff = Date.now() - this.#idleMs;
     for (const fg of [...this.#fns.values()]) {
       for (const g of [...fg.idle]) if (g.lastUsed < cutoff) this.#giveBack(g, 'ok');
     }
@@ -281,17 +304,25 @@ export class RemoteExecutor implements Executor {
         g.revoked = true;
         if (!g.busy) this.#giveBack(g, 'ok');
       }
-    } else if ('leader' in ev && ev.leader !== this.#leader) {
+    } else if ('leader' in ev && termOf(ev) !== this.#term) {
       const previous = this.#leader;
       this.#leader = ev.leader;
-      if (previous !== '') await this.#reattach(previous);
+      this.#term = termOf(ev);
+      // Grants of another leader are handed over: the one before, or one that answered before this stream first did;
+      // so are those of an earlier session at this leader (the router was gone past the grace: they were given back).
+      for (const g of this.#byId.values()) {
+        if (g.term === this.#term) continue;
+        await this.#reattach(previous);
+        break;
+      }
     }
   }
 
-  /** A new leader: the grants in use are handed to it; idle ones of the old leader are dropped (the new one hands out its own). */
+  /** A new leader: the grants in use are handed to it; idle ones of other leaders are dropped (the new one hands out its own). */
   async #reattach(previous: string): Promise<void> {
     const leader = this.#leader;
-    const old = [...this.#byId.values()].filter((g) => g.leader !== leader);
+    const term = this.#term;
+    const old = [...this.#byId.values()].filter((g) => g.term !== term);
     for (const g of old) this.#forget(g);
     this.#ops = this.#ops.filter((op) => this.#byId.has(op.grant));
     const busy = old.filter((g) => g.busy);
@@ -311,11 +342,12 @@ export class RemoteExecutor implements Executor {
         return;
       }
       g.id = a.grant;
-      g.leader = a.leader;
+      g.term = termOf(a);
       this.#byId.set(g.id, g);
       this.#grantsOf(g.fn).all.add(g);
       // Its request may have ended while the new leader answered.
-      if (!g.busy) this.#idle(g);
+      if (!g.busy) this.#settle(g, g.endedWith ?? 'ok');
+      g.endedWith = undefined;
     });
   }
 
@@ -331,4 +363,9 @@ export class RemoteExecutor implements Executor {
     }
     return true;
   }
+}
+
+/** Who issued a grant: a leader, and the router's session there (older leaders name none). */
+function termOf(a: { leader: string; session?: string }): string {
+  return a.session === undefined ? a.leader : `${a.leader}/${a.session}`;
 }
