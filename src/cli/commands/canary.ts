@@ -2,6 +2,7 @@
 // both functions exist and that the route weighs them; the canary controller
 // then moves the route's weights (docs/canary.md).
 import { type Command, Option } from 'commander';
+import { isFlintError } from '../../api/errors.ts';
 import type { CanaryConfig } from '../../api/kinds.ts';
 import { canaryIntervalProblem } from '../../api/duration.ts';
 import { CANARY_FAILURE_TYPES } from '../../api/names.ts';
@@ -103,11 +104,19 @@ export function registerCanary(canary: Command, ctx: () => Ctx): void {
       throw usage('nothing to update: give --increment-step, --increment-interval or --failure-threshold');
     }
     checkInterval(f.incrementInterval);
-    const cur = await c.client().get('CanaryConfig', c.namespace, f.name);
-    if (f.incrementStep !== undefined) cur.spec.weightincrement = f.incrementStep;
-    if (f.incrementInterval !== undefined) cur.spec.duration = f.incrementInterval;
-    if (f.failureThreshold !== undefined) cur.spec.failurethreshold = f.failureThreshold;
-    await c.client().update(cur);
+    // The canary controller writes the status at every step, which moves the resourceVersion: read again and retry.
+    for (let attempt = 1; ; attempt++) {
+      const cur = await c.client().get('CanaryConfig', c.namespace, f.name);
+      if (f.incrementStep !== undefined) cur.spec.weightincrement = f.incrementStep;
+      if (f.incrementInterval !== undefined) cur.spec.duration = f.incrementInterval;
+      if (f.failureThreshold !== undefined) cur.spec.failurethreshold = f.failureThreshold;
+      try {
+        await c.client().update(cur);
+        break;
+      } catch (err) {
+        if (!isFlintError(err) || err.code !== 'FLINT_ERR_CONFLICT' || attempt >= 5) throw err;
+      }
+    }
     c.io.out(`canary config '${f.name}' updated\n`);
   });
 
