@@ -225,10 +225,10 @@ describe('canary deployments', () => {
       "canary config 'failing' created\n",
     );
     const failed = await statusOf('failing', 'failed');
-    const failedAt = Date.now();
-    // Traffic on after the rollback.
-    await eventually(() => load.answers.filter((a) => a.at > failedAt + 500).length >= 30, 'answers after the rollback', 20_000, 50);
     await history.stop(0);
+    const rolledBack = history.seen.at(-1)?.at ?? 0;
+    // Traffic on after the rollback.
+    await eventually(() => load.answers.filter((a) => a.at > rolledBack + 500).length >= 30, 'answers after the rollback', 20_000, 50);
     await load.stop();
     assert.deepEqual(await weights('failing'), { v1: 100, flaky: 0 });
     assert.deepEqual(
@@ -245,7 +245,6 @@ describe('canary deployments', () => {
     const kinds = new Set(load.answers.map((a) => `${a.status} ${a.body}`));
     for (const k of kinds) assert.ok(['200 v1', '200 flaky', '500 boom'].includes(k), `an answer '${k}'`);
     assert.ok(kinds.has('500 boom'), 'the new version did fail while it had traffic');
-    const rolledBack = history.seen.at(-1)?.at ?? 0;
     const after = load.answers.filter((a) => a.at > rolledBack + 500);
     assert.ok(after.length >= 30);
     assert.ok(after.every((a) => a.status === 200 && a.body === 'v1'), 'all traffic on the old version');

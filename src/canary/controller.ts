@@ -243,20 +243,21 @@ export class CanaryController {
       missing.length > 0
         ? { action: 'abort' as const, message: `function '${missing[0]}' no longer exists: the canary stopped, the route's weights are left as they are` }
         : decide(cc.spec, ht?.spec.functionref, window, interval);
-    const now = Date.now();
     switch (d.action) {
       case 'abort':
         await this.#writeStatus(t, { ...cc.status, status: 'aborted', message: d.message });
         return;
       case 'hold':
         if (cc.status?.message !== d.message) await this.#writeStatus(t, { ...cc.status, status: 'pending', message: d.message });
-        this.#schedule(t, now + t.intervalMs);
+        this.#schedule(t, Date.now() + t.intervalMs);
         return;
       case 'step':
       case 'rollback': {
         const route = ht as HTTPTrigger;
         // With the route's resourceVersion: a route changed meanwhile fails the round, which is tried again on fresh reads.
         await this.#o.store.update({ ...route, spec: { ...route.spec, functionref: { ...route.spec.functionref, functionweights: d.weights } } });
+        // When the weights moved: the next interval counts from here.
+        const now = Date.now();
         const rollback = d.action === 'rollback';
         t.unwritten = {
           status: rollback ? 'failed' : d.done ? 'succeeded' : 'pending',
