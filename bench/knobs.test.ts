@@ -18,6 +18,8 @@ describe('benchmark knobs', () => {
       cli: true,
       cliRounds: 15,
       tracing: true,
+      scaleOut: true,
+      grantRounds: 6,
     });
   });
 
@@ -36,8 +38,26 @@ describe('benchmark knobs', () => {
       BENCH_CLI: '0',
       BENCH_CLI_ROUNDS: '7',
       BENCH_TRACING: '0',
+      BENCH_SCALE_OUT: '0',
+      BENCH_GRANT_ROUNDS: '3',
     });
-    assert.deepEqual(k, { requests: 500, seconds: 2, rounds: 5, authPairs: 1, cold: 3, messages: 100, sandbox: 'none', packages: false, kafka: true, overload: false, cli: false, cliRounds: 7, tracing: false });
+    assert.deepEqual(k, {
+      requests: 500,
+      seconds: 2,
+      rounds: 5,
+      authPairs: 1,
+      cold: 3,
+      messages: 100,
+      sandbox: 'none',
+      packages: false,
+      kafka: true,
+      overload: false,
+      cli: false,
+      cliRounds: 7,
+      tracing: false,
+      scaleOut: false,
+      grantRounds: 3,
+    });
   });
 
   it('refuses what is not a knob value, naming the knob', () => {
@@ -52,6 +72,8 @@ describe('benchmark knobs', () => {
       [{ BENCH_SANDBOX: 'docker' }, /BENCH_SANDBOX must be bubblewrap or none, not 'docker'/],
       [{ BENCH_KAFKA: 'no' }, /BENCH_KAFKA must be 0 \(skip\) or 1 \(run\), not 'no'/],
       [{ BENCH_CLI_ROUNDS: '2' }, /BENCH_CLI_ROUNDS must be a whole number of at least 3, not '2'/],
+      [{ BENCH_SCALE_OUT: 'yes' }, /BENCH_SCALE_OUT must be 0 \(skip\) or 1 \(run\), not 'yes'/],
+      [{ BENCH_GRANT_ROUNDS: '1' }, /BENCH_GRANT_ROUNDS must be a whole number of at least 2, not '1'/],
     ];
     for (const [env, message] of cases) assert.throws(() => readKnobs(env), message, JSON.stringify(env));
   });

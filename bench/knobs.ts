@@ -26,6 +26,10 @@ export interface BenchKnobs {
   cliRounds: number;
   /** Router added latency with tracing off, on, and before tracing (bench/tracing.ts). */
   tracing: boolean;
+  /** Kubernetes mode with its roles apart, on the real control plane (bench/scale-out.ts). */
+  scaleOut: boolean;
+  /** Rounds of its executor round-trip figure (the first through a router new to the functions, the rest after 12 s idle each). */
+  grantRounds: number;
 }
 
 function whole(env: NodeJS.ProcessEnv, name: string, fallback: number, min: number): number {
@@ -60,5 +64,7 @@ export function readKnobs(env: NodeJS.ProcessEnv = process.env): BenchKnobs {
     cli: toggle(env, 'BENCH_CLI'),
     cliRounds: whole(env, 'BENCH_CLI_ROUNDS', 15, 3),
     tracing: toggle(env, 'BENCH_TRACING'),
+    scaleOut: toggle(env, 'BENCH_SCALE_OUT'),
+    grantRounds: whole(env, 'BENCH_GRANT_ROUNDS', 6, 2),
   };
 }

@@ -15,6 +15,9 @@
 //      package is replaced every 2 s (bench/overload.ts);
 //   7. CLI start times against `node -e 0`, now and before issue 27 (bench/cli-start.ts);
 //   8. router added latency with tracing off, on and before tracing, side by side (bench/tracing.ts).
+//   9. kubernetes mode with its roles apart on the real control plane: two
+//      routers against one, an executor round trip, cold starts split and
+//      role=all (bench/scale-out.ts).
 // Results print as a markdown table; bench/RESULTS.md records them.
 import fs from 'node:fs';
 import os from 'node:os';
@@ -32,6 +35,7 @@ import { readKnobs } from './knobs.ts';
 import { kafkaBench } from './mq.ts';
 import { overloadBench } from './overload.ts';
 import { packagesBench } from './packages.ts';
+import { scaleOutBench } from './scale-out.ts';
 import { tracingBench } from './tracing.ts';
 
 const WS_ECHO = 'module.exports = (ws) => ws.on("message", (m) => ws.send(m));';
@@ -253,6 +257,14 @@ if (knobs.tracing) {
     rows.push(...(await tracingBench(N)));
   } catch (err) {
     rows.push(['router added latency, tracing', 'failed', String((err as Error).message), '']);
+  }
+}
+
+if (knobs.scaleOut) {
+  try {
+    rows.push(...(await scaleOutBench({ seconds: SECONDS, rounds: THROUGHPUT_ROUNDS, functions: knobs.cold, grantRounds: knobs.grantRounds })));
+  } catch (err) {
+    rows.push(['scale-out (kubernetes mode, roles apart)', 'failed', String((err as Error).message), '']);
   }
 }
 

@@ -99,7 +99,9 @@ export async function tracingBench(requests: number): Promise<string[][]> {
           samples[at][i] = Number(process.hrtime.bigint() - t0) / 1000;
         }
       }
-      targets.forEach((t, k) => results.get(t.name)!.push(percentiles(samples[k])));
+      targets.forEach((t, k) => {
+        results.get(t.name)!.push(percentiles(samples[k]));
+      });
     }
     const p = (name: string, q: 'p50' | 'p99') => median(results.get(name)!.map((r) => r[q]));
     // Each traced request is four spans; let the exporter's last batch arrive.

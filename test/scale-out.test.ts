@@ -11,25 +11,16 @@
 // at-least-once redelivery of those in flight.
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
-import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { type KafkaBroker, startKafka } from '../scripts/kafka-broker.ts';
 import { sandboxAvailable } from '../src/sandbox/bwrap.ts';
-import { startTestCluster, type TestCluster } from './helpers/kube-cluster.ts';
-import { eventually, flintAsync, startServer, type TestServer } from './helpers/server.ts';
+import { startTestCluster } from './helpers/kube-cluster.ts';
+import { eventually, flintAsync, type TestServer } from './helpers/server.ts';
+import { type SplitCluster, startSplitCluster } from './helpers/split-cluster.ts';
 
-const FETCHER = 'ghcr.io/flint/flint:test';
 const usable = await sandboxAvailable();
-
-async function freePort(): Promise<number> {
-  const srv = net.createServer();
-  await new Promise<void>((r) => srv.listen(0, '127.0.0.1', () => r()));
-  const { port } = srv.address() as net.AddressInfo;
-  await new Promise<void>((r) => srv.close(() => r()));
-  return port;
-}
 
 interface Traffic {
   ok: number;
@@ -62,46 +53,22 @@ function steadyTraffic(routers: string[], route: string, expect: string): Traffi
 }
 
 describe('kubernetes mode as separate roles: executor failover and trigger failover', { skip: !usable && 'bubblewrap is not usable here', timeout: 20 * 60_000 }, () => {
-  let cluster: TestCluster;
+  let split: SplitCluster;
   let kafka: KafkaBroker;
-  let controller: TestServer;
-  const executors: TestServer[] = [];
-  const routers: TestServer[] = [];
   let work: string;
   const clusterLog: string[] = [];
-  let routerUrls: string[] = [];
 
-  const diagnostics = () =>
-    [...executors, ...routers, controller]
-      .filter(Boolean)
-      .map((s) => `--- ${s.executorUrl ?? s.routerUrl ?? s.controllerUrl} ---\n${s.output().split('\n').slice(-25).join('\n')}`)
-      .join('\n');
   async function ok(args: string[]): Promise<string> {
-    const r = await flintAsync(controller, args, { cwd: work });
-    assert.equal(r.code, 0, `flint ${args.join(' ')} failed (${r.code}):\n${r.stdout}\n${r.stderr}\n${diagnostics()}`);
+    const r = await flintAsync(split.controller, args, { cwd: work });
+    assert.equal(r.code, 0, `flint ${args.join(' ')} failed (${r.code}):\n${r.stdout}\n${r.stderr}\n${split.diagnostics()}`);
     return r.stdout;
-  }
-  const base = () => [...cluster.sets(FETCHER), 'kafka.enabled=true', `kafka.brokers=${kafka.brokers}`, 'logLevel=info'];
-  const startExecutor = () => startServer({ sets: [...base(), 'role=executor', 'executor.port=0', `kubernetes.routerUrl=${routerUrls[0]}`], expect: ['executor'] });
-  async function leaderOf(list: TestServer[]): Promise<TestServer | undefined> {
-    for (const e of list) {
-      if (e.child.exitCode !== null) continue;
-      const health = await fetch(`${e.executorUrl}/healthz`)
-        .then((r) => r.json() as Promise<{ leader: boolean }>)
-        .catch(() => undefined);
-      if (health?.leader) return e;
-    }
-    return undefined;
   }
 
   before(async () => {
     work = fs.mkdtempSync(path.join(os.tmpdir(), 'flint-scale-'));
-    [cluster, kafka] = await Promise.all([startTestCluster({ log: (l) => clusterLog.push(l) }), startKafka()]);
-    const ports = [await freePort(), await freePort()];
-    routerUrls = ports.map((p) => `http://127.0.0.1:${p}`);
-    executors.push(...(await Promise.all([startExecutor(), startExecutor()])));
-    controller = await startServer({ sets: [...base(), 'role=controller', `kubernetes.routerUrl=${routerUrls[0]}`], expect: ['controller'] });
-    routers.push(...(await Promise.all(ports.map((p) => startServer({ sets: [...base(), 'role=router', `router.port=${p}`], expect: ['router'] })))));
+    const [cluster, broker] = await Promise.all([startTestCluster({ log: (l) => clusterLog.push(l) }), startKafka()]);
+    kafka = broker;
+    split = await startSplitCluster({ cluster, executors: 2, routers: 2, sets: ['kafka.enabled=true', `kafka.brokers=${kafka.brokers}`, 'logLevel=info'] });
     fs.writeFileSync(path.join(work, 'hello.js'), "module.exports = async () => ({ status: 200, body: 'hello from a pod\\n' });\n");
     fs.writeFileSync(
       path.join(work, 'echo.js'),
@@ -110,54 +77,55 @@ describe('kubernetes mode as separate roles: executor failover and trigger failo
   });
 
   after(async () => {
-    for (const s of [...routers, controller, ...executors]) await s?.stop().catch(() => {});
-    await cluster?.stop();
+    await split?.stop();
+    await split?.cluster.stop();
     await kafka?.destroy();
     if (work) fs.rmSync(work, { recursive: true, force: true });
   });
 
   it('elects one executor leader, and both routers serve a function through it', async () => {
-    const leader = await eventually(() => leaderOf(executors), 'an executor leader', 30_000);
-    assert.equal((await Promise.all(executors.map((e) => leaderOf([e])))).filter(Boolean).length, 1, 'exactly one leads');
-    const lease = JSON.parse(await cluster.controlPlane.kubectl(['-n', 'flint', 'get', 'lease', 'flint-executor', '-o', 'json']));
+    const leader = await eventually(() => split.leaderOf(), 'an executor leader', 30_000);
+    assert.equal((await Promise.all(split.executors.map((e) => split.leaderOf([e])))).filter(Boolean).length, 1, 'exactly one leads');
+    const lease = JSON.parse(await split.cluster.controlPlane.kubectl(['-n', 'flint', 'get', 'lease', 'flint-executor', '-o', 'json']));
     assert.equal(lease.metadata.annotations['flint.dev/leader-url'], leader.executorUrl, 'the Lease names where the leader serves');
     await ok(['env', 'create', '--name', 'nodejs', '--image', 'ghcr.io/fission/node-env:latest', '--poolsize', '3']);
     await ok(['fn', 'create', '--name', 'hello', '--env', 'nodejs', '--code', path.join(work, 'hello.js')]);
     await ok(['route', 'create', '--name', 'hello', '--function', 'hello', '--url', '/hello']);
-    for (const r of routerUrls) {
+    for (const r of split.routerUrls) {
       await eventually(async () => (await fetch(`${r}/hello`).then((x) => x.text())) === 'hello from a pod\n', `hello through ${r}`, 120_000);
     }
   });
 
   it('keeps warm calls answering through both routers while the executor leader is killed and the standby takes over', async () => {
-    const traffic = steadyTraffic(routerUrls, '/hello', 'hello from a pod\n');
+    const traffic = steadyTraffic(split.routerUrls, '/hello', 'hello from a pod\n');
     await new Promise((r) => setTimeout(r, 2000));
-    const leader = (await leaderOf(executors)) as TestServer;
+    const leader = (await split.leaderOf()) as TestServer;
     const killedAt = Date.now();
     await leader.kill();
-    const next = await eventually(() => leaderOf(executors), 'the standby leading', 60_000);
+    const next = await eventually(() => split.leaderOf(), 'the standby leading', 60_000);
     const tookOverS = (Date.now() - killedAt) / 1000;
     assert.notEqual(next, leader);
     // Traffic on past the takeover, so requests needing the new leader (grants it hands out) are counted too.
     await new Promise((r) => setTimeout(r, 5000));
     await traffic.stop();
     console.log(`executor failover: the standby led ${tookOverS.toFixed(1)} s after the leader was killed; ${traffic.ok} requests answered, ${traffic.failed.length} failed`);
-    assert.deepEqual(traffic.failed, [], `warm calls failed during the failover:\n${diagnostics()}`);
+    assert.deepEqual(traffic.failed, [], `warm calls failed during the failover:\n${split.diagnostics()}`);
     assert.ok(traffic.ok > 50, `traffic flowed (${traffic.ok} answers)`);
     // A cold call needs the new leader: a function made after the failover.
     await ok(['fn', 'create', '--name', 'after', '--env', 'nodejs', '--code', path.join(work, 'hello.js')]);
-    for (const r of routerUrls) {
+    for (const r of split.routerUrls) {
       await eventually(async () => (await fetch(`${r}/flint-function/after`).then((x) => x.text())) === 'hello from a pod\n', `a cold call through ${r}`, 120_000);
     }
     // The killed replica comes back as the standby (Kubernetes would restart it).
-    executors.splice(executors.indexOf(leader), 1, await startExecutor());
+    split.executors.splice(split.executors.indexOf(leader), 1);
+    await split.startExecutor();
   });
 
   it('loses no Kafka message when the trigger manager’s leader is killed while messages flow', async () => {
     await ok(['fn', 'create', '--name', 'echo', '--env', 'nodejs', '--code', path.join(work, 'echo.js')]);
     await ok(['mqt', 'create', '--name', 'echoes', '--function', 'echo', '--mqtype', 'kafka', '--topic', 'fo-in', '--resptopic', 'fo-out']);
     const produce = async (id: number) => {
-      const res = await fetch(`${controller.controllerUrl}/topics/fo-in/messages`, {
+      const res = await fetch(`${split.controller.controllerUrl}/topics/fo-in/messages`, {
         method: 'POST',
         headers: { 'content-type': 'application/json' },
         body: JSON.stringify({ value: JSON.stringify({ id }) }),
@@ -168,7 +136,7 @@ describe('kubernetes mode as separate roles: executor failover and trigger failo
     await produce(0);
     const seen: string[] = [];
     const readOne = async () => {
-      const res = await fetch(`${controller.controllerUrl}/topics/fo-out/messages?group=failover-check`);
+      const res = await fetch(`${split.controller.controllerUrl}/topics/fo-out/messages?group=failover-check`);
       // 408: nothing within the long poll.
       if (res.status !== 200) return undefined;
       const m = (await res.json()) as { value: string };
@@ -176,7 +144,7 @@ describe('kubernetes mode as separate roles: executor failover and trigger failo
     };
     seen.push(await eventually(readOne, 'the first answer', 120_000));
     const total = 120;
-    const leader = (await leaderOf(executors)) as TestServer;
+    const leader = (await split.leaderOf()) as TestServer;
     let killed = false;
     for (let id = 1; id <= total; id++) {
       await produce(id);
@@ -196,7 +164,7 @@ describe('kubernetes mode as separate roles: executor failover and trigger failo
     const duplicates = seen.length - unique().size;
     console.log(`trigger failover: ${unique().size} of ${total + 1} messages answered, ${duplicates} answered twice (at-least-once redelivery)`);
     const missing = Array.from({ length: total + 1 }, (_, i) => `seen ${i}`).filter((v) => !unique().has(v));
-    assert.deepEqual(missing, [], `messages lost:\n${diagnostics()}`);
-    executors.splice(executors.indexOf(leader), 1);
+    assert.deepEqual(missing, [], `messages lost:\n${split.diagnostics()}`);
+    split.executors.splice(split.executors.indexOf(leader), 1);
   });
 });
