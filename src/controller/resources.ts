@@ -44,7 +44,6 @@ function initialStatus(obj: AnyResource): AnyResource {
   return obj;
 }
 
-
 export function registerResourceRoutes(app: FastifyInstance, opts: ControllerOptions): void {
   const { store } = opts;
   const validate = (k: KindInfo, body: unknown) =>
