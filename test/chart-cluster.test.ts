@@ -185,7 +185,7 @@ describe('the Helm chart on a real control plane', { skip: !usable && 'bubblewra
     assert.equal(unauthenticated.status, 401, 'authentication is on');
   });
 
-  it("judges canaries by every router pod's counters, read by the executor's leader", async () => {
+  it("judges canaries by every router pod's counters, read by the executor's leader from the pods behind the router Service", async () => {
     const routers = await readyPods('router');
     assert.equal(routers.length, 2);
     fs.writeFileSync(path.join(work, 'flaky.js'), "let n = 0;\nmodule.exports = async () => (n++ % 2 ? { status: 500, body: 'boom' } : { status: 200, body: 'flaky' });\n");
@@ -206,7 +206,9 @@ describe('the Helm chart on a real control plane', { skip: !usable && 'bubblewra
         }
       })();
       try {
-        return await eventually(async () => ((await canary(name)).status === want ? canary(name) : undefined), `canary ${name} ${want}\n${diagnostics()}`, 90_000, 250);
+        return await eventually(async () => ((await canary(name)).status === want ? canary(name) : undefined), `canary ${name} ${want}`, 90_000, 250);
+      } catch (err) {
+        throw new Error(`${(err as Error).message}\nstatus: ${JSON.stringify(await canary(name))}\n--- cluster ---\n${diagnostics()}`);
       } finally {
         done = true;
         await load;

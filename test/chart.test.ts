@@ -285,7 +285,10 @@ describe('Helm chart', { timeout: 25 * 60_000 }, () => {
     // The canary controller (in the executor's pods) finds the router pods to read their counters: read only.
     const canary = find(docs, 'Role', 'flint-canary');
     assert.equal(canary.metadata.namespace, 'flint');
-    assert.deepEqual(canary.rules, [{ apiGroups: ['discovery.k8s.io'], resources: ['endpointslices'], verbs: ['get', 'list'] }]);
+    assert.deepEqual(canary.rules, [
+      { apiGroups: [''], resources: ['services'], resourceNames: ['router'], verbs: ['get'] },
+      { apiGroups: [''], resources: ['pods'], verbs: ['list'] },
+    ]);
     assert.deepEqual(boundTo('Role', 'flint-canary'), ['flint:flint/flint']);
     for (const c of ['controller', 'executor'] as const) assert.equal(find(docs, 'Deployment', DEPLOYMENTS[c]).spec.template.spec.serviceAccountName, 'flint');
     // The routers run as their own ServiceAccount, which reads and writes nothing else.

@@ -435,7 +435,7 @@ export async function startServer(
     }
     if (runs.executor) {
       // Canary configs, beside the trigger manager (one leader). The router in this process has every count (local mode,
-      // role all); role executor reads every router pod's /metrics (docs/canary.md).
+      // role all); role executor reads the /metrics of every pod behind the router Service (docs/canary.md).
       const counts = routerCounts;
       const canaries = new CanaryController({
         store,
