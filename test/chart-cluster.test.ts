@@ -185,6 +185,51 @@ describe('the Helm chart on a real control plane', { skip: !usable && 'bubblewra
     assert.equal(unauthenticated.status, 401, 'authentication is on');
   });
 
+  it("judges canaries by every router pod's counters, read by the executor's leader from the pods behind the router Service", async () => {
+    const routers = await readyPods('router');
+    assert.equal(routers.length, 2);
+    fs.writeFileSync(path.join(work, 'flaky.js'), "let n = 0;\nmodule.exports = async () => (n++ % 2 ? { status: 500, body: 'boom' } : { status: 200, body: 'flaky' });\n");
+    await ok(['fn', 'create', '--name', 'flaky', '--env', 'nodejs', '--code', 'flaky.js']);
+    await ok(['fn', 'create', '--name', 'hello2', '--env', 'nodejs', '--code', 'hello.js']);
+    const canary = async (name: string) => (await kubectlJson(['-n', 'default', 'get', 'canaryconfigs.flint.dev', name])).status ?? {};
+    /** Requests through one router pod only, until the canary is done: the other router counts nothing. */
+    async function rollout(name: string, fn: string, router: any, want: string) {
+      await ok(['route', 'create', '--name', name, '--url', `/${name}`, '--function', 'hello', '--weight', '100', '--function', fn, '--weight', '0']);
+      await ok(['canary', 'create', '--name', name, '--httptrigger', name, '--newfunction', fn, '--oldfunction', 'hello', '--increment-step', '50', '--increment-interval', '2s']);
+      let done = false;
+      const load = (async () => {
+        while (!done) {
+          await fetch(`${routerUrl(router)}/${name}`, { headers: { authorization: `Bearer ${routerToken}` } })
+            .then((r) => r.text())
+            .catch(() => {});
+          await new Promise((r) => setTimeout(r, 20));
+        }
+      })();
+      try {
+        return await eventually(async () => ((await canary(name)).status === want ? canary(name) : undefined), `canary ${name} ${want}`, 90_000, 250);
+      } catch (err) {
+        throw new Error(`${(err as Error).message}\nstatus: ${JSON.stringify(await canary(name))}\n--- cluster ---\n${diagnostics()}`);
+      } finally {
+        done = true;
+        await load;
+      }
+    }
+    // Each canary's traffic goes through one router: a controller that read only some routers would hold (or pass) it.
+    const failed = await rollout('canary-a', 'flaky', routers[0], 'failed');
+    assert.ok(failed.failureRate >= 30 && failed.failureRate <= 70, `rate ${failed.failureRate}`);
+    assert.deepEqual((await kubectlJson(['-n', 'default', 'get', 'httptriggers.flint.dev', 'canary-a'])).spec.functionref.functionweights, { hello: 100, flaky: 0 });
+    const succeeded = await rollout('canary-b', 'hello2', routers[1], 'succeeded');
+    assert.equal(succeeded.failureRate, 0);
+    assert.ok(succeeded.requests > 0);
+    assert.deepEqual((await kubectlJson(['-n', 'default', 'get', 'httptriggers.flint.dev', 'canary-b'])).spec.functionref.functionweights, { hello: 0, hello2: 100 });
+    // What the later tests count on: only their own functions.
+    for (const name of ['canary-a', 'canary-b']) {
+      await ok(['canary', 'delete', '--name', name]);
+      await ok(['route', 'delete', '--name', name]);
+    }
+    for (const fn of ['flaky', 'hello2']) await ok(['fn', 'delete', '--name', fn]);
+  });
+
   it('upgrades to a changed values file under steady traffic', async (t) => {
     const before = names(await flintPods());
     const functionPods = async () => (await kubectlJson(['-n', FUNCTION_NAMESPACE, 'get', 'pods', '-l', 'functionName=hello'])).items.map((p: any) => p.metadata.name).sort();
@@ -342,6 +387,7 @@ describe('the Helm chart on a real control plane', { skip: !usable && 'bubblewra
       .map((o: any) => `${o.kind} ${o.metadata.name}`)
       .sort();
     assert.deepEqual(cluster, [
+      'CustomResourceDefinition canaryconfigs.flint.dev',
       'CustomResourceDefinition environments.flint.dev',
       'CustomResourceDefinition functions.flint.dev',
       'CustomResourceDefinition httptriggers.flint.dev',

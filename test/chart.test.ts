@@ -254,6 +254,7 @@ describe('Helm chart', { timeout: 25 * 60_000 }, () => {
     const all = ['get', 'list', 'watch', 'create', 'update', 'delete'];
     for (const kind of CUSTOM_KINDS) assert.deepEqual(grants(cluster.rules, 'flint.dev', KINDS[kind].plural).sort(), [...all].sort(), kind);
     assert.ok(grants(cluster.rules, 'flint.dev', 'packages/status').includes('update'));
+    assert.ok(grants(cluster.rules, 'flint.dev', 'canaryconfigs/status').includes('update'));
     for (const r of ['secrets', 'configmaps']) assert.deepEqual(grants(cluster.rules, '', r).sort(), [...all].sort(), r);
     // Namespaces: read only, and only the two the server writes into.
     const nsRule = cluster.rules.find((r: any) => r.resources.includes('namespaces'));
@@ -281,6 +282,14 @@ describe('Helm chart', { timeout: 25 * 60_000 }, () => {
         .filter((d) => d.kind === `${kind}Binding` && d.roleRef.kind === kind && d.roleRef.name === role)
         .flatMap((d) => d.subjects.map((s: any) => `${d.metadata.namespace ?? ''}:${s.namespace}/${s.name}`));
     assert.deepEqual(boundTo('Role', 'flint-leader-election'), ['flint:flint/flint']);
+    // The canary controller (in the executor's pods) finds the router pods to read their counters: read only.
+    const canary = find(docs, 'Role', 'flint-canary');
+    assert.equal(canary.metadata.namespace, 'flint');
+    assert.deepEqual(canary.rules, [
+      { apiGroups: [''], resources: ['services'], resourceNames: ['router'], verbs: ['get'] },
+      { apiGroups: [''], resources: ['pods'], verbs: ['list'] },
+    ]);
+    assert.deepEqual(boundTo('Role', 'flint-canary'), ['flint:flint/flint']);
     for (const c of ['controller', 'executor'] as const) assert.equal(find(docs, 'Deployment', DEPLOYMENTS[c]).spec.template.spec.serviceAccountName, 'flint');
     // The routers run as their own ServiceAccount, which reads and writes nothing else.
     assert.equal(find(docs, 'Deployment', 'flint-router').spec.template.spec.serviceAccountName, 'flint-router');
@@ -289,7 +298,9 @@ describe('Helm chart', { timeout: 25 * 60_000 }, () => {
     assert.deepEqual(boundTo('ClusterRole', 'flint-router-flint'), [':flint/flint-router']);
     for (const plural of ['environments', 'functions', 'packages', 'httptriggers']) assert.deepEqual(grants(routerCluster.rules, 'flint.dev', plural).sort(), ['get', 'list', 'watch'], plural);
     // For now the router's store follows every kind (src/store/kubernetes.ts), so it reads the rest too: read only.
-    for (const [g, r] of [['flint.dev', 'messagequeuetriggers'], ['', 'secrets'], ['', 'configmaps']]) assert.deepEqual(grants(routerCluster.rules, g, r).sort(), ['get', 'list', 'watch'], r);
+    for (const [g, r] of [...CUSTOM_KINDS.map((k) => ['flint.dev', KINDS[k].plural]), ['', 'secrets'], ['', 'configmaps']]) {
+      assert.deepEqual(grants(routerCluster.rules, g, r).sort(), ['get', 'list', 'watch'], r);
+    }
     const routerRole = find(docs, 'Role', 'flint-router');
     assert.equal(routerRole.metadata.namespace, 'flint');
     assert.deepEqual(boundTo('Role', 'flint-router'), ['flint:flint/flint-router']);

@@ -32,6 +32,7 @@ const LISTS: { args: string[]; plural: string; name: string; cwd?: () => string 
   { args: ['mqt', 'list'], plural: 'messagequeuetriggers', name: 'q' },
   { args: ['secret', 'list'], plural: 'secrets', name: 's' },
   { args: ['configmap', 'list'], plural: 'configmaps', name: 'c' },
+  { args: ['canary', 'list'], plural: 'canaryconfigs', name: 'cc' },
 ];
 
 describe('CLI output for scripts', { timeout: 90_000 }, () => {
@@ -46,6 +47,9 @@ describe('CLI output for scripts', { timeout: 90_000 }, () => {
     ok(['mqt', 'create', '--name', 'q', '--function', 'hello', '--mqtype', 'redis', '--topic', 'jobs']);
     ok(['secret', 'create', '--name', 's', '--from-literal', 'k=v']);
     ok(['configmap', 'create', '--name', 'c', '--from-literal', 'k=v']);
+    ok(['fn', 'create', '--name', 'hello2', '--pkg', 'p']);
+    ok(['route', 'create', '--name', 'rc', '--url', '/rc', '--function', 'hello', '--weight', '100', '--function', 'hello2', '--weight', '0']);
+    ok(['canary', 'create', '--name', 'cc', '--httptrigger', 'rc', '--newfunction', 'hello2', '--oldfunction', 'hello', '--increment-interval', '10m']);
   });
   after(async () => {
     await server?.stop();
@@ -96,6 +100,7 @@ describe('CLI output for scripts', { timeout: 90_000 }, () => {
       ['mqt', 'get', '--name', 'q'],
       ['secret', 'get', '--name', 's'],
       ['configmap', 'get', '--name', 'c'],
+      ['canary', 'get', '--name', 'cc'],
     ]) {
       const obj = JSON.parse(ok([...args, '-o', 'json'])) as { metadata: { name: string } };
       assert.equal(obj.metadata.name, args[3], args.join(' '));

@@ -199,6 +199,32 @@ describe('kubernetes mode on a real control plane', { skip: !usable && 'bubblewr
     await eventually(async () => (await flintAsync(server, ['fn', 'test', '--name', 'hello'], { cwd: work, env: credentials })).stdout === 'hello, updated\n', 'the function answering after the crash', 60_000);
   });
 
+  it('rolls a canary out on a route, its status in the custom resource', async () => {
+    await ok(['route', 'create', '--name', 'canary', '--url', '/canary', '--function', 'hello', '--weight', '100', '--function', 'dedicated', '--weight', '0']);
+    await ok(['canary', 'create', '--name', 'canary', '--httptrigger', 'canary', '--newfunction', 'dedicated', '--oldfunction', 'hello', '--increment-step', '50', '--increment-interval', '2s']);
+    const token = await login();
+    const cr = () => kubectlJson(['-n', 'default', 'get', 'canaryconfigs.flint.dev', 'canary']);
+    let done = false;
+    const answers: number[] = [];
+    const load = (async () => {
+      while (!done) {
+        answers.push((await call('/canary', token)).status);
+        await new Promise((r) => setTimeout(r, 50));
+      }
+    })();
+    try {
+      await eventually(async () => (await cr()).status?.status === 'succeeded', 'the canary succeeded', 60_000, 250);
+    } finally {
+      done = true;
+      await load;
+    }
+    const status = (await cr()).status;
+    assert.equal(status.newWeight, 100);
+    assert.equal(status.failureRate, 0);
+    assert.deepEqual((await kubectlJson(['-n', 'default', 'get', 'httptriggers.flint.dev', 'canary'])).spec.functionref.functionweights, { hello: 0, dedicated: 100 });
+    assert.ok(answers.length > 0 && answers.every((s) => s === 200), `answers: ${[...new Set(answers)]}`);
+  });
+
   it('recovers from an API-server restart: watches resume and new functions run', async () => {
     restarting.from = Date.now();
     await cluster.controlPlane.restartApiServer();

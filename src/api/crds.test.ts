@@ -34,9 +34,9 @@ describe('CRDs', () => {
     }
   });
 
-  it('only Package, MessageQueueTrigger and TimeTrigger have a status subresource', () => {
+  it('only Package, MessageQueueTrigger, TimeTrigger and CanaryConfig have a status subresource', () => {
     const withStatus = CUSTOM_KINDS.filter((k) => (renderCrd(k) as any).spec.versions[0].subresources?.status);
-    assert.deepEqual(withStatus, ['Package', 'MessageQueueTrigger', 'TimeTrigger']);
+    assert.deepEqual(withStatus, ['Package', 'MessageQueueTrigger', 'TimeTrigger', 'CanaryConfig']);
   });
 
   it('translates the schema forms the kinds use', () => {

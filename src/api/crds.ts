@@ -14,7 +14,7 @@ import { API_VERSION } from './meta.ts';
 export const CRD_GROUP = API_VERSION.split('/')[0];
 export const CRD_VERSION = API_VERSION.split('/')[1];
 /** Kinds stored as custom resources; Secret and ConfigMap are the cluster's own. */
-export const CUSTOM_KINDS: readonly KindName[] = ['Environment', 'Function', 'Package', 'HTTPTrigger', 'MessageQueueTrigger', 'TimeTrigger'];
+export const CUSTOM_KINDS: readonly KindName[] = ['Environment', 'Function', 'Package', 'HTTPTrigger', 'MessageQueueTrigger', 'TimeTrigger', 'CanaryConfig'];
 export const CRD_DIR = path.join(import.meta.dirname, '..', '..', 'charts', 'flint', 'crds');
 
 /** Fission's short names, so `kubectl get fn` reads the same. */

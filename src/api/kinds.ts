@@ -2,9 +2,9 @@
 // validation at the API boundary, the OpenAPI document and the CRD YAML.
 import { type Static, type TSchema, Type } from '@sinclair/typebox';
 import { ApiVersion, DNS1123_LABEL, DNS1123_MAX, ObjectMeta, ObjectRef, Resources, type StoredMeta, StringMap } from './meta.ts';
-import { BUILD_STATUSES, HTTP_METHODS, KIND_PLURALS, type KindName, MQ_TYPES, MQT_KINDS, MQT_STATES, STREAMING_PROTOCOLS } from './names.ts';
+import { BUILD_STATUSES, CANARY_FAILURE_TYPES, CANARY_STATUSES, HTTP_METHODS, KIND_PLURALS, type KindName, MQ_TYPES, MQT_KINDS, MQT_STATES, STREAMING_PROTOCOLS } from './names.ts';
 
-export { BUILD_STATUSES, KIND_NAMES, type KindName, MQ_TYPES, MQT_KINDS, MQT_STATES, STREAMING_PROTOCOLS } from './names.ts';
+export { BUILD_STATUSES, CANARY_STATUSES, KIND_NAMES, type KindName, MQ_TYPES, MQT_KINDS, MQT_STATES, STREAMING_PROTOCOLS } from './names.ts';
 export const HttpMethod = Type.Union(HTTP_METHODS.map((m) => Type.Literal(m)));
 export const HTTP_METHOD_NAMES: readonly string[] = HTTP_METHODS;
 
@@ -293,6 +293,47 @@ export type MessageQueueTriggerStatus = Static<typeof MessageQueueTriggerStatus>
 /** Keys as in Kubernetes: alphanumerics, '-', '_' and '.'. */
 export const DataMap = Type.Record(Type.String({ pattern: '^[-._a-zA-Z0-9]+$', maxLength: 253 }), Type.String());
 
+// ---- CanaryConfig --------------------------------------------------------------
+
+/** Fission's field names: the canary controller moves `trigger`'s weights from `oldfunction` to `newfunction`. */
+export const CanaryConfigSpec = Type.Object(
+  {
+    /** An HTTPTrigger of this namespace whose functionref weighs both functions. */
+    trigger: Type.String({ minLength: 1, maxLength: DNS1123_MAX, pattern: DNS1123_LABEL }),
+    newfunction: Type.String({ minLength: 1, maxLength: DNS1123_MAX, pattern: DNS1123_LABEL }),
+    oldfunction: Type.String({ minLength: 1, maxLength: DNS1123_MAX, pattern: DNS1123_LABEL }),
+    /** Percent of the traffic moved to the new function at each step. */
+    weightincrement: Type.Optional(Type.Integer({ minimum: 1, maximum: 100, default: 20 })),
+    /** Time between two steps, as Go writes durations (`30s`, `2m`, `1h30m`): at least 1s, at most 720h. */
+    duration: Type.Optional(Type.String({ minLength: 1, maxLength: 64, default: '2m' })),
+    /** Percent of the new function's answers over one interval that may be 5xx; above it, the canary is rolled back. */
+    failurethreshold: Type.Optional(Type.Integer({ minimum: 0, maximum: 100, default: 10 })),
+    failureType: Type.Optional(Type.Union(CANARY_FAILURE_TYPES.map((t) => Type.Literal(t)), { default: 'status-code' })),
+  },
+  Strict,
+);
+export type CanaryConfigSpec = Static<typeof CanaryConfigSpec>;
+export type CanaryStatusValue = (typeof CANARY_STATUSES)[number];
+
+/** Written by the canary controller only; a client's copy is ignored. */
+export const CanaryConfigStatus = Type.Object(
+  {
+    status: Type.Optional(Type.Union(CANARY_STATUSES.map((s) => Type.Literal(s)))),
+    /** What the controller did last and why, for people. */
+    message: Type.Optional(Type.String({ maxLength: 1024 })),
+    /** The new function's 5xx answers, in percent of its requests, over the last interval checked. */
+    failureRate: Type.Optional(Type.Number({ minimum: 0, maximum: 100 })),
+    /** The requests that rate was taken over. */
+    requests: Type.Optional(Type.Integer({ minimum: 0 })),
+    /** The new function's weight as the controller last set it (or found it when it took the canary up). */
+    newWeight: Type.Optional(Type.Integer({ minimum: 0, maximum: 100 })),
+    /** When the weights last moved (or the rollout began): the next step is one interval later. */
+    lastStepTime: Type.Optional(Type.String({ maxLength: 64 })),
+  },
+  Strict,
+);
+export type CanaryConfigStatus = Static<typeof CanaryConfigStatus>;
+
 // ---- Objects -------------------------------------------------------------------
 
 function resourceSchema<K extends string, S extends TSchema>(kind: K, spec: S) {
@@ -346,6 +387,16 @@ export const TimeTriggerSchema = Type.Object(
   },
   { ...Strict, $id: 'TimeTrigger' },
 );
+export const CanaryConfigSchema = Type.Object(
+  {
+    apiVersion: Type.Optional(ApiVersion),
+    kind: Type.Optional(Type.Literal('CanaryConfig')),
+    metadata: ObjectMeta,
+    spec: CanaryConfigSpec,
+    status: Type.Optional(CanaryConfigStatus),
+  },
+  { ...Strict, $id: 'CanaryConfig' },
+);
 export const SecretSchema = dataSchema('Secret');
 export const ConfigMapSchema = dataSchema('ConfigMap');
 
@@ -383,6 +434,11 @@ export interface ConfigMap extends Stored<'ConfigMap'> {
   data?: Record<string, string>;
 }
 
+export interface CanaryConfig extends Stored<'CanaryConfig'> {
+  spec: CanaryConfigSpec;
+  status?: CanaryConfigStatus;
+}
+
 export interface KindMap {
   Environment: Environment;
   Function: FunctionResource;
@@ -392,6 +448,7 @@ export interface KindMap {
   Secret: Secret;
   ConfigMap: ConfigMap;
   TimeTrigger: TimeTrigger;
+  CanaryConfig: CanaryConfig;
 }
 export type AnyResource = KindMap[KindName];
 
@@ -422,6 +479,7 @@ export const KINDS: Record<KindName, KindInfo> = {
   Secret: { kind: 'Secret', plural: KIND_PLURALS.Secret, schema: SecretSchema, hasStatus: false },
   ConfigMap: { kind: 'ConfigMap', plural: KIND_PLURALS.ConfigMap, schema: ConfigMapSchema, hasStatus: false },
   TimeTrigger: { kind: 'TimeTrigger', plural: KIND_PLURALS.TimeTrigger, schema: TimeTriggerSchema, hasStatus: true, statusSchema: TimeTriggerStatus },
+  CanaryConfig: { kind: 'CanaryConfig', plural: KIND_PLURALS.CanaryConfig, schema: CanaryConfigSchema, hasStatus: true, statusSchema: CanaryConfigStatus },
 };
 
 const BY_PLURAL = new Map(Object.values(KINDS).map((k) => [k.plural, k]));

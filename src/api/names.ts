@@ -26,7 +26,12 @@ export const MQT_STATES = ['consuming', 'waiting', 'error'] as const;
 
 export const BUILD_STATUSES = ['pending', 'running', 'succeeded', 'failed', 'none'] as const;
 
-export const KIND_NAMES = ['Environment', 'Function', 'Package', 'HTTPTrigger', 'MessageQueueTrigger', 'Secret', 'ConfigMap', 'TimeTrigger'] as const;
+/** A canary's progress (Fission's values): rolling out, all traffic on the new function, rolled back, or stopped for a broken reference. */
+export const CANARY_STATUSES = ['pending', 'succeeded', 'failed', 'aborted'] as const;
+/** What counts as a failure of a canary's new function: a 5xx answer. */
+export const CANARY_FAILURE_TYPES = ['status-code'] as const;
+
+export const KIND_NAMES = ['Environment', 'Function', 'Package', 'HTTPTrigger', 'MessageQueueTrigger', 'Secret', 'ConfigMap', 'TimeTrigger', 'CanaryConfig'] as const;
 export type KindName = (typeof KIND_NAMES)[number];
 
 /** Each kind's URL segment and table name. */
@@ -39,4 +44,5 @@ export const KIND_PLURALS: Readonly<Record<KindName, string>> = {
   Secret: 'secrets',
   ConfigMap: 'configmaps',
   TimeTrigger: 'timetriggers',
+  CanaryConfig: 'canaryconfigs',
 };

@@ -3,6 +3,7 @@
 // a FlintError (FLINT_ERR_VALIDATION) naming the first offending field.
 import { type TypeCheck, TypeCompiler } from '@sinclair/typebox/compiler';
 import { Value } from '@sinclair/typebox/value';
+import { canaryIntervalProblem } from './duration.ts';
 import { ARCHIVE_URL_PREFIX, buildCommandProblem, MAX_LITERAL_BYTES, SHA256_HEX, storedArchiveSha } from './build-command.ts';
 import { scheduleProblem } from './cron.ts';
 import { FlintError, invalid } from './errors.ts';
@@ -12,6 +13,7 @@ import { rabbitMetadataProblem, redisMetadataProblem } from './queue-trigger.ts'
 import { builderForImage, KNOWN_BUILDER_IMAGES, KNOWN_RUNTIME_IMAGES, runtimeForImage } from './images.ts';
 import {
   type AnyResource,
+  type CanaryConfig,
   type Environment,
   type FunctionReference,
   type FunctionResource,
@@ -224,6 +226,13 @@ const RULES: Partial<Record<KindName, Rule>> = {
 
   Secret: checkDataSize,
   ConfigMap: checkDataSize,
+
+  CanaryConfig(cc: CanaryConfig) {
+    const s = cc.spec;
+    if (s.newfunction === s.oldfunction) throw invalid('spec.newfunction', `must differ from spec.oldfunction ('${s.oldfunction}')`);
+    const problem = canaryIntervalProblem(s.duration ?? '2m');
+    if (problem) throw invalid('spec.duration', problem);
+  },
 };
 
 function checkDataSize(obj: { data?: Record<string, string> }) {

@@ -48,6 +48,12 @@ const GROUPS: Group[] = [
     description: 'Time triggers: call a function on a cron schedule',
     load: async () => (await import('./commands/tt.ts')).registerTt,
   },
+  {
+    name: 'canary',
+    aliases: ['canary-config'],
+    description: "Canary configs: move a route's traffic to a new function step by step, back to the old one if it fails",
+    load: async () => (await import('./commands/canary.ts')).registerCanary,
+  },
   { name: 'secret', description: 'Secrets: confidential key/value data for functions', load: async () => (await import('./commands/data.ts')).registerSecret },
   { name: 'configmap', description: 'ConfigMaps: key/value settings for functions', load: async () => (await import('./commands/data.ts')).registerConfigMap },
   { name: 'topic', description: 'Message-queue topics (Kafka): produce and read messages', load: async () => (await import('./commands/topic.ts')).registerTopic },

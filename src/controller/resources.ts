@@ -4,11 +4,12 @@ import { Type } from '@sinclair/typebox';
 import { TypeCompiler } from '@sinclair/typebox/compiler';
 import type { FastifyInstance, FastifyReply } from 'fastify';
 import { FlintError, invalid } from '../api/errors.ts';
-import { type AnyResource, KIND_NAMES, KINDS, type KindInfo, type Package } from '../api/kinds.ts';
+import { type AnyResource, type CanaryConfig, KIND_NAMES, KINDS, type KindInfo, type Package } from '../api/kinds.ts';
 import { DeleteQuery, ListQuery, ResourceVersionParam, NameParams as NAME_PARAMS, NamespaceParams as NS_PARAM } from '../api/params.ts';
 import { describeSchemaError, validateResource } from '../api/validate.ts';
 import type { ControllerOptions } from './app.ts';
 import { errorResponses } from './openapi.ts';
+import { canaryStatusAfterUpdate, checkCanaryConfig, initialCanaryStatus } from './canary.ts';
 import { checkPackageArchives } from './package-archives.ts';
 import { initialPackageStatus, packageStatusAfterUpdate } from './package-status.ts';
 import { checkDeletable, checkReferences } from './rules.ts';
@@ -38,6 +39,8 @@ function initialStatus(obj: AnyResource): AnyResource {
   else if (obj.kind === 'TimeTrigger') obj.status = {};
   // A trigger's status is the trigger manager's to write: a client's copy is ignored.
   else if (obj.kind === 'MessageQueueTrigger') delete obj.status;
+  // The canary controller's, from a fresh pending.
+  else if (obj.kind === 'CanaryConfig') (obj as CanaryConfig).status = initialCanaryStatus();
   return obj;
 }
 
@@ -87,6 +90,7 @@ export function registerResourceRoutes(app: FastifyInstance, opts: ControllerOpt
         }
         const warnings = await checkReferences(store, obj);
         if (obj.kind === 'Package') await checkPackageArchives(obj as Package, opts.archives, opts.archiveLimits ?? DEFAULT_ARCHIVE_LIMITS);
+        if (obj.kind === 'CanaryConfig') await checkCanaryConfig(store, obj as CanaryConfig);
         const created = await store.create(initialStatus(obj));
         sendWarnings(reply, warnings);
         reply.code(201);
@@ -134,6 +138,10 @@ export function registerResourceRoutes(app: FastifyInstance, opts: ControllerOpt
         }
         // The stored status (the scheduler's) stays: a client's copy may be stale.
         if (obj.kind === 'TimeTrigger') delete obj.status;
+        if (obj.kind === 'CanaryConfig') {
+          await checkCanaryConfig(store, obj as CanaryConfig, current as CanaryConfig);
+          (obj as CanaryConfig).status = canaryStatusAfterUpdate(current as CanaryConfig, obj as CanaryConfig);
+        }
         const updated = await store.update(obj);
         sendWarnings(reply, warnings);
         return updated;

@@ -163,6 +163,27 @@ export class RouterMetrics {
     s.observe((performance.now() - startedMs) / 1000);
   }
 
+  /**
+   * Requests per function key (`<namespace>/<name>`) since this router
+   * started, and how many of them were answered 5xx (by the function, or by
+   * the router on its behalf: timeout, unreachable): the figures
+   * `flint_router_requests_total` exposes, summed over methods and codes.
+   */
+  functionCounts(): Map<string, { requests: number; failures: number }> {
+    const out = new Map<string, { requests: number; failures: number }>();
+    for (const [key, s] of this.#byFunction) {
+      let requests = 0;
+      let failures = 0;
+      for (const [k, n] of s.requests) {
+        requests += n;
+        // `METHOD status`: the status's first digit follows the space.
+        if (k.charCodeAt(k.indexOf(' ') + 1) === 53 /* 5 */) failures += n;
+      }
+      out.set(key, { requests, failures });
+    }
+    return out;
+  }
+
   count(s: FnStats, method: string, status: number): void {
     const k = `${method} ${status}`;
     s.requests.set(k, (s.requests.get(k) ?? 0) + 1);

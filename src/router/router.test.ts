@@ -597,6 +597,21 @@ describe('router', () => {
     assert.match(text, /flint_router_request_duration_seconds_count\{function="hello",namespace="default"\} \d+/);
     assert.match(text, /flint_router_in_flight_requests 0/);
   });
+
+  it('sums requests and 5xx answers per function for the canary controller, as /metrics counts them', async () => {
+    await echo('/hello');
+    assert.equal((await get('/dead')).status, 502);
+    const counts = router.metrics.functionCounts();
+    const text = (await get('/metrics')).text();
+    const exposed = (fn: string, code: RegExp) =>
+      [...text.matchAll(/^flint_router_requests_total\{code="(\d+)",method="[A-Z]+",function="([^"]*)",namespace="default"\} (\d+)$/gm)]
+        .filter((m) => m[2] === fn && code.test(m[1]))
+        .reduce((a, m) => a + Number(m[3]), 0);
+    for (const fn of ['hello', 'dead']) {
+      assert.deepEqual(counts.get(`default/${fn}`), { requests: exposed(fn, /./), failures: exposed(fn, /^5/) }, fn);
+    }
+    assert.ok((counts.get('default/dead')?.failures ?? 0) >= 1, 'a 502 for an unreachable function is a failure of that function');
+  });
 });
 
 describe('router upgrades', () => {

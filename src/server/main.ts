@@ -12,6 +12,9 @@ import { dataLayout } from '../config/layout.ts';
 import { loadValues, type Values, type ValuesSources } from '../config/values.ts';
 import { LocalArchiveStore } from '../archive/index.ts';
 import { BuildManager } from '../builder/manager.ts';
+import { CanaryController } from '../canary/controller.ts';
+import { type Counts, localCounters, scrapedCounters } from '../canary/counters.ts';
+import { routerEndpoints } from '../canary/router-endpoints.ts';
 import { createController } from '../controller/app.ts';
 import { ArchiveGc } from '../controller/archive-gc.ts';
 import type { ServerInfo } from '../controller/info.ts';
@@ -190,6 +193,7 @@ export async function startServer(
           mint: () => string;
           mintTimer: () => string;
           mintFetcher: () => string;
+          mintCanary: () => string;
         }
       | undefined;
     if (authValues.enabled) {
@@ -207,6 +211,8 @@ export async function startServer(
         mintTimer: createMintedTokenSource({ tokens, subject: 'flint:timetrigger' }),
         // Pool pods' fetchers download archives from the control plane with it (kubernetes mode); the router refuses it.
         mintFetcher: createMintedTokenSource({ tokens, subject: FETCHER_SUBJECT, audience: ARCHIVES_AUDIENCE }),
+        // The canary controller reads the routers' /metrics with it (kubernetes mode, role executor).
+        mintCanary: createMintedTokenSource({ tokens, subject: 'flint:canary' }),
       };
     }
     const archives = new LocalArchiveStore(layout.archives);
@@ -312,6 +318,8 @@ export async function startServer(
     }
     let leaveRotation = () => Promise.resolve();
     let stopRouter: (() => Promise<void>) | undefined;
+    /** This process's router's requests and 5xx answers per function, for the canary controller. */
+    let routerCounts: (() => ReadonlyMap<string, Counts>) | undefined;
     if (runs.router) {
       let executor: Executor;
       if (local) {
@@ -342,6 +350,7 @@ export async function startServer(
       });
       tracing?.register(router.metrics.registry);
       routerUrl = (await router.start()).url;
+      routerCounts = () => router.metrics.functionCounts();
       // The instances stop while upgraded connections still carry bytes, so WebSockets get the runtime's 1001 rather than a cut.
       // The executor's own entry, earlier in the list, then finds it stopped.
       const stopRouterNow = () => router.stop(() => executor.stop());
@@ -432,6 +441,24 @@ export async function startServer(
       });
       singletons.push({ start: () => timers.start() });
       stops.push(() => timers.stop());
+    }
+    if (runs.executor) {
+      // Canary configs, beside the trigger manager (one leader). The router in this process has every count (local mode,
+      // role all); role executor reads the /metrics of every pod behind the router Service (docs/canary.md).
+      const counts = routerCounts;
+      const canaries = new CanaryController({
+        store,
+        counters: counts
+          ? localCounters(counts)
+          : scrapedCounters({
+              routers: async () => (kube ? routerEndpoints(kube, SYSTEM_NAMESPACE) : [routerUrl]),
+              token: auth?.mintCanary,
+              onError: (url, err) => logger.warn({ err, router: url }, "reading a router's counters for the canaries failed"),
+            }),
+        logger: logger.child({ component: 'canary' }),
+      });
+      singletons.push({ start: () => canaries.start() });
+      stops.push(() => canaries.stop());
     }
     // Run now, or once this replica leads its role.
     if (runs.elected && kube) {

@@ -24,6 +24,7 @@ const WORDS: Record<KindName, [string, string]> = {
   Secret: ['secret', 'secrets'],
   ConfigMap: ['configmap', 'configmaps'],
   TimeTrigger: ['timetrigger', 'timetriggers'],
+  CanaryConfig: ['canaryconfig', 'canaryconfigs'],
 };
 
 type Outcome = 'created' | 'updated' | 'deleted';

@@ -51,6 +51,32 @@ describe('spec documents', () => {
     });
   });
 
+  it("reads Fission's CanaryConfig as `fission canary create --spec` writes it, applied after the routes", () => {
+    const dir = specDir({
+      'canary.yaml': [
+        'apiVersion: fission.io/v1',
+        'kind: CanaryConfig',
+        'metadata: {name: c, namespace: default, creationTimestamp: null}',
+        'spec: {trigger: r, newfunction: v2, oldfunction: v1, weightincrement: 25, duration: 1m, failurethreshold: 0, failureType: status-code}',
+        'status: {status: pending}',
+      ].join('\n'),
+      'route.yaml': 'apiVersion: fission.io/v1\nkind: HTTPTrigger\nmetadata: {name: r}\nspec: {relativeurl: /r, functionref: {type: function-weights, functionweights: {v1: 100, v2: 0}}}\n',
+    });
+    const set = readSpecs(dir);
+    assert.deepEqual(
+      set.resources.map((r) => r.resource.kind),
+      ['HTTPTrigger', 'CanaryConfig'],
+    );
+    const cc = set.resources[1].resource;
+    assert.deepEqual(cc.kind === 'CanaryConfig' && { apiVersion: cc.apiVersion, spec: cc.spec, status: cc.status }, {
+      apiVersion: 'flint.dev/v1',
+      spec: { trigger: 'r', newfunction: 'v2', oldfunction: 'v1', weightincrement: 25, duration: '1m', failurethreshold: 0, failureType: 'status-code' },
+      status: undefined,
+    });
+    const bad = specDir({ 'canary.yaml': 'apiVersion: fission.io/v1\nkind: CanaryConfig\nmetadata: {name: c}\nspec: {trigger: r, newfunction: v2, oldfunction: v1, duration: 2d}\n' });
+    assert.throws(() => readSpecs(bad), /specs\/canary\.yaml: CanaryConfig 'c': spec\.duration: '2d' is not a duration/);
+  });
+
   it("keeps the user's own maps as written: data, labels, env", () => {
     const out = fromFission({
       apiVersion: 'fission.io/v1',

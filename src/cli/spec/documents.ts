@@ -45,8 +45,8 @@ export interface SpecSet {
   warnings: string[];
 }
 
-/** Environments before the packages that use them, and so on to the triggers. */
-export const APPLY_ORDER: readonly KindName[] = ['Environment', 'Secret', 'ConfigMap', 'Package', 'Function', 'HTTPTrigger', 'MessageQueueTrigger', 'TimeTrigger'];
+/** Environments before the packages that use them, and so on to the triggers, and the canaries after the routes they move. */
+export const APPLY_ORDER: readonly KindName[] = ['Environment', 'Secret', 'ConfigMap', 'Package', 'Function', 'HTTPTrigger', 'MessageQueueTrigger', 'TimeTrigger', 'CanaryConfig'];
 
 const SPEC_EXTENSIONS = new Set(['.yaml', '.yml', '.json']);
 const UID_PATTERN = /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/;
