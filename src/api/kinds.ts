@@ -315,7 +315,7 @@ export const CanaryConfigSpec = Type.Object(
 export type CanaryConfigSpec = Static<typeof CanaryConfigSpec>;
 export type CanaryStatusValue = (typeof CANARY_STATUSES)[number];
 
-/** Written by the canary controller only; a client's copy is ignored. */
+/** Written by the canary controller only; a create or replace keeps the stored one. */
 export const CanaryConfigStatus = Type.Object(
   {
     status: Type.Optional(Type.Union(CANARY_STATUSES.map((s) => Type.Literal(s)))),
@@ -329,6 +329,8 @@ export const CanaryConfigStatus = Type.Object(
     newWeight: Type.Optional(Type.Integer({ minimum: 0, maximum: 100 })),
     /** When the weights last moved (or the rollout began): the next step is one interval later. */
     lastStepTime: Type.Optional(Type.String({ maxLength: 64 })),
+    /** The generation (spec) this status is for; a newer spec is a new rollout. */
+    observedGeneration: Type.Optional(Type.Integer({ minimum: 0 })),
   },
   Strict,
 );

@@ -148,7 +148,7 @@ describe('canary controller', () => {
   });
 
   it('holds the weights over an interval without traffic to the new function', async () => {
-    await setup({ v1: 70, v2: 30 }, {}, { status: 'pending', newWeight: 30, lastStepTime: new Date().toISOString() });
+    await setup({ v1: 70, v2: 30 }, {}, { status: 'pending', newWeight: 30, lastStepTime: new Date().toISOString(), observedGeneration: 1 });
     await start();
     await eventually(async () => /no request reached it in the last 300ms/.test((await canary()).status?.message ?? ''), 'a hold');
     assert.deepEqual(await weightsNow(), { v1: 70, v2: 30 });
@@ -158,7 +158,7 @@ describe('canary controller', () => {
 
   it('after a restart, carries on from the recorded step: the next one comes one interval after it, from the weights the route has', async () => {
     const stepped = Date.now() - 100;
-    await setup({ v1: 40, v2: 60 }, { duration: '1s' }, { status: 'pending', newWeight: 60, lastStepTime: new Date(stepped).toISOString() });
+    await setup({ v1: 40, v2: 60 }, { duration: '1s' }, { status: 'pending', newWeight: 60, lastStepTime: new Date(stepped).toISOString(), observedGeneration: 1 });
     const seen = recordWeights();
     flow(0);
     await start();
@@ -169,7 +169,7 @@ describe('canary controller', () => {
   });
 
   it('records a rollback that reached the route but not the status before a restart', async () => {
-    await setup({ v1: 100, v2: 0 }, {}, { status: 'pending', newWeight: 60, lastStepTime: new Date().toISOString() });
+    await setup({ v1: 100, v2: 0 }, {}, { status: 'pending', newWeight: 60, lastStepTime: new Date().toISOString(), observedGeneration: 1 });
     await start();
     const failed = await eventually(async () => ((await canary()).status?.status === 'failed' ? canary() : undefined), 'failed');
     assert.match(failed.status?.message ?? '', /the route gives 'v2' nothing although the rollout had it at 60%/);
@@ -192,14 +192,19 @@ describe('canary controller', () => {
     assert.deepEqual(await weightsNow(), { v1: 100, v2: 0 });
   });
 
-  it('starts over with a new spec, and lets a deleted canary go', async () => {
-    await setup({ v1: 100, v2: 0 }, { duration: '10s' });
+  it('starts a failed canary over with a new spec, and lets a deleted canary go', async () => {
+    await setup({ v1: 100, v2: 0 }, { duration: '10s' }, { status: 'failed', newWeight: 0, message: 'rolled back', observedGeneration: 1 });
     await start();
-    await eventually(async () => (await canary()).status?.lastStepTime, 'the start recorded');
+    assert.deepEqual(controller?.active(), [], 'a finished canary is not taken up');
     const cur = await canary();
-    // As the control plane does on a new spec: the status back to a fresh pending.
-    await store.update({ ...cur, spec: { ...cur.spec, duration: '300ms' }, status: { status: 'pending' } });
+    // A new spec (generation 2): a new rollout, whatever the status says of the first.
+    const { status: _, ...rest } = cur;
+    await store.update({ ...rest, spec: { ...cur.spec, duration: '300ms' } });
     await eventually(async () => (await weightsNow())?.v2 === 30, 'a step at the new interval', 3000);
+    const again = await canary();
+    assert.equal(again.status?.observedGeneration, 2);
+    assert.equal(again.status?.status, 'pending');
+    assert.equal(again.status?.message, "'v2' at 30%");
     await store.delete('CanaryConfig', 'default', 'c');
     await eventually(() => controller?.active().length === 0, 'let go');
   });

@@ -17,6 +17,7 @@
 // (the route gives the new function nothing while the status says it had
 // some) and recorded as failed.
 import type { Logger } from 'pino';
+import { isNewRollout, isRollingOut } from '../api/canary.ts';
 import { parseDuration } from '../api/duration.ts';
 import type { CanaryConfig, CanaryConfigStatus, HTTPTrigger } from '../api/kinds.ts';
 import type { Store, Watch } from '../store/store.ts';
@@ -51,7 +52,6 @@ interface Tracked {
 const MAX_TIMER_MS = 3_600_000;
 
 const keyOf = (cc: CanaryConfig) => `${cc.metadata.namespace}/${cc.metadata.name}`;
-const isPending = (cc: CanaryConfig) => (cc.status?.status ?? 'pending') === 'pending';
 
 export function intervalOf(cc: CanaryConfig): number {
   return parseDuration(cc.spec.duration ?? DEFAULT_INTERVAL) ?? 120_000;
@@ -95,7 +95,7 @@ export class CanaryController {
     if (this.#stopped) return;
     const key = keyOf(cc);
     const t = this.#tracked.get(key);
-    if (!isPending(cc)) {
+    if (!isRollingOut(cc)) {
       if (t) this.#drop(key);
       return;
     }
@@ -160,7 +160,7 @@ export class CanaryController {
   /** The canary as stored now, if it is still the one this round is for. */
   async #current(t: Tracked): Promise<CanaryConfig | undefined> {
     const cc = await this.#o.store.get('CanaryConfig', t.namespace, t.name);
-    if (!cc || cc.metadata.uid !== t.uid || cc.metadata.generation !== t.generation || !isPending(cc) || t.dropped) return undefined;
+    if (!cc || cc.metadata.uid !== t.uid || cc.metadata.generation !== t.generation || !isRollingOut(cc) || t.dropped) return undefined;
     return cc;
   }
 
@@ -173,7 +173,7 @@ export class CanaryController {
       const cc = await this.#current(t);
       if (!cc) return;
       try {
-        await this.#o.store.updateStatus({ ...cc, status });
+        await this.#o.store.updateStatus({ ...cc, status: { ...status, observedGeneration: t.generation } });
         break;
       } catch (err) {
         if ((err as { code?: string }).code !== 'FLINT_ERR_CONFLICT' || attempt >= 5) throw err;
@@ -186,7 +186,7 @@ export class CanaryController {
     return this.#o.store.get('HTTPTrigger', cc.metadata.namespace, cc.spec.trigger);
   }
 
-  /** Takes a pending canary up: records the start, or carries on from the recorded one. */
+  /** Takes a canary up: records the start of a new spec's rollout, or carries on from the recorded one. */
   async #adopt(t: Tracked, cc: CanaryConfig): Promise<void> {
     const ht = await this.#route(cc);
     const ref = ht?.spec.functionref;
@@ -194,13 +194,15 @@ export class CanaryController {
     const interval = cc.spec.duration ?? DEFAULT_INTERVAL;
     const badInterval = !((parseDuration(interval) ?? 0) > 0);
     const problem = badInterval ? `spec.duration: '${interval}' is not a duration of some time (30s, 2m, 1h30m)` : routeProblem(cc.spec, ref);
+    // A new spec starts from nothing the status says of the one before.
+    const fresh = isNewRollout(cc);
     if (problem) {
-      await this.#writeStatus(t, { ...cc.status, status: 'aborted', message: `${problem}: the canary stopped, the route's weights are left as they are` });
+      await this.#writeStatus(t, { ...(fresh ? {} : cc.status), status: 'aborted', message: `${problem}: the canary stopped, the route's weights are left as they are` });
       return;
     }
     const { newfunction: newFn, oldfunction: oldFn } = cc.spec;
     const weight = ref?.functionweights?.[newFn] ?? 0;
-    let stepped = Date.parse(cc.status?.lastStepTime ?? '');
+    let stepped = fresh ? Number.NaN : Date.parse(cc.status?.lastStepTime ?? '');
     if (Number.isNaN(stepped)) {
       stepped = Date.now();
       await this.#writeStatus(t, {

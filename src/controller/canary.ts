@@ -2,22 +2,15 @@
 // exist and its route weighs both of them (Fission's CLI checks the same
 // before it creates one), and while another canary is rolling out on the same
 // route (two would fight over its weights). Its status belongs to the canary
-// controller (src/canary): a client's copy is ignored, and a changed spec
-// starts the rollout again, as Fission's `canary update` does.
+// controller (src/canary) alone, which starts the rollout again for a changed
+// spec (a new generation), as Fission's `canary update` does: a create or
+// replace never writes it, so it never races the controller's own write.
+import { isRollingOut } from '../api/canary.ts';
 import { FlintError, invalid } from '../api/errors.ts';
-import type { CanaryConfig, CanaryConfigStatus } from '../api/kinds.ts';
+import type { CanaryConfig } from '../api/kinds.ts';
 import type { Store } from '../store/store.ts';
 
 const same = (a: unknown, b: unknown) => JSON.stringify(a ?? null) === JSON.stringify(b ?? null);
-
-export function initialCanaryStatus(): CanaryConfigStatus {
-  return { status: 'pending', message: 'waiting for the canary controller' };
-}
-
-/** A new spec is a new rollout, from the weights the route has now; anything else keeps the controller's status. */
-export function canaryStatusAfterUpdate(current: CanaryConfig, next: CanaryConfig): CanaryConfigStatus | undefined {
-  return same(current.spec, next.spec) ? current.status : initialCanaryStatus();
-}
 
 /** Throws for a canary that cannot run; `current` is the stored one on an update (unchanged specs are not checked again). */
 export async function checkCanaryConfig(store: Store, cc: CanaryConfig, current?: CanaryConfig): Promise<void> {
@@ -48,7 +41,7 @@ export async function checkCanaryConfig(store: Store, cc: CanaryConfig, current?
   const { items } = await store.list('CanaryConfig', { namespace: ns });
   for (const other of items) {
     if (other.metadata.name === cc.metadata.name || other.spec.trigger !== trigger) continue;
-    if ((other.status?.status ?? 'pending') === 'pending') {
+    if (isRollingOut(other)) {
       throw new FlintError('FLINT_ERR_ALREADY_EXISTS', `canary config '${other.metadata.name}' is already rolling out on HTTPTrigger '${trigger}'`, { field: 'spec.trigger' });
     }
   }

@@ -9,7 +9,7 @@ import { DeleteQuery, ListQuery, ResourceVersionParam, NameParams as NAME_PARAMS
 import { describeSchemaError, validateResource } from '../api/validate.ts';
 import type { ControllerOptions } from './app.ts';
 import { errorResponses } from './openapi.ts';
-import { canaryStatusAfterUpdate, checkCanaryConfig, initialCanaryStatus } from './canary.ts';
+import { checkCanaryConfig } from './canary.ts';
 import { checkPackageArchives } from './package-archives.ts';
 import { initialPackageStatus, packageStatusAfterUpdate } from './package-status.ts';
 import { checkDeletable, checkReferences } from './rules.ts';
@@ -39,8 +39,8 @@ function initialStatus(obj: AnyResource): AnyResource {
   else if (obj.kind === 'TimeTrigger') obj.status = {};
   // A trigger's status is the trigger manager's to write: a client's copy is ignored.
   else if (obj.kind === 'MessageQueueTrigger') delete obj.status;
-  // The canary controller's, from a fresh pending.
-  else if (obj.kind === 'CanaryConfig') (obj as CanaryConfig).status = initialCanaryStatus();
+  // The canary controller's alone: it takes each new generation up.
+  else if (obj.kind === 'CanaryConfig') delete obj.status;
   return obj;
 }
 
@@ -140,7 +140,8 @@ export function registerResourceRoutes(app: FastifyInstance, opts: ControllerOpt
         if (obj.kind === 'TimeTrigger') delete obj.status;
         if (obj.kind === 'CanaryConfig') {
           await checkCanaryConfig(store, obj as CanaryConfig, current as CanaryConfig);
-          (obj as CanaryConfig).status = canaryStatusAfterUpdate(current as CanaryConfig, obj as CanaryConfig);
+          // The stored status stays; a new spec (generation) is a new rollout to the canary controller.
+          delete obj.status;
         }
         const updated = await store.update(obj);
         sendWarnings(reply, warnings);

@@ -4,6 +4,7 @@
 import { type Command, Option } from 'commander';
 import { isFlintError } from '../../api/errors.ts';
 import type { CanaryConfig } from '../../api/kinds.ts';
+import { canaryState } from '../../api/canary.ts';
 import { canaryIntervalProblem } from '../../api/duration.ts';
 import { CANARY_FAILURE_TYPES } from '../../api/names.ts';
 import { checkName, intFlag, usage } from '../flags.ts';
@@ -32,7 +33,7 @@ const row = (c: CanaryConfig) => [
   c.spec.duration ?? '2m',
   c.spec.failurethreshold ?? 10,
   c.spec.failureType ?? 'status-code',
-  c.status?.status ?? 'pending',
+  canaryState(c),
 ];
 
 /** The flags both create and update take, with Fission's defaults on create only. */
