@@ -200,7 +200,7 @@ describe('time triggers', { timeout: 300_000 }, () => {
     ok(['spec', 'init'], server, dir);
     fs.writeFileSync(path.join(dir, 'specs', 'app.yaml'), FISSION_SPECS);
     const applied = ok(['spec', 'apply'], server, dir);
-    for (const line of ['1 environment created: spec-node', '1 package created: spec-recorder-pkg', '1 function created: spec-recorder', '1 httptrigger created: spec-recorder', '1 timetrigger created: spec-tick']) {
+    for (const line of ['1 environment created: spec-node', '1 package created: spec-recorder-pkg', '2 functions created: spec-recorder, spec-recorder-v2', '2 httptriggers created: spec-recorder, spec-canary', '1 timetrigger created: spec-tick', '1 canaryconfig created: spec-canary']) {
       assert.match(applied, new RegExp(`^${line}$`, 'm'));
     }
     const fired = await eventually(() => {
@@ -211,7 +211,8 @@ describe('time triggers', { timeout: 300_000 }, () => {
     assert.equal(`${fired[0].method} ${fired[0].url}`, 'POST /tick');
     const res = await fetch(`${server.routerUrl}/spec-recorder`);
     assert.equal(res.status, 200);
-    assert.match(ok(['spec', 'apply'], server, dir), /nothing to change \(5 resources up to date\)/);
+    assert.match(ok(['spec', 'apply'], server, dir), /nothing to change \(8 resources up to date\)/);
+    assert.match(ok(['canary', 'get', '--name', 'spec-canary'], server, dir), /spec-canary/);
     assert.match(ok(['spec', 'destroy'], server, dir), /1 timetrigger deleted: spec-tick/);
   });
 
@@ -239,7 +240,7 @@ describe('time triggers', { timeout: 300_000 }, () => {
   });
 });
 
-// What `fission ... --spec` writes: an environment, a package of local code, a function, an HTTP trigger and a time trigger.
+// What `fission ... --spec` writes: an environment, a package of local code, functions, HTTP triggers, a time trigger and a canary config.
 const FISSION_SPECS = `apiVersion: fission.io/v1
 kind: Environment
 metadata: {creationTimestamp: null, name: spec-node, namespace: default}
@@ -301,4 +302,31 @@ spec:
   functionref: {functionweights: null, name: spec-recorder, type: name}
   method: POST
   subpath: /tick
+---
+apiVersion: fission.io/v1
+kind: Function
+metadata: {creationTimestamp: null, name: spec-recorder-v2, namespace: default}
+spec:
+  environment: {name: spec-node, namespace: default}
+  package: {functionName: "", packageref: {name: spec-recorder-pkg, namespace: default}}
+---
+apiVersion: fission.io/v1
+kind: HTTPTrigger
+metadata: {creationTimestamp: null, name: spec-canary, namespace: default}
+spec:
+  functionref: {functionweights: {spec-recorder: 100, spec-recorder-v2: 0}, name: "", type: function-weights}
+  method: GET
+  relativeurl: /spec-canary
+---
+apiVersion: fission.io/v1
+kind: CanaryConfig
+metadata: {creationTimestamp: null, name: spec-canary, namespace: default}
+spec:
+  trigger: spec-canary
+  newfunction: spec-recorder-v2
+  oldfunction: spec-recorder
+  weightincrement: 50
+  duration: 1m
+  failurethreshold: 10
+  failureType: status-code
 `;

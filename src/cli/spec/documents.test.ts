@@ -157,6 +157,10 @@ include: [src/*.js]
     assert.throws(() => readSpecs(specDir({ 'a.yaml': ENV }, false)), /no DeploymentConfig \(run 'flint spec init'\)/);
     assert.throws(() => readSpecs(specDir({ 'a.yaml': 'kind: [unclosed' })), /a\.yaml: not valid YAML/);
     assert.throws(
+      () => readSpecs(specDir({ 'w.yaml': 'apiVersion: fission.io/v1\nkind: KubernetesWatchTrigger\nmetadata: {name: w, namespace: default}\nspec: {type: pod}\n' })),
+      /w\.yaml.*KubernetesWatchTrigger: Flint has no kubewatch triggers/,
+    );
+    assert.throws(
       () => readSpecs(specDir({ 'a.yaml': 'kind: ArchiveUploadSpec\nname: up\ninclude: [x.js]\nrootdir: ../elsewhere\n' })),
       /ArchiveUploadSpec 'up': '\.\.\/elsewhere' leaves the project directory/,
     );

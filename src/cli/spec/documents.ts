@@ -153,6 +153,11 @@ export function readSpecs(dir: string, validation: ValidateOptions = {}): SpecSe
         else if (a) archives.set(a.name, a);
         return;
       }
+      if (o.kind === 'KubernetesWatchTrigger') {
+        // Fission's kubewatcher calls a function on changes to Kubernetes objects; Flint does not build it.
+        problems.push(`${where}: KubernetesWatchTrigger: Flint has no kubewatch triggers (Fission's kubewatcher); remove the document, or call the function from a watcher of your own`);
+        return;
+      }
       if (!isKindName(o.kind)) {
         problems.push(`${where}: unknown kind ${JSON.stringify(o.kind)}: expected one of ${[...KIND_NAMES, 'ArchiveUploadSpec', 'DeploymentConfig'].join(', ')}`);
         return;
