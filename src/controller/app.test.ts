@@ -138,6 +138,36 @@ describe('controller API', () => {
     assert.equal((await call('DELETE', `${NS}/messagequeuetriggers/st`)).status, 200);
   });
 
+  it("keeps a time trigger's and a canary's status their controller's: a client's copy is ignored on create and update", async () => {
+    // A forged lastFireTime would skip due runs; a forged canary status would stop or fake a rollout.
+    const tt = { metadata: { name: 'tick' }, spec: { cron: '@every 1m', functionref: { type: 'name', name: 'f' } }, status: { lastFireTime: '2999-01-01T00:00:00Z' } };
+    const c = await call('POST', `${NS}/timetriggers`, tt);
+    assert.equal(c.status, 201, c.text);
+    assert.deepEqual(c.json.status, {});
+    const cur = (await store.get('TimeTrigger', 'default', 'tick'))!;
+    const ran = await store.updateStatus({ ...cur, status: { lastFireTime: '2026-01-01T00:00:00Z', lastOutcome: 'succeeded' } });
+    const u = await call('PUT', `${NS}/timetriggers/tick`, { ...ran, spec: { ...c.json.spec, method: 'GET' }, status: { lastFireTime: '2999-01-01T00:00:00Z' } });
+    assert.equal(u.status, 200, u.text);
+    assert.deepEqual(u.json.status, { lastFireTime: '2026-01-01T00:00:00Z', lastOutcome: 'succeeded' });
+    assert.equal((await call('DELETE', `${NS}/timetriggers/tick`)).status, 200);
+
+    for (const name of ['old', 'new']) {
+      await store.create({ apiVersion: 'flint.dev/v1', kind: 'Function', metadata: { name, namespace: 'default' }, spec: FN.spec } as any);
+    }
+    const weighted = { type: 'function-weights', functionweights: { old: 100, new: 0 } };
+    await store.create({ apiVersion: 'flint.dev/v1', kind: 'HTTPTrigger', metadata: { name: 'split', namespace: 'default' }, spec: { relativeurl: '/split', functionref: weighted } } as any);
+    const canary = { metadata: { name: 'cc' }, spec: { trigger: 'split', newfunction: 'new', oldfunction: 'old' }, status: { status: 'succeeded' } };
+    const cc = await call('POST', `${NS}/canaryconfigs`, canary);
+    assert.equal(cc.status, 201, cc.text);
+    assert.notEqual(cc.json.status?.status, 'succeeded', 'the forged status is not stored');
+    const ccu = await call('PUT', `${NS}/canaryconfigs/cc`, { ...cc.json, status: { status: 'failed', failureRate: 99 } });
+    assert.equal(ccu.status, 200, ccu.text);
+    assert.deepEqual(ccu.json.status, cc.json.status);
+    assert.equal((await call('DELETE', `${NS}/canaryconfigs/cc`)).status, 200);
+    await store.delete('HTTPTrigger', 'default', 'split');
+    for (const name of ['old', 'new']) await store.delete('Function', 'default', name);
+  });
+
   it('refuses bad input of every kind with a clear error and stores nothing', async () => {
     await refused('POST', `${NS}/environments`, '{"metadata":', 400, 'FLINT_ERR_BAD_JSON');
     await refused('POST', `${NS}/environments`, 'name=x', 415, 'FLINT_ERR_UNSUPPORTED_MEDIA_TYPE', undefined, { 'content-type': 'application/x-www-form-urlencoded' });
