@@ -21,6 +21,25 @@ export function percentiles(samplesUs: number[]): Percentiles {
   return { p50: at(0.5), p90: at(0.9), p99: at(0.99), count: s.length };
 }
 
+/** The middle value (the mean of the two middle ones for an even count); NaN for none. */
+export function median(xs: number[]): number {
+  if (xs.length === 0) return Number.NaN;
+  const s = [...xs].sort((a, b) => a - b);
+  const mid = Math.floor(s.length / 2);
+  return s.length % 2 === 1 ? s[mid] : (s[mid - 1] + s[mid]) / 2;
+}
+
+/** A figure over rounds: its median, and the smallest and largest round. */
+export interface Spread {
+  median: number;
+  min: number;
+  max: number;
+}
+
+export function spread(xs: number[]): Spread {
+  return { median: median(xs), min: Math.min(...xs), max: Math.max(...xs) };
+}
+
 /** Creates a resource in namespace default through the controller's API; throws unless it was created. */
 export async function createResource(controllerUrl: string, plural: string, body: unknown, token?: string): Promise<void> {
   const headers: Record<string, string> = { 'content-type': 'application/json' };
@@ -78,8 +97,7 @@ export async function interleavedLatency(a: () => Promise<void>, b: () => Promis
     ra.push(await sequentialLatency(a, per, 50));
     rb.push(await sequentialLatency(b, per, 50));
   }
-  const med = (xs: number[]) => [...xs].sort((x, y) => x - y)[Math.floor(xs.length / 2)];
-  const sum = (ps: Percentiles[]) => ({ p50: med(ps.map((p) => p.p50)), p99: med(ps.map((p) => p.p99)) });
+  const sum = (ps: Percentiles[]) => ({ p50: median(ps.map((p) => p.p50)), p99: median(ps.map((p) => p.p99)) });
   return { a: sum(ra), b: sum(rb), rounds };
 }
 
@@ -147,23 +165,43 @@ export async function wrk(url: string, opts: { seconds: number; connections: num
   return { rps, requests, goodput: (requests - non2xx) / tookS, p50Us: toUs(p50), p99Us: toUs(p99), non2xx, errors };
 }
 
-/** A bare node:http hello server in its own process: the throughput baseline. */
-export async function startBareServer(): Promise<{ url: string; stop(): Promise<void> }> {
+/**
+ * A bare node:http hello server in its own process, on a loopback port: the
+ * throughput baseline, and the upstream the peers proxy to. `delayMs` makes
+ * it answer after a timer instead (bench/overload.ts's slow function's twin).
+ */
+export async function startBareServer(o: { delayMs?: number; body?: string } = {}): Promise<{ url: string; port: number; stop(): Promise<void> }> {
+  const answer = `res.writeHead(200, {'content-type': 'text/plain'}); res.end(${JSON.stringify(o.body ?? 'hello\n')});`;
+  const handler = o.delayMs === undefined ? `(req, res) => { ${answer} }` : `(req, res) => setTimeout(() => { ${answer} }, ${o.delayMs})`;
   const code = `
     const http = require('node:http');
-    const s = http.createServer((req, res) => { res.writeHead(200, {'content-type': 'text/plain'}); res.end('hello\\n'); });
+    const s = http.createServer(${handler});
     s.keepAliveTimeout = 60000;
     s.listen(0, '127.0.0.1', () => console.log(s.address().port));`;
   const child = spawn(process.execPath, ['-e', code], { stdio: ['ignore', 'pipe', 'inherit'] });
   const [chunk] = (await once(child.stdout!, 'data')) as [Buffer];
-  const url = `http://127.0.0.1:${chunk.toString().trim()}/`;
+  const port = Number(chunk.toString().trim());
   return {
-    url,
+    url: `http://127.0.0.1:${port}/`,
+    port,
     async stop() {
       child.kill();
       await once(child, 'exit');
     },
   };
+}
+
+/** Waits until `url` answers 200 (10 s at most). */
+export async function waitFor200(url: string): Promise<void> {
+  for (let i = 0; i < 200; i++) {
+    const r = await fetch(url).catch(() => undefined);
+    if (r?.status === 200) {
+      await r.text();
+      return;
+    }
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  throw new Error(`${url} never answered 200`);
 }
 
 export function fmt(n: number, digits = 0): string {

@@ -4,75 +4,32 @@
 //     upstream) in front of a plain Node server of the same 5 ms;
 //   - throughput and p99 latency while the function's package is replaced
 //     every 2 s, against the same load without updates, in alternating rounds.
-import { spawn } from 'node:child_process';
-import { once } from 'node:events';
 import fs from 'node:fs';
-import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { startServer } from '../test/helpers/server.ts';
-import { createFunction, createResource, fmt, hasWrk, wrk, type WrkResult } from './lib.ts';
+import { createFunction, createResource, fmt, hasWrk, median, startBareServer, wrk, type WrkResult } from './lib.ts';
+import { findProgram, type Proxy, startNginx } from './proxies.ts';
 
 const SLOW = 'module.exports = async () => { await new Promise((r) => setTimeout(r, 5)); return { status: 200, body: "ok\\n" }; };';
 const CONNECTIONS = [50, 500, 2000];
 
-function findNginx(): string | undefined {
-  for (const dir of [...(process.env.PATH ?? '').split(':'), '/usr/sbin', '/usr/local/sbin']) {
-    const p = path.join(dir, 'nginx');
-    if (fs.existsSync(p)) return p;
-  }
-  return undefined;
-}
-
 /** A plain Node server answering after 5 ms, and nginx in front of it; the peer a user would put up instead. */
-async function startNginxPeer(dir: string, nginx: string): Promise<{ url: string; stop(): Promise<void> }> {
-  const code = `
-    const http = require('node:http');
-    const s = http.createServer((req, res) => setTimeout(() => { res.writeHead(200, {'content-type': 'text/plain'}); res.end('ok\\n'); }, 5));
-    s.keepAliveTimeout = 60000;
-    s.listen(0, '127.0.0.1', () => console.log(s.address().port));`;
-  const node = spawn(process.execPath, ['-e', code], { stdio: ['ignore', 'pipe', 'inherit'] });
-  const [chunk] = (await once(node.stdout!, 'data')) as [Buffer];
-  const upstream = Number(chunk.toString().trim());
-  const port = await new Promise<number>((resolve) => {
-    const s = net.createServer();
-    s.listen(0, '127.0.0.1', () => {
-      const p = (s.address() as net.AddressInfo).port;
-      s.close(() => resolve(p));
-    });
-  });
-  fs.writeFileSync(
-    path.join(dir, 'nginx.conf'),
-    `worker_processes 1;
-daemon off;
-pid ${dir}/nginx.pid;
-error_log ${dir}/error.log warn;
-worker_rlimit_nofile 20000;
-events { worker_connections 8192; }
-http {
-  access_log off;
-  upstream fn { server 127.0.0.1:${upstream}; keepalive 256; }
-  server {
-    listen 127.0.0.1:${port} backlog=4096;
-    location / { proxy_pass http://fn; proxy_http_version 1.1; proxy_set_header Connection ""; }
+async function startNginxPeer(dir: string, nginx: string): Promise<Proxy> {
+  const node = await startBareServer({ delayMs: 5, body: 'ok\n' });
+  try {
+    const proxy = await startNginx(nginx, { dir, upstreamPort: node.port, keepalive: 256 });
+    return {
+      url: proxy.url,
+      async stop() {
+        await proxy.stop();
+        await node.stop();
+      },
+    };
+  } catch (err) {
+    await node.stop();
+    throw err;
   }
-}
-`,
-  );
-  const proc = spawn(nginx, ['-p', dir, '-c', path.join(dir, 'nginx.conf')], { stdio: ['ignore', 'ignore', 'inherit'] });
-  const url = `http://127.0.0.1:${port}/`;
-  for (let i = 0; i < 100; i++) {
-    if ((await fetch(url).catch(() => undefined))?.status === 200) break;
-    await new Promise((r) => setTimeout(r, 50));
-  }
-  return {
-    url,
-    async stop() {
-      proc.kill('SIGQUIT');
-      node.kill();
-      await Promise.all([once(proc, 'exit'), once(node, 'exit')]);
-    },
-  };
 }
 
 const share = (r: WrkResult) => `${fmt(r.goodput)} 2xx/s, ${r.non2xx} non-2xx, ${r.errors} socket errors/timeouts, p99 ${fmt(r.p99Us / 1000, 1)} ms`;
@@ -80,7 +37,7 @@ const share = (r: WrkResult) => `${fmt(r.goodput)} 2xx/s, ${r.non2xx} non-2xx, $
 export async function overloadBench(sandbox: string, seconds: number): Promise<string[][]> {
   const rows: string[][] = [];
   if (!(await hasWrk())) return [['overload goodput', 'skipped', 'wrk is not installed', '']];
-  const nginx = findNginx();
+  const nginx = findProgram('nginx');
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'flint-bench-overload-'));
   const server = await startServer({ sets: [`executor.sandbox=${sandbox}`, 'logLevel=error'] });
   try {
@@ -141,11 +98,10 @@ export async function overloadBench(sandbox: string, seconds: number): Promise<s
       updating = false;
       await updates;
     }
-    const med = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
-    const p99s = med(steady.map((r) => r.p99Us));
-    const p99c = med(changing.map((r) => r.p99Us));
-    const rpsS = med(steady.map((r) => r.rps));
-    const rpsC = med(changing.map((r) => r.rps));
+    const p99s = median(steady.map((r) => r.p99Us));
+    const p99c = median(changing.map((r) => r.p99Us));
+    const rpsS = median(steady.map((r) => r.rps));
+    const rpsC = median(changing.map((r) => r.rps));
     const bad = changing.reduce((n, r) => n + r.non2xx + r.errors, 0);
     rows.push(['p99 with updates every 2 s / without', `${fmt(p99c / p99s, 2)}x`, `${fmt(p99c / 1000, 1)} ms vs ${fmt(p99s / 1000, 1)} ms (median of 3 alternating rounds, ${version} updates)`, '≤ 1.5x']);
     rows.push(['throughput with updates every 2 s / without', `${fmt(rpsC / rpsS, 2)}x`, `${fmt(rpsC)} vs ${fmt(rpsS)} req/s; ${bad} non-2xx or socket errors during updates`, '≥ 0.95x, no non-2xx']);

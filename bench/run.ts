@@ -30,7 +30,7 @@ import { startServer } from '../test/helpers/server.ts';
 import { authBench } from './auth.ts';
 import { cliStartBench } from './cli-start.ts';
 import { egressBench } from './egress.ts';
-import { createFunction, createResource, deployHello, fmt, forkUntilServed, hasWrk, interleavedLatency, percentiles, startBareServer, HELLO, timedFirstCall, type WrkResult, wrk } from './lib.ts';
+import { createFunction, createResource, deployHello, fmt, forkUntilServed, hasWrk, interleavedLatency, percentiles, startBareServer, HELLO, timedFirstCall, waitFor200, type WrkResult, wrk } from './lib.ts';
 import { readKnobs } from './knobs.ts';
 import { kafkaBench } from './mq.ts';
 import { overloadBench } from './overload.ts';
@@ -46,18 +46,6 @@ const N = knobs.requests;
 const sandbox = knobs.sandbox;
 
 
-async function waitFor(url: string): Promise<void> {
-  for (let i = 0; i < 200; i++) {
-    const r = await fetch(url).catch(() => undefined);
-    if (r?.status === 200) {
-      await r.text();
-      return;
-    }
-    await new Promise((r) => setTimeout(r, 50));
-  }
-  throw new Error(`${url} never answered 200`);
-}
-
 /** A fresh node process until it has answered one HTTP request: the cold-start baseline. */
 function forkNodeOnce(dir: string, i: number): Promise<number> {
   const sock = path.join(dir, `fork-${i}.sock`);
@@ -71,7 +59,7 @@ const work = fs.mkdtempSync(path.join(os.tmpdir(), 'flint-bench-'));
 try {
   await deployHello(server.controllerUrl, 3);
   const routeUrl = `${server.routerUrl}/hello`;
-  await waitFor(routeUrl);
+  await waitFor200(routeUrl);
 
   // 1. Added latency: the same worker code, called directly vs through the router.
   const worker = await startWorker({ id: 'bench-direct', runtime: 'node', instanceDir: path.join(work, 'direct'), sandbox, allowNetwork: false, memoryMB: 256, onOutput() {} });

@@ -5,31 +5,27 @@
 // fresh clone on the same machine builds nothing. $FLINT_OTLP_RECEIVER_BIN
 // names a binary built elsewhere. `node scripts/otlp-receiver.ts` builds it
 // and prints its path (.ci/run does, so its build time is no test's).
-import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
-import { createHash } from 'node:crypto';
+import { type ChildProcess, spawn } from 'node:child_process';
 import fs from 'node:fs';
-import os from 'node:os';
 import path from 'node:path';
+import { ensureGoModuleBinary, type GoModule, goModuleBinaryPath } from './go-module.ts';
 import { goBinary } from './kube/build.ts';
 import { freePort } from './local-brokers.ts';
 
 const REPO = path.resolve(import.meta.dirname, '..');
 export const OTLP_MODULE_DIR = path.join(REPO, 'tools', 'otlp-receiver');
-const MODULE_FILES = ['go.mod', 'go.sum', 'main.go'];
-
-function moduleHash(): string {
-  const h = createHash('sha256');
-  for (const f of MODULE_FILES) h.update(f).update('\0').update(fs.readFileSync(path.join(OTLP_MODULE_DIR, f))).update('\0');
-  return h.digest('hex').slice(0, 16);
-}
-
-function cacheRoot(): string {
-  return path.join(process.env.XDG_CACHE_HOME || path.join(os.homedir(), '.cache'), 'flint', 'otlp-receiver');
-}
+const MODULE: GoModule = {
+  dir: OTLP_MODULE_DIR,
+  files: ['go.mod', 'go.sum', 'main.go'],
+  cacheName: 'otlp-receiver',
+  binary: 'otlp-receiver',
+  what: "the OTLP receiver (tools/otlp-receiver, the OpenTelemetry Collector's otlpreceiver): a minute or two on a cold Go cache, once per machine",
+  env: { GOFLAGS: '-mod=mod', CGO_ENABLED: '0' },
+};
 
 /** Where the binary is (or will be) for the module as it is now. */
 export function otlpReceiverPath(): string {
-  return process.env.FLINT_OTLP_RECEIVER_BIN || path.join(cacheRoot(), moduleHash(), 'otlp-receiver');
+  return process.env.FLINT_OTLP_RECEIVER_BIN || goModuleBinaryPath(MODULE);
 }
 
 /** The binary's path, built first when the cache has none for this module. */
@@ -37,21 +33,7 @@ export function ensureOtlpReceiver(log: (line: string) => void = (l) => process.
   const bin = otlpReceiverPath();
   if (fs.existsSync(bin)) return bin;
   if (process.env.FLINT_OTLP_RECEIVER_BIN) throw new Error(`FLINT_OTLP_RECEIVER_BIN names ${bin}, which does not exist`);
-  const go = goBinary();
-  fs.mkdirSync(path.dirname(bin), { recursive: true });
-  // Built beside its final name and renamed: an interrupted build leaves no binary that looks whole.
-  const partial = `${bin}.partial-${process.pid}`;
-  const started = Date.now();
-  log(`building the OTLP receiver (tools/otlp-receiver, the OpenTelemetry Collector's otlpreceiver) into ${bin}: a minute or two on a cold Go cache, once per machine`);
-  execFileSync(go, ['build', '-trimpath', '-ldflags', '-s -w', '-o', partial, '.'], {
-    cwd: OTLP_MODULE_DIR,
-    env: { ...process.env, GOFLAGS: '-mod=mod', CGO_ENABLED: '0' },
-    stdio: ['ignore', 'inherit', 'inherit'],
-    timeout: 30 * 60_000,
-  });
-  fs.renameSync(partial, bin);
-  log(`built in ${Math.round((Date.now() - started) / 1000)} s`);
-  return bin;
+  return ensureGoModuleBinary(MODULE, goBinary(), log);
 }
 
 /** One OTLP span as the collector's ptrace JSON gives it (ids in hex). */

@@ -1,0 +1,3 @@
+module flint.dev/bench/goproxy
+
+go 1.21
