@@ -20,6 +20,7 @@ describe('benchmark knobs', () => {
       tracing: true,
       scaleOut: true,
       grantRounds: 6,
+      peers: true,
     });
   });
 
@@ -40,6 +41,7 @@ describe('benchmark knobs', () => {
       BENCH_TRACING: '0',
       BENCH_SCALE_OUT: '0',
       BENCH_GRANT_ROUNDS: '3',
+      BENCH_PEERS: '0',
     });
     assert.deepEqual(k, {
       requests: 500,
@@ -57,6 +59,7 @@ describe('benchmark knobs', () => {
       tracing: false,
       scaleOut: false,
       grantRounds: 3,
+      peers: false,
     });
   });
 
@@ -73,6 +76,7 @@ describe('benchmark knobs', () => {
       [{ BENCH_KAFKA: 'no' }, /BENCH_KAFKA must be 0 \(skip\) or 1 \(run\), not 'no'/],
       [{ BENCH_CLI_ROUNDS: '2' }, /BENCH_CLI_ROUNDS must be a whole number of at least 3, not '2'/],
       [{ BENCH_SCALE_OUT: 'yes' }, /BENCH_SCALE_OUT must be 0 \(skip\) or 1 \(run\), not 'yes'/],
+      [{ BENCH_PEERS: 'off' }, /BENCH_PEERS must be 0 \(skip\) or 1 \(run\), not 'off'/],
       [{ BENCH_GRANT_ROUNDS: '1' }, /BENCH_GRANT_ROUNDS must be a whole number of at least 2, not '1'/],
     ];
     for (const [env, message] of cases) assert.throws(() => readKnobs(env), message, JSON.stringify(env));

@@ -28,6 +28,8 @@ export interface BenchKnobs {
   tracing: boolean;
   /** Kubernetes mode with its roles apart, on the real control plane (bench/scale-out.ts). */
   scaleOut: boolean;
+  /** Throughput and added latency beside nginx, HAProxy and Go's ReverseProxy against bare node:http (bench/peers.ts). */
+  peers: boolean;
   /** Rounds of its executor round-trip figure (the first through a router new to the functions, the rest after 12 s idle each). */
   grantRounds: number;
 }
@@ -66,5 +68,6 @@ export function readKnobs(env: NodeJS.ProcessEnv = process.env): BenchKnobs {
     tracing: toggle(env, 'BENCH_TRACING'),
     scaleOut: toggle(env, 'BENCH_SCALE_OUT'),
     grantRounds: whole(env, 'BENCH_GRANT_ROUNDS', 6, 2),
+    peers: toggle(env, 'BENCH_PEERS'),
   };
 }

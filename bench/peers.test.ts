@@ -1,0 +1,158 @@
+import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { describe, it } from 'node:test';
+import { writeCharts } from './charts.ts';
+import { median, spread, type WrkResult } from './lib.ts';
+import { BARE, FLINT, type PeersResult, peerRows, peerTable, rotation, summarizePeers } from './peers.ts';
+import { findProgram, goFailure, haproxyConfig, nginxConfig } from './proxies.ts';
+
+const w = (rps: number, p50Us: number, p99Us: number, non2xx = 0, errors = 0): WrkResult => ({ rps, requests: rps * 4, goodput: rps, p50Us, p99Us, non2xx, errors });
+
+// Three rounds: bare node drifts (the VM's speed), the peers with it.
+const ROUNDS: Record<string, WrkResult>[] = [
+  { [BARE]: w(40000, 700, 1000), [FLINT]: w(16000, 800, 1600), nginx: w(30000, 730, 1040) },
+  { [BARE]: w(30000, 900, 1500), [FLINT]: w(15000, 950, 1700, 2, 1), nginx: w(24000, 920, 1530) },
+  { [BARE]: w(50000, 600, 900), [FLINT]: w(20000, 680, 1500), nginx: w(35000, 640, 950) },
+];
+
+describe('peer table math', () => {
+  it('median and spread', () => {
+    assert.equal(median([3, 1, 2]), 2);
+    assert.equal(median([4, 1, 3, 2]), 2.5);
+    assert.ok(Number.isNaN(median([])));
+    assert.deepEqual(spread([5, 1, 3]), { median: 3, min: 1, max: 5 });
+  });
+
+  it('rotates the order a round at a time', () => {
+    const names = ['a', 'b', 'c'];
+    assert.deepEqual([0, 1, 2, 3].map((i) => rotation(names, i).join('')), ['abc', 'bca', 'cab', 'abc']);
+  });
+
+  it('takes ratios and added latency within each round, then medians and min-max over rounds', () => {
+    const [bare, flint, nginx] = summarizePeers(ROUNDS);
+    assert.equal(bare.name, BARE, 'the baseline first');
+    assert.deepEqual(bare.ratio, { median: 1, min: 1, max: 1 });
+    assert.deepEqual(bare.addedP99, { median: 0, min: 0, max: 0 });
+    assert.equal(flint.name, FLINT);
+    // Ratios per round 0.4, 0.5, 0.4: not 17,000 / 40,000 from the medians of each side.
+    assert.deepEqual(flint.perRound.ratio, [0.4, 0.5, 0.4]);
+    assert.deepEqual(flint.ratio, { median: 0.4, min: 0.4, max: 0.5 });
+    assert.deepEqual(flint.perRound.addedP50, [100, 50, 80]);
+    assert.deepEqual(flint.addedP50, { median: 80, min: 50, max: 100 });
+    assert.deepEqual(flint.addedP99, { median: 600, min: 200, max: 600 });
+    assert.deepEqual(flint.rps, { median: 16000, min: 15000, max: 20000 });
+    assert.equal(flint.non2xx, 2);
+    assert.equal(flint.errors, 1);
+    assert.deepEqual(nginx.ratio, { median: 0.75, min: 0.7, max: 0.8 });
+    assert.deepEqual(nginx.addedP99, { median: 40, min: 30, max: 50 });
+  });
+
+  it('needs the baseline in the rounds', () => {
+    assert.throws(() => summarizePeers([{ nginx: w(1, 1, 1) }]), /no bare node:http/);
+    assert.deepEqual(summarizePeers([]), []);
+  });
+
+  const result: PeersResult = { connections: 32, seconds: 4, rounds: 3, summaries: summarizePeers(ROUNDS), skipped: [{ name: 'Knative queue-proxy', reason: 'not built: because' }] };
+
+  it('prints the table with medians and spreads, and the skipped peers with why', () => {
+    const t = peerTable(result);
+    assert.match(t, /32 connections, 4 s per run, 3 rounds/);
+    assert.match(t, /\| Flint router \| 16000 \(15000-20000\) \| 0\.40x \(0\.40x-0\.50x\) \| 800 \(680-950\) \| \+80 \(\+50 to \+100\) \| 1600 \(1500-1700\) \| \+600 \(\+200 to \+600\) \| 2, 1 \|/);
+    assert.match(t, /\| bare node:http \| 40000 \(30000-50000\) \| 1x \|/);
+    assert.match(t, /\| Knative queue-proxy \| not built: because \|/);
+  });
+
+  it("gives the main table the router's figures against the targets", () => {
+    const [ratio, p99] = peerRows(result);
+    assert.deepEqual(ratio.slice(0, 2), ['peers: throughput via router / bare node:http', '0.40x']);
+    assert.match(ratio[2], /0\.40-0\.50x over 3 rounds at 32 connections; nginx 0\.75x/);
+    assert.equal(ratio[3], '≥ 0.6x');
+    assert.equal(p99[1], '+600 µs');
+    assert.match(p99[2], /\+200 to \+600 µs .*added p50 \+80 \(\+50 to \+100\) µs/);
+    assert.equal(p99[3], '≤ 200 µs');
+  });
+
+  it('writes the charts as SVG', async () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'flint-charts-'));
+    try {
+      const files = await writeCharts({ peers: result, cold: { flintUs: [6000, 6500, 9000], forkUs: [40000, 42000, 45000] } }, dir);
+      assert.deepEqual(files.map((f) => path.basename(f)).sort(), ['cold-start.svg', 'peers-latency.svg', 'peers-throughput.svg']);
+      for (const f of files) {
+        const svg = fs.readFileSync(f, 'utf8');
+        assert.match(svg, /^<svg [^>]*xmlns="http:\/\/www\.w3\.org\/2000\/svg"/);
+        assert.match(svg, /Flint/);
+      }
+      assert.deepEqual(await writeCharts({}, dir), [], 'nothing measured, nothing written');
+    } finally {
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
+
+describe('peer proxy configs', () => {
+  const c = { dir: '/tmp/peers-x', listenPort: 4001, upstreamPort: 5001, keepalive: 64 };
+
+  it('nginx: one worker, keep-alive upstream over HTTP/1.1, no access log, its files in the directory', () => {
+    const conf = nginxConfig(c);
+    assert.match(conf, /^worker_processes 1;$/m);
+    assert.match(conf, /upstream fn \{ server 127\.0\.0\.1:5001; keepalive 64; \}/);
+    assert.match(conf, /proxy_http_version 1\.1;/);
+    assert.match(conf, /proxy_set_header Connection "";/);
+    assert.match(conf, /access_log off;/);
+    assert.match(conf, /listen 127\.0\.0\.1:4001/);
+    assert.match(conf, /^pid \/tmp\/peers-x\/nginx\.pid;$/m);
+    assert.match(conf, /proxy_temp_path \/tmp\/peers-x\/proxy-temp;/);
+    assert.doesNotMatch(conf, /daemon/, 'daemon off comes from -g');
+  });
+
+  it('HAProxy: one thread, HTTP mode, keep-alive, server connections reused', () => {
+    const cfg = haproxyConfig(c);
+    assert.match(cfg, /^\s+nbthread 1$/m);
+    assert.match(cfg, /^\s+mode http$/m);
+    assert.match(cfg, /^\s+option http-keep-alive$/m);
+    assert.match(cfg, /^\s+http-reuse always$/m);
+    assert.match(cfg, /bind 127\.0\.0\.1:4001/);
+    assert.match(cfg, /server upstream 127\.0\.0\.1:5001 pool-max-conn 64/);
+    for (const t of ['connect', 'client', 'server', 'http-keep-alive']) assert.match(cfg, new RegExp(`timeout ${t} \\d+s`));
+  });
+
+  // The configs as the programs themselves read them, where installed.
+  const nginx = findProgram('nginx');
+  it('nginx accepts its config', { skip: nginx ? false : 'nginx is not installed' }, () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'flint-nginx-conf-'));
+    try {
+      fs.writeFileSync(path.join(dir, 'nginx.conf'), nginxConfig({ ...c, dir }));
+      execFileSync(nginx!, ['-t', '-q', '-p', dir, '-e', path.join(dir, 'error.log'), '-c', path.join(dir, 'nginx.conf'), '-g', 'daemon off;'], { stdio: 'pipe' });
+    } finally {
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
+  });
+  const haproxy = findProgram('haproxy');
+  it('HAProxy accepts its config', { skip: haproxy ? false : 'haproxy is not installed' }, () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'flint-haproxy-conf-'));
+    try {
+      fs.writeFileSync(path.join(dir, 'haproxy.cfg'), haproxyConfig({ ...c, dir }));
+      execFileSync(haproxy!, ['-c', '-q', '-f', path.join(dir, 'haproxy.cfg')], { stdio: 'pipe' });
+    } finally {
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it("says which modules a failed go build could not fetch, once each", () => {
+    const stderr = [
+      'go: downloading knative.dev/serving v0.51.0',
+      'x.go:24:2: knative.dev/pkg@v0.0.0-20261026113028-cfa0ac991c5a: reading https://proxy.example/knative.dev/pkg/@v/v0.0.0-20261026113028-cfa0ac991c5a.zip: 403 Forbidden',
+      '\tserver response: This module version is not available.',
+      'y.go:25:2: knative.dev/pkg@v0.0.0-20261026113028-cfa0ac991c5a: reading https://proxy.example/knative.dev/pkg/@v/v0.0.0-20261026113028-cfa0ac991c5a.zip: 403 Forbidden',
+      'z.go:22:2: knative.dev/networking@v0.0.0-20261026130131-cfc431598730: reading https://proxy.example/knative.dev/networking/@v/v0.0.0-20261026130131-cfc431598730.zip: 403 Forbidden',
+    ].join('\n');
+    assert.equal(
+      goFailure(stderr),
+      'the module proxy does not serve knative.dev/pkg@v0.0.0-20261026113028-cfa0ac991c5a (403 Forbidden), knative.dev/networking@v0.0.0-20261026130131-cfc431598730 (403 Forbidden), which it requires',
+    );
+    assert.equal(goFailure('go: downloading a v1\nmain.go:3:1: syntax error\n'), 'main.go:3:1: syntax error');
+  });
+});

@@ -1,0 +1,230 @@
+// Flint's router beside the proxies a user could put in front of the same
+// Node hello function instead, all against bare node:http in the same round:
+//   - bare node:http: the hello server (lib's startBareServer) on a loopback
+//     TCP port, called straight: the baseline, and the upstream of every peer;
+//   - Flint: a server of its own, route /hello to the hello function (its
+//     worker under the bench's sandbox, on a Unix socket);
+//   - nginx and HAProxy (Debian), one worker each, keep-alive upstream;
+//   - Go's httputil.ReverseProxy (bench/peers/goproxy, GOMAXPROCS=1), which
+//     Fission's router is built on;
+//   - Knative's queue-proxy, when it builds from the module proxy as released.
+// wrk (1 thread, 32 connections) runs against each in turn, in rounds whose
+// order rotates; each peer's throughput ratio and added p50/p99 are taken
+// within a round, and the table gives their median and min-max over rounds.
+// `node bench/peers.ts` runs this part alone (and writes its charts).
+import { execFile } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { promisify } from 'node:util';
+import { findGo } from '../src/runtimes/go/launch.ts';
+import { startServer } from '../test/helpers/server.ts';
+import { deployHello, fmt, hasWrk, type Spread, spread, startBareServer, waitFor200, type WrkResult, wrk } from './lib.ts';
+import { buildQueueProxy, findProgram, type Proxy, startGoProxy, startHaproxy, startNginx } from './proxies.ts';
+
+const execFileP = promisify(execFile);
+
+export const BARE = 'bare node:http';
+export const FLINT = 'Flint router';
+/** Idle keep-alive connections each proxy keeps to the upstream (more than wrk's 32). */
+const KEEPALIVE = 64;
+export const TARGET_RATIO = 0.6;
+export const TARGET_ADDED_P99_US = 200;
+
+export interface PeerSummary {
+  name: string;
+  rps: Spread;
+  /** Its req/s over bare node's in the same round. */
+  ratio: Spread;
+  p50: Spread;
+  p99: Spread;
+  /** Its p50 (p99) minus bare node's in the same round, µs. */
+  addedP50: Spread;
+  addedP99: Spread;
+  /** All rounds' values, in round order (for the charts). */
+  perRound: { ratio: number[]; addedP50: number[]; addedP99: number[] };
+  non2xx: number;
+  errors: number;
+}
+
+export interface PeersResult {
+  connections: number;
+  seconds: number;
+  rounds: number;
+  /** The baseline first, then each peer measured. */
+  summaries: PeerSummary[];
+  /** Peers not measured, and why. */
+  skipped: { name: string; reason: string }[];
+}
+
+/** Round `round`'s order: `names` rotated by the round's number. */
+export function rotation<T>(names: T[], round: number): T[] {
+  const k = round % names.length;
+  return [...names.slice(k), ...names.slice(0, k)];
+}
+
+/** Per-peer figures from rounds of wrk results by name, each taken against `baseline` of the same round. */
+export function summarizePeers(rounds: Record<string, WrkResult>[], baseline: string = BARE): PeerSummary[] {
+  if (rounds.length === 0) return [];
+  const names = Object.keys(rounds[0]);
+  if (!names.includes(baseline)) throw new Error(`no ${baseline} in the rounds`);
+  const ordered = [baseline, ...names.filter((n) => n !== baseline)];
+  return ordered.map((name) => {
+    const of = (f: (r: Record<string, WrkResult>) => number) => rounds.map(f);
+    const ratio = of((r) => r[name].rps / r[baseline].rps);
+    const addedP50 = of((r) => r[name].p50Us - r[baseline].p50Us);
+    const addedP99 = of((r) => r[name].p99Us - r[baseline].p99Us);
+    return {
+      name,
+      rps: spread(of((r) => r[name].rps)),
+      ratio: spread(ratio),
+      p50: spread(of((r) => r[name].p50Us)),
+      p99: spread(of((r) => r[name].p99Us)),
+      addedP50: spread(addedP50),
+      addedP99: spread(addedP99),
+      perRound: { ratio, addedP50, addedP99 },
+      non2xx: of((r) => r[name].non2xx).reduce((a, b) => a + b, 0),
+      errors: of((r) => r[name].errors).reduce((a, b) => a + b, 0),
+    };
+  });
+}
+
+const signed = (n: number) => (n > 0 ? `+${fmt(n)}` : fmt(n));
+const range = (s: Spread, f: (n: number) => string, sep = '-') => `${f(s.median)} (${f(s.min)}${sep}${f(s.max)})`;
+
+/** The peer table: markdown, medians with min-max over the rounds. */
+export function peerTable(r: PeersResult): string {
+  const lines = [
+    `Peers: wrk 1 thread, ${r.connections} connections, ${r.seconds} s per run, ${r.rounds} rounds in a rotating order; median (min-max over rounds), latencies in µs, added = the peer's minus bare node's in the same round.`,
+    '',
+    '| peer | req/s | / bare node | p50 | added p50 | p99 | added p99 | non-2xx, socket errors |',
+    '|---|---|---|---|---|---|---|---|',
+  ];
+  for (const s of r.summaries) {
+    const base = s.name === BARE;
+    lines.push(
+      `| ${s.name} | ${range(s.rps, (n) => fmt(n))} | ${base ? '1x' : range(s.ratio, (n) => `${fmt(n, 2)}x`)} | ${range(s.p50, (n) => fmt(n))} | ${base ? '' : range(s.addedP50, signed, ' to ')} | ${range(s.p99, (n) => fmt(n))} | ${base ? '' : range(s.addedP99, signed, ' to ')} | ${s.non2xx}, ${s.errors} |`,
+    );
+  }
+  for (const s of r.skipped) lines.push(`| ${s.name} | ${s.reason} | | | | | | |`);
+  return lines.join('\n');
+}
+
+/** Rows for the benchmark's main table: the router's figures against the issue's targets. */
+export function peerRows(r: PeersResult): string[][] {
+  const flint = r.summaries.find((s) => s.name === FLINT);
+  if (!flint) return [['peers: throughput via router / bare node:http', 'failed', 'no Flint figures', `≥ ${TARGET_RATIO}x`]];
+  const others = r.summaries
+    .filter((s) => s.name !== FLINT && s.name !== BARE)
+    .map((s) => `${s.name} ${fmt(s.ratio.median, 2)}x`)
+    .join(', ');
+  const over = `over ${r.rounds} rounds at ${r.connections} connections`;
+  return [
+    [
+      'peers: throughput via router / bare node:http',
+      `${fmt(flint.ratio.median, 2)}x`,
+      `${fmt(flint.ratio.min, 2)}-${fmt(flint.ratio.max, 2)}x ${over}${others ? `; ${others}` : ''}`,
+      `≥ ${TARGET_RATIO}x`,
+    ],
+    [
+      'peers: router added p99 over bare node:http',
+      `${signed(flint.addedP99.median)} µs`,
+      `${signed(flint.addedP99.min)} to ${signed(flint.addedP99.max)} µs ${over}; added p50 ${range(flint.addedP50, signed, ' to ')} µs`,
+      `≤ ${TARGET_ADDED_P99_US} µs`,
+    ],
+  ];
+}
+
+async function version(command: string, args: string[], pattern: RegExp): Promise<string> {
+  const out = await execFileP(command, args).catch((e: { stdout?: string; stderr?: string }) => e);
+  const m = pattern.exec(`${out.stdout ?? ''}${out.stderr ?? ''}`);
+  return m ? ` ${m[1]}` : '';
+}
+
+export async function peersBench(o: { sandbox: string; seconds: number; rounds: number; connections?: number }): Promise<PeersResult> {
+  const connections = o.connections ?? 32;
+  const result: PeersResult = { connections, seconds: o.seconds, rounds: o.rounds, summaries: [], skipped: [] };
+  if (!(await hasWrk())) {
+    result.skipped.push({ name: 'all peers', reason: 'skipped: wrk is not installed (apt-get install wrk)' });
+    return result;
+  }
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'flint-bench-peers-'));
+  const stops: (() => Promise<void>)[] = [];
+  try {
+    const bare = await startBareServer();
+    stops.push(() => bare.stop());
+    const server = await startServer({ sets: [`executor.sandbox=${o.sandbox}`, 'logLevel=error'] });
+    stops.push(() => server.stop());
+    await deployHello(server.controllerUrl, 3);
+    const targets: { name: string; url: string }[] = [
+      { name: BARE, url: bare.url },
+      { name: FLINT, url: `${server.routerUrl}/hello` },
+    ];
+    await waitFor200(targets[1].url);
+
+    const upstream = { upstreamPort: bare.port, keepalive: KEEPALIVE };
+    const peer = async (name: string, start: () => Promise<Proxy | string>) => {
+      try {
+        const p = await start();
+        if (typeof p === 'string') {
+          result.skipped.push({ name, reason: p });
+          return;
+        }
+        stops.push(() => p.stop());
+        targets.push({ name, url: p.url });
+      } catch (err) {
+        result.skipped.push({ name, reason: `failed: ${(err as Error).message}` });
+      }
+    };
+    const nginx = findProgram('nginx');
+    const nginxName = `nginx${nginx ? await version(nginx, ['-v'], /nginx\/(\S+)/) : ''}`;
+    await peer(nginxName, async () => {
+      if (!nginx) return 'skipped: nginx is not installed (apt-get install nginx)';
+      fs.mkdirSync(path.join(dir, 'nginx'));
+      return startNginx(nginx, { dir: path.join(dir, 'nginx'), ...upstream });
+    });
+    const haproxy = findProgram('haproxy');
+    const haproxyName = `HAProxy${haproxy ? await version(haproxy, ['-v'], /version (\d+\.\d+\.\d+)/) : ''}`;
+    await peer(haproxyName, async () => {
+      if (!haproxy) return 'skipped: HAProxy is not installed (apt-get install haproxy)';
+      fs.mkdirSync(path.join(dir, 'haproxy'));
+      return startHaproxy(haproxy, { dir: path.join(dir, 'haproxy'), ...upstream });
+    });
+    const go = findGo();
+    const goName = `Go ReverseProxy${go ? await version(go, ['version'], /go(\d+\.\d+(?:\.\d+)?)/) : ''}`;
+    await peer(goName, async () => (go ? startGoProxy(go, upstream) : 'skipped: no Go toolchain on PATH or in /usr/local/go'));
+    await peer('Knative queue-proxy', async () => {
+      if (!go) return 'skipped: no Go toolchain on PATH or in /usr/local/go';
+      const built = await buildQueueProxy(go);
+      if ('reason' in built) return `not built: ${built.reason}`;
+      return `built (${built.bin}) but not run: the bench does not start it yet (it needs a Knative revision's SERVING_* environment)`;
+    });
+
+    // The worker's warm pool settles, then every path warms under the load
+    // (a proxy's first seconds under 32 connections are not its rate).
+    await new Promise((r) => setTimeout(r, 3000));
+    for (const t of targets) await wrk(t.url, { seconds: 2, connections });
+    const rounds: Record<string, WrkResult>[] = [];
+    for (let i = 0; i < o.rounds; i++) {
+      const round: Record<string, WrkResult> = {};
+      for (const t of rotation(targets, i)) round[t.name] = await wrk(t.url, { seconds: o.seconds, connections });
+      rounds.push(round);
+    }
+    result.summaries = summarizePeers(rounds);
+    return result;
+  } finally {
+    for (const stop of stops.reverse()) await stop().catch(() => {});
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+if (import.meta.main) {
+  const { readKnobs } = await import('./knobs.ts');
+  const { writeCharts } = await import('./charts.ts');
+  const knobs = readKnobs();
+  const r = await peersBench({ sandbox: knobs.sandbox, seconds: knobs.seconds, rounds: knobs.rounds });
+  console.log(`Run: ${new Date().toISOString()}, ${os.cpus().length} cores, Node ${process.version}, sandbox ${knobs.sandbox}\n`);
+  console.log(peerTable(r));
+  console.log(['', '| benchmark | result | measured | target |', '|---|---|---|---|', ...peerRows(r).map((row) => `| ${row.join(' | ')} |`)].join('\n'));
+  for (const f of await writeCharts({ peers: r })) console.log(`wrote ${f}`);
+}
