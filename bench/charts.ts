@@ -10,7 +10,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { parse, View } from 'vega';
 import { compile, type TopLevelSpec } from 'vega-lite';
-import { BARE, type PeersResult, TARGET_ADDED_P99_US, TARGET_RATIO } from './peers.ts';
+import type { PeersResult } from './peers.ts';
 
 export const CHARTS_DIR = path.join(import.meta.dirname, 'charts');
 
@@ -57,7 +57,7 @@ function spreadLayers(
 type Figure = 'ratio' | 'addedP50' | 'addedP99';
 
 function peerLayers(r: PeersResult, figure: Figure, title: string, target?: { value: number; label: string }): Layer[] {
-  const peers = r.summaries.filter((s) => s.name !== BARE);
+  const peers = r.summaries.filter((s) => s.name !== r.baseline);
   return spreadLayers(
     peers.map((s) => ({ peer: s.name, ...s[figure] })),
     peers.flatMap((s) => s.perRound[figure].map((value) => ({ peer: s.name, value }))),
@@ -75,7 +75,7 @@ export function throughputSpec(r: PeersResult, when = new Date()): TopLevelSpec 
     width: chartWidth(r),
     height: 260,
     config: FONT,
-    layer: peerLayers(r, 'ratio', 'req/s ÷ bare node:http', { value: TARGET_RATIO, label: `router target ≥ ${TARGET_RATIO}x` }),
+    layer: peerLayers(r, 'ratio', 'req/s ÷ bare node:http', { value: r.targets.ratio, label: `router target ≥ ${r.targets.ratio}x` }),
   });
 }
 
@@ -90,7 +90,7 @@ export function latencySpec(r: PeersResult, when = new Date()): TopLevelSpec {
     $schema: SCHEMA,
     title: { text: "Latency added over bare node:http (the peer's percentile minus bare node's, same round)", subtitle: subtitle(r, when) },
     config: FONT,
-    hconcat: [panel('addedP50', 'p50'), panel('addedP99', 'p99', { value: TARGET_ADDED_P99_US, label: `router target ≤ ${TARGET_ADDED_P99_US} µs` })],
+    hconcat: [panel('addedP50', 'p50'), panel('addedP99', 'p99', { value: r.targets.addedP99Us, label: `router target ≤ ${r.targets.addedP99Us} µs` })],
   });
 }
 

@@ -9,13 +9,13 @@ import os from 'node:os';
 import path from 'node:path';
 import { startServer } from '../test/helpers/server.ts';
 import { createFunction, createResource, fmt, hasWrk, median, startBareServer, wrk, type WrkResult } from './lib.ts';
-import { findProgram, type Proxy, startNginx } from './proxies.ts';
+import { findProgram, type RunningProxy, startNginx } from './proxies.ts';
 
 const SLOW = 'module.exports = async () => { await new Promise((r) => setTimeout(r, 5)); return { status: 200, body: "ok\\n" }; };';
 const CONNECTIONS = [50, 500, 2000];
 
 /** A plain Node server answering after 5 ms, and nginx in front of it; the peer a user would put up instead. */
-async function startNginxPeer(dir: string, nginx: string): Promise<Proxy> {
+async function startNginxPeer(dir: string, nginx: string): Promise<RunningProxy> {
   const node = await startBareServer({ delayMs: 5, body: 'ok\n' });
   try {
     const proxy = await startNginx(nginx, { dir, upstreamPort: node.port, keepalive: 256 });

@@ -55,7 +55,7 @@ describe('peer table math', () => {
     assert.deepEqual(summarizePeers([]), []);
   });
 
-  const result: PeersResult = { connections: 32, seconds: 4, rounds: 3, summaries: summarizePeers(ROUNDS), skipped: [{ name: 'Knative queue-proxy', reason: 'not built: because' }] };
+  const result: PeersResult = { baseline: BARE, targets: { ratio: 0.6, addedP99Us: 200 }, connections: 32, seconds: 4, rounds: 3, summaries: summarizePeers(ROUNDS), skipped: [{ name: 'Knative queue-proxy', reason: 'not built: because' }] };
 
   it('prints the table with medians and spreads, and the skipped peers with why', () => {
     const t = peerTable(result);

@@ -20,7 +20,9 @@ import { promisify } from 'node:util';
 import { findGo } from '../src/runtimes/go/launch.ts';
 import { startServer } from '../test/helpers/server.ts';
 import { deployHello, fmt, hasWrk, type Spread, spread, startBareServer, waitFor200, type WrkResult, wrk } from './lib.ts';
-import { buildQueueProxy, findProgram, type Proxy, startGoProxy, startHaproxy, startNginx } from './proxies.ts';
+import { writeCharts } from './charts.ts';
+import { readKnobs } from './knobs.ts';
+import { buildQueueProxy, findProgram, type RunningProxy, startGoProxy, startHaproxy, startNginx } from './proxies.ts';
 
 const execFileP = promisify(execFile);
 
@@ -48,6 +50,9 @@ export interface PeerSummary {
 }
 
 export interface PeersResult {
+  /** The baseline's name (BARE), and the router's targets, for the charts. */
+  baseline: string;
+  targets: { ratio: number; addedP99Us: number };
   connections: number;
   seconds: number;
   rounds: number;
@@ -143,7 +148,7 @@ async function version(command: string, args: string[], pattern: RegExp): Promis
 
 export async function peersBench(o: { sandbox: string; seconds: number; rounds: number; connections?: number }): Promise<PeersResult> {
   const connections = o.connections ?? 32;
-  const result: PeersResult = { connections, seconds: o.seconds, rounds: o.rounds, summaries: [], skipped: [] };
+  const result: PeersResult = { baseline: BARE, targets: { ratio: TARGET_RATIO, addedP99Us: TARGET_ADDED_P99_US }, connections, seconds: o.seconds, rounds: o.rounds, summaries: [], skipped: [] };
   if (!(await hasWrk())) {
     result.skipped.push({ name: 'all peers', reason: 'skipped: wrk is not installed (apt-get install wrk)' });
     return result;
@@ -163,7 +168,7 @@ export async function peersBench(o: { sandbox: string; seconds: number; rounds: 
     await waitFor200(targets[1].url);
 
     const upstream = { upstreamPort: bare.port, keepalive: KEEPALIVE };
-    const peer = async (name: string, start: () => Promise<Proxy | string>) => {
+    const peer = async (name: string, start: () => Promise<RunningProxy | string>) => {
       try {
         const p = await start();
         if (typeof p === 'string') {
@@ -219,8 +224,6 @@ export async function peersBench(o: { sandbox: string; seconds: number; rounds: 
 }
 
 if (import.meta.main) {
-  const { readKnobs } = await import('./knobs.ts');
-  const { writeCharts } = await import('./charts.ts');
   const knobs = readKnobs();
   const r = await peersBench({ sandbox: knobs.sandbox, seconds: knobs.seconds, rounds: knobs.rounds });
   console.log(`Run: ${new Date().toISOString()}, ${os.cpus().length} cores, Node ${process.version}, sandbox ${knobs.sandbox}\n`);

@@ -15,7 +15,7 @@ import { waitFor200 } from './lib.ts';
 
 const run = promisify(execFile);
 
-export interface Proxy {
+export interface RunningProxy {
   url: string;
   stop(): Promise<void>;
 }
@@ -63,7 +63,7 @@ ${temp}
 export function haproxyConfig(c: ProxyConfig): string {
   return `global
   nbthread 1
-  maxconn 20000
+  maxconn 4096
 
 defaults
   mode http
@@ -84,12 +84,12 @@ backend fn
 }
 
 /** Spawns a proxy and waits until `url` answers 200 through it; `stopSignal` ends it. */
-async function startProxy(command: string, args: string[], url: string, stopSignal: NodeJS.Signals): Promise<Proxy> {
+async function startProxy(command: string, args: string[], url: string, stopSignal: NodeJS.Signals): Promise<RunningProxy> {
   const child = spawn(command, args, { stdio: ['ignore', 'ignore', 'inherit'] });
   return whenServing(child, url, stopSignal);
 }
 
-async function whenServing(child: ChildProcess, url: string, stopSignal: NodeJS.Signals): Promise<Proxy> {
+async function whenServing(child: ChildProcess, url: string, stopSignal: NodeJS.Signals): Promise<RunningProxy> {
   const exited = once(child, 'exit');
   const stop = async () => {
     if (child.exitCode === null && child.signalCode === null) child.kill(stopSignal);
@@ -109,7 +109,7 @@ async function whenServing(child: ChildProcess, url: string, stopSignal: NodeJS.
   return { url, stop };
 }
 
-export async function startNginx(nginx: string, c: Omit<ProxyConfig, 'listenPort'>): Promise<Proxy> {
+export async function startNginx(nginx: string, c: Omit<ProxyConfig, 'listenPort'>): Promise<RunningProxy> {
   const cfg = { ...c, listenPort: await freePort() };
   const conf = path.join(c.dir, 'nginx.conf');
   fs.writeFileSync(conf, nginxConfig(cfg));
@@ -117,7 +117,7 @@ export async function startNginx(nginx: string, c: Omit<ProxyConfig, 'listenPort
   return startProxy(nginx, ['-p', c.dir, '-e', path.join(c.dir, 'error.log'), '-c', conf, '-g', 'daemon off;'], `http://127.0.0.1:${cfg.listenPort}/`, 'SIGQUIT');
 }
 
-export async function startHaproxy(haproxy: string, c: Omit<ProxyConfig, 'listenPort'>): Promise<Proxy> {
+export async function startHaproxy(haproxy: string, c: Omit<ProxyConfig, 'listenPort'>): Promise<RunningProxy> {
   const cfg = { ...c, listenPort: await freePort() };
   const conf = path.join(c.dir, 'haproxy.cfg');
   fs.writeFileSync(conf, haproxyConfig(cfg));
@@ -134,7 +134,7 @@ export const GOPROXY_MODULE: GoModule = {
 };
 
 /** Go's ReverseProxy (built into the cache when bench/peers/goproxy changed) with GOMAXPROCS=1. */
-export async function startGoProxy(go: string, c: Omit<ProxyConfig, 'listenPort' | 'dir'>): Promise<Proxy> {
+export async function startGoProxy(go: string, c: Omit<ProxyConfig, 'listenPort' | 'dir'>): Promise<RunningProxy> {
   const bin = ensureGoModuleBinary(GOPROXY_MODULE, go);
   const child = spawn(bin, ['-upstream', `http://127.0.0.1:${c.upstreamPort}`, '-idle', String(c.keepalive)], {
     stdio: ['ignore', 'pipe', 'inherit'],

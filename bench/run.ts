@@ -18,7 +18,11 @@
 //   9. kubernetes mode with its roles apart on the real control plane: two
 //      routers against one, an executor round trip, cold starts split and
 //      role=all (bench/scale-out.ts).
-// Results print as a markdown table; bench/RESULTS.md records them.
+//  10. peers: Flint's router beside nginx, HAProxy and Go's ReverseProxy in
+//      front of the same hello, against bare node:http (bench/peers.ts).
+// Results print as a markdown table (and the peers' table after it);
+// bench/RESULTS.md records them. The charts (bench/charts.ts) go to
+// bench/charts/ for the parts that ran.
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -28,6 +32,7 @@ import { clientFrame, OP, type RawPeer, rawUpgrade } from '../src/runtimes/node/
 import { eventually } from '../src/testing/eventually.ts';
 import { startServer } from '../test/helpers/server.ts';
 import { authBench } from './auth.ts';
+import { type ColdStarts, writeCharts } from './charts.ts';
 import { cliStartBench } from './cli-start.ts';
 import { egressBench } from './egress.ts';
 import { createFunction, createResource, deployHello, fmt, forkUntilServed, hasWrk, interleavedLatency, percentiles, startBareServer, HELLO, timedFirstCall, waitFor200, type WrkResult, wrk } from './lib.ts';
@@ -35,6 +40,7 @@ import { readKnobs } from './knobs.ts';
 import { kafkaBench } from './mq.ts';
 import { overloadBench } from './overload.ts';
 import { packagesBench } from './packages.ts';
+import { type PeersResult, peerRows, peersBench, peerTable } from './peers.ts';
 import { scaleOutBench } from './scale-out.ts';
 import { tracingBench } from './tracing.ts';
 
@@ -54,6 +60,8 @@ function forkNodeOnce(dir: string, i: number): Promise<number> {
 }
 
 const rows: string[][] = [];
+let coldStarts: ColdStarts | undefined;
+let peers: PeersResult | undefined;
 const server = await startServer({ sets: [`executor.sandbox=${sandbox}`, 'logLevel=error'] });
 const work = fs.mkdtempSync(path.join(os.tmpdir(), 'flint-bench-'));
 try {
@@ -183,6 +191,7 @@ try {
   } finally {
     await coldRouter.close();
   }
+  coldStarts = { flintUs: cold, forkUs: forks };
   const c = percentiles(cold);
   const f = percentiles(forks);
   rows.push(['cold start from warm pool / fork node', `${fmt(c.p50 / f.p50, 2)}x`, `cold p50 ${fmt(c.p50 / 1000, 1)} ms (p99 ${fmt(c.p99 / 1000, 1)} ms), fork p50 ${fmt(f.p50 / 1000, 1)} ms`, '≤ 0.15x']);
@@ -256,6 +265,15 @@ if (knobs.scaleOut) {
   }
 }
 
+if (knobs.peers) {
+  try {
+    peers = await peersBench({ sandbox, seconds: SECONDS, rounds: THROUGHPUT_ROUNDS });
+    rows.push(...peerRows(peers));
+  } catch (err) {
+    rows.push(['peers: throughput via router / bare node:http', 'failed', String((err as Error).message), '≥ 0.6x']);
+  }
+}
+
 const lines = [
   `Run: ${new Date().toISOString()}, ${os.cpus().length} cores, Node ${process.version}, sandbox ${sandbox}`,
   '',
@@ -263,4 +281,6 @@ const lines = [
   '|---|---|---|---|',
   ...rows.map((r) => `| ${r.join(' | ')} |`),
 ];
+if (peers) lines.push('', peerTable(peers));
 console.log(lines.join('\n'));
+for (const file of await writeCharts({ peers, cold: coldStarts })) console.log(`chart: ${path.relative(process.cwd(), file)}`);

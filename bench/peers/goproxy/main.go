@@ -6,6 +6,8 @@
 package main
 
 import (
+	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"log"
@@ -30,6 +32,13 @@ func main() {
 	transport.MaxIdleConnsPerHost = *idle
 	proxy := httputil.NewSingleHostReverseProxy(target)
 	proxy.Transport = transport
+	proxy.ErrorHandler = func(w http.ResponseWriter, r *http.Request, err error) {
+		// wrk closes its connections mid-request when its time is up: no error of the proxy's.
+		if !errors.Is(err, context.Canceled) {
+			log.Printf("proxy error: %v", err)
+		}
+		w.WriteHeader(http.StatusBadGateway)
+	}
 	ln, err := net.Listen("tcp", *listen)
 	if err != nil {
 		log.Fatal(err)
