@@ -10,7 +10,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { parse, View } from 'vega';
 import { compile, type TopLevelSpec } from 'vega-lite';
-import type { PeersResult } from './peers.ts';
+import type { PeerSummary, PeersResult } from './peers.ts';
 
 export const CHARTS_DIR = path.join(import.meta.dirname, 'charts');
 
@@ -56,8 +56,8 @@ function spreadLayers(
 
 type Figure = 'ratio' | 'addedP50' | 'addedP99';
 
-function peerLayers(r: PeersResult, figure: Figure, title: string, target?: { value: number; label: string }): Layer[] {
-  const peers = r.summaries.filter((s) => s.name !== r.baseline);
+function peerLayers(r: PeersResult, summaries: PeerSummary[], figure: Figure, title: string, target?: { value: number; label: string }): Layer[] {
+  const peers = summaries.filter((s) => s.name !== r.baseline);
   return spreadLayers(
     peers.map((s) => ({ peer: s.name, ...s[figure] })),
     peers.flatMap((s) => s.perRound[figure].map((value) => ({ peer: s.name, value }))),
@@ -75,34 +75,41 @@ export function throughputSpec(r: PeersResult, when = new Date()): TopLevelSpec 
     width: chartWidth(r),
     height: 260,
     config: FONT,
-    layer: peerLayers(r, 'ratio', 'req/s ÷ bare node:http', { value: r.targets.ratio, label: `router target ≥ ${r.targets.ratio}x` }),
+    layer: peerLayers(r, r.summaries, 'ratio', 'req/s ÷ bare node:http', { value: r.targets.ratio, label: `router target ≥ ${r.targets.ratio}x` }),
   });
 }
 
+/** Added p50 and p99, at full load and paced (when measured), a panel each. */
 export function latencySpec(r: PeersResult, when = new Date()): TopLevelSpec {
-  const panel = (figure: Figure, which: string, target?: { value: number; label: string }) => ({
-    title: `added ${which}`,
+  const panel = (summaries: PeerSummary[], how: string, figure: Figure, which: string, target?: { value: number; label: string }) => ({
+    title: `added ${which}, ${how}`,
     width: chartWidth(r),
-    height: 260,
-    layer: peerLayers(r, figure, `added ${which}, µs`, target),
+    height: 220,
+    layer: peerLayers(r, summaries, figure, `added ${which}, µs`, target),
   });
+  const target = { value: r.targets.addedP99Us, label: `router target ≤ ${r.targets.addedP99Us} µs` };
+  const rows = [{ hconcat: [panel(r.summaries, 'full load', 'addedP50', 'p50'), panel(r.summaries, 'full load', 'addedP99', 'p99')] }];
+  if (r.paced.length > 0) {
+    const paced = `paced (${r.thinkMs} ms between requests)`;
+    rows.push({ hconcat: [panel(r.paced, paced, 'addedP50', 'p50'), panel(r.paced, paced, 'addedP99', 'p99', target)] });
+  }
   return spec({
     $schema: SCHEMA,
     title: { text: "Latency added over bare node:http (the peer's percentile minus bare node's, same round)", subtitle: subtitle(r, when) },
     config: FONT,
-    hconcat: [panel('addedP50', 'p50'), panel('addedP99', 'p99', { value: r.targets.addedP99Us, label: `router target ≤ ${r.targets.addedP99Us} µs` })],
+    vconcat: rows,
   });
 }
 
 export function coldStartSpec(c: ColdStarts, when = new Date()): TopLevelSpec {
   const values = [
-    ...c.flintUs.map((us) => ({ what: 'Flint: first call, warm pool', ms: us / 1000 })),
-    ...c.forkUs.map((us) => ({ what: 'fork node, serve one request', ms: us / 1000 })),
+    ...c.flintUs.map((us) => ({ what: 'Flint, warm pool', ms: us / 1000 })),
+    ...c.forkUs.map((us) => ({ what: 'fork node', ms: us / 1000 })),
   ];
-  const y = { field: 'what', type: 'nominal', title: null } as const;
+  const y = { field: 'what', type: 'nominal', title: null, axis: { labelLimit: 300 } } as const;
   return spec({
     $schema: SCHEMA,
-    title: { text: 'Cold start: Flint from the warm pool beside forking node', subtitle: `${c.flintUs.length} and ${c.forkUs.length} calls, one fork next to each cold start, ${when.toISOString().slice(0, 10)}; box = quartiles, whiskers = min-max, ticks = calls` },
+    title: { text: 'Cold start: Flint from the warm pool beside forking node', subtitle: `first call of a new function (${c.flintUs.length}) and a fresh node serving one request (${c.forkUs.length}), one next to the other, ${when.toISOString().slice(0, 10)}; box = quartiles, whiskers = min-max, ticks = calls` },
     width: 480,
     height: 140,
     config: FONT,

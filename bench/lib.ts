@@ -147,9 +147,10 @@ export async function hasWrk(): Promise<boolean> {
 }
 
 /** Load from a second process (wrk), bounded in time, loopback only. */
-export async function wrk(url: string, opts: { seconds: number; connections: number; threads?: number; headers?: string[]; timeoutSeconds?: number }): Promise<WrkResult> {
+export async function wrk(url: string, opts: { seconds: number; connections: number; threads?: number; headers?: string[]; timeoutSeconds?: number; script?: string }): Promise<WrkResult> {
   const args = ['-t', String(opts.threads ?? 1), '-c', String(opts.connections), '-d', `${opts.seconds}s`, '--latency'];
   if (opts.timeoutSeconds !== undefined) args.push('--timeout', `${opts.timeoutSeconds}s`);
+  if (opts.script !== undefined) args.push('-s', opts.script);
   for (const h of opts.headers ?? []) args.push('-H', h);
   args.push(url);
   const { stdout } = await run('wrk', args, { timeout: (opts.seconds + 30) * 1000 });

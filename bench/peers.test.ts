@@ -18,6 +18,13 @@ const ROUNDS: Record<string, WrkResult>[] = [
   { [BARE]: w(50000, 600, 900), [FLINT]: w(20000, 680, 1500), nginx: w(35000, 640, 950) },
 ];
 
+// The same peers paced: latency without the queueing.
+const PACED: Record<string, WrkResult>[] = [
+  { [BARE]: w(3000, 100, 200), [FLINT]: w(2990, 160, 300), nginx: w(2995, 130, 240) },
+  { [BARE]: w(3000, 110, 260), [FLINT]: w(2990, 170, 400), nginx: w(2995, 135, 280) },
+  { [BARE]: w(3000, 90, 180), [FLINT]: w(2990, 150, 330), nginx: w(2995, 120, 230) },
+];
+
 describe('peer table math', () => {
   it('median and spread', () => {
     assert.equal(median([3, 1, 2]), 2);
@@ -55,14 +62,17 @@ describe('peer table math', () => {
     assert.deepEqual(summarizePeers([]), []);
   });
 
-  const result: PeersResult = { baseline: BARE, targets: { ratio: 0.6, addedP99Us: 200 }, connections: 32, seconds: 4, rounds: 3, summaries: summarizePeers(ROUNDS), skipped: [{ name: 'Knative queue-proxy', reason: 'not built: because' }] };
+  const result: PeersResult = { baseline: BARE, targets: { ratio: 0.6, addedP99Us: 200 }, connections: 32, seconds: 4, rounds: 3, summaries: summarizePeers(ROUNDS), paced: summarizePeers(PACED), thinkMs: 10, skipped: [{ name: 'Knative queue-proxy', reason: 'not built: because' }] };
 
-  it('prints the table with medians and spreads, and the skipped peers with why', () => {
+  it('prints the tables with medians and spreads, and the skipped peers with why', () => {
     const t = peerTable(result);
     assert.match(t, /32 connections, 4 s per run, 3 rounds/);
-    assert.match(t, /\| Flint router \| 16000 \(15000-20000\) \| 0\.40x \(0\.40x-0\.50x\) \| 800 \(680-950\) \| \+80 \(\+50 to \+100\) \| 1600 \(1500-1700\) \| \+600 \(\+200 to \+600\) \| 2, 1 \|/);
-    assert.match(t, /\| bare node:http \| 40000 \(30000-50000\) \| 1x \|/);
-    assert.match(t, /\| Knative queue-proxy \| not built: because \|/);
+    const [full, paced] = t.split('Paced (each connection waits 10 ms between requests):');
+    assert.match(full, /\| Flint router \| 16000 \(15000-20000\) \| 0\.40x \(0\.40x-0\.50x\) \| 800 \(680-950\) \| \+80 \(\+50 to \+100\) \| 1600 \(1500-1700\) \| \+600 \(\+200 to \+600\) \| 2, 1 \|/);
+    assert.match(full, /\| bare node:http \| 40000 \(30000-50000\) \| 1x \|/);
+    assert.match(full, /\| Knative queue-proxy \| not built: because \|/);
+    assert.match(paced, /\| Flint router \| 2990 \(2990-2990\) \| 160 \(150-170\) \| \+60 \(\+60 to \+60\) \| 330 \(300-400\) \| \+140 \(\+100 to \+150\) \| 0, 0 \|/);
+    assert.match(paced, /\| nginx \| 2995 \(2995-2995\) \| 130 \(120-135\) \| \+30 \(\+25 to \+30\) \| 240 \(230-280\) \| \+40 \(\+20 to \+50\) \| 0, 0 \|/);
   });
 
   it("gives the main table the router's figures against the targets", () => {
@@ -70,8 +80,9 @@ describe('peer table math', () => {
     assert.deepEqual(ratio.slice(0, 2), ['peers: throughput via router / bare node:http', '0.40x']);
     assert.match(ratio[2], /0\.40-0\.50x over 3 rounds at 32 connections; nginx 0\.75x/);
     assert.equal(ratio[3], '≥ 0.6x');
-    assert.equal(p99[1], '+600 µs');
-    assert.match(p99[2], /\+200 to \+600 µs .*added p50 \+80 \(\+50 to \+100\) µs/);
+    assert.match(p99[0], /paced \(10 ms between a connection's requests\)/);
+    assert.equal(p99[1], '+140 µs');
+    assert.match(p99[2], /^\+100 to \+150 µs .*added p50 \+60 \(\+60 to \+60\) µs; at full load added p99 \+600 \(\+200 to \+600\) µs/);
     assert.equal(p99[3], '≤ 200 µs');
   });
 
