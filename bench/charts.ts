@@ -90,7 +90,7 @@ export function latencySpec(r: PeersResult, when = new Date()): TopLevelSpec {
   const target = { value: r.targets.addedP99Us, label: `router target ≤ ${r.targets.addedP99Us} µs` };
   const rows = [{ hconcat: [panel(r.summaries, 'full load', 'addedP50', 'p50'), panel(r.summaries, 'full load', 'addedP99', 'p99')] }];
   if (r.paced.length > 0) {
-    const paced = `paced (${r.thinkMs} ms between requests)`;
+    const paced = `paced (${r.thinkMs} ms mean wait)`;
     rows.push({ hconcat: [panel(r.paced, paced, 'addedP50', 'p50'), panel(r.paced, paced, 'addedP99', 'p99', target)] });
   }
   return spec({

@@ -6,7 +6,7 @@ import path from 'node:path';
 import { describe, it } from 'node:test';
 import { writeCharts } from './charts.ts';
 import { median, spread, type WrkResult } from './lib.ts';
-import { BARE, FLINT, type PeersResult, peerRows, peerTable, rotation, summarizePeers } from './peers.ts';
+import { BARE, FLINT, type PeersResult, paceScript, peerRows, peerTable, rotation, summarizePeers } from './peers.ts';
 import { findProgram, goFailure, haproxyConfig, nginxConfig } from './proxies.ts';
 
 const w = (rps: number, p50Us: number, p99Us: number, non2xx = 0, errors = 0): WrkResult => ({ rps, requests: rps * 4, goodput: rps, p50Us, p99Us, non2xx, errors });
@@ -67,7 +67,7 @@ describe('peer table math', () => {
   it('prints the tables with medians and spreads, and the skipped peers with why', () => {
     const t = peerTable(result);
     assert.match(t, /32 connections, 4 s per run, 3 rounds/);
-    const [full, paced] = t.split('Paced (each connection waits 10 ms between requests):');
+    const [full, paced] = t.split('Paced (each connection waits 0-20 ms at random between requests, 10 ms on average):');
     assert.match(full, /\| Flint router \| 16000 \(15000-20000\) \| 0\.40x \(0\.40x-0\.50x\) \| 800 \(680-950\) \| \+80 \(\+50 to \+100\) \| 1600 \(1500-1700\) \| \+600 \(\+200 to \+600\) \| 2, 1 \|/);
     assert.match(full, /\| bare node:http \| 40000 \(30000-50000\) \| 1x \|/);
     assert.match(full, /\| Knative queue-proxy \| not built: because \|/);
@@ -80,10 +80,14 @@ describe('peer table math', () => {
     assert.deepEqual(ratio.slice(0, 2), ['peers: throughput via router / bare node:http', '0.40x']);
     assert.match(ratio[2], /0\.40-0\.50x over 3 rounds at 32 connections; nginx 0\.75x/);
     assert.equal(ratio[3], '≥ 0.6x');
-    assert.match(p99[0], /paced \(10 ms between a connection's requests\)/);
+    assert.match(p99[0], /paced \(10 ms on average between a connection's requests\)/);
     assert.equal(p99[1], '+140 µs');
     assert.match(p99[2], /^\+100 to \+150 µs .*added p50 \+60 \(\+60 to \+60\) µs; at full load added p99 \+600 \(\+200 to \+600\) µs/);
     assert.equal(p99[3], '≤ 200 µs');
+  });
+
+  it('paces with a random wait around the mean', () => {
+    assert.equal(paceScript(10), 'math.randomseed(os.time())\nfunction delay()\n  return math.random(0, 20)\nend\n');
   });
 
   it('writes the charts as SVG', async () => {

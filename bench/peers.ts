@@ -11,8 +11,9 @@
 // wrk (1 thread, 32 connections) runs against each in turn, in rounds whose
 // order rotates, twice: at full load (as fast as each answers: throughput,
 // and latency that is mostly queueing, 32 / req/s by Little's law) and paced
-// (each connection waits THINK_MS between requests, a rate every peer
-// carries, so latency is the path's own). Each peer's throughput ratio and
+// (each connection waits 0-2 x THINK_MS at random between requests, a rate
+// every peer carries, so latency is the path's own; a fixed wait keeps the
+// 32 connections in step, and each burst of 32 queues behind itself). Each peer's throughput ratio and
 // added p50/p99 are taken within a round; the tables give their median and
 // min-max over rounds.
 // `node bench/peers.ts` runs this part alone (and writes its charts).
@@ -34,7 +35,7 @@ export const BARE = 'bare node:http';
 export const FLINT = 'Flint router';
 /** Idle keep-alive connections each proxy keeps to the upstream (more than wrk's 32). */
 const KEEPALIVE = 64;
-/** The paced runs' wait between a connection's requests: 32 connections then offer at most 3,200 req/s. */
+/** The paced runs' mean wait between a connection's requests: 32 connections then offer at most 3,200 req/s. */
 export const THINK_MS = 10;
 export const TARGET_RATIO = 0.6;
 export const TARGET_ADDED_P99_US = 200;
@@ -131,7 +132,7 @@ export function peerTable(r: PeersResult): string {
     ...tableLines(r.summaries, r.baseline, true),
   ];
   for (const s of r.skipped) lines.push(`| ${s.name} | ${s.reason} | | | | | | |`);
-  if (r.paced.length > 0) lines.push('', `Paced (each connection waits ${r.thinkMs} ms between requests):`, '', ...tableLines(r.paced, r.baseline, false));
+  if (r.paced.length > 0) lines.push('', `Paced (each connection waits 0-${2 * r.thinkMs} ms at random between requests, ${r.thinkMs} ms on average):`, '', ...tableLines(r.paced, r.baseline, false));
   return lines.join('\n');
 }
 
@@ -155,13 +156,18 @@ export function peerRows(r: PeersResult): string[][] {
   ];
   if (paced) {
     rows.push([
-      `peers: router added p99 over bare node:http, paced (${r.thinkMs} ms between a connection's requests)`,
+      `peers: router added p99 over bare node:http, paced (${r.thinkMs} ms on average between a connection's requests)`,
       `${signed(paced.addedP99.median)} µs`,
       `${signed(paced.addedP99.min)} to ${signed(paced.addedP99.max)} µs ${over}; added p50 ${range(paced.addedP50, signed, ' to ')} µs; at full load added p99 ${range(flint.addedP99, signed, ' to ')} µs, p50 ${range(flint.addedP50, signed, ' to ')} µs`,
       `≤ ${TARGET_ADDED_P99_US} µs`,
     ]);
   }
   return rows;
+}
+
+/** A wrk script waiting 0 to 2 x `meanMs` (whole ms, uniform) before each request of a connection. */
+export function paceScript(meanMs: number): string {
+  return `math.randomseed(os.time())\nfunction delay()\n  return math.random(0, ${2 * meanMs})\nend\n`;
 }
 
 async function version(command: string, args: string[], pattern: RegExp): Promise<string> {
@@ -244,7 +250,7 @@ export async function peersBench(o: { sandbox: string; seconds: number; rounds: 
     await new Promise((r) => setTimeout(r, 3000));
     for (const t of targets) await wrk(t.url, { seconds: 2, connections });
     const pace = path.join(dir, 'pace.lua');
-    fs.writeFileSync(pace, `function delay()\n  return ${THINK_MS}\nend\n`);
+    fs.writeFileSync(pace, paceScript(THINK_MS));
     const full: Record<string, WrkResult>[] = [];
     const paced: Record<string, WrkResult>[] = [];
     for (let i = 0; i < o.rounds; i++) {
