@@ -109,7 +109,11 @@ export function coldStartSpec(c: ColdStarts, when = new Date()): TopLevelSpec {
   const y = { field: 'what', type: 'nominal', title: null, axis: { labelLimit: 300 } } as const;
   return spec({
     $schema: SCHEMA,
-    title: { text: 'Cold start: Flint from the warm pool beside forking node', subtitle: `first call of a new function (${c.flintUs.length}) and a fresh node serving one request (${c.forkUs.length}), one next to the other, ${when.toISOString().slice(0, 10)}; box = quartiles, whiskers = min-max, ticks = calls` },
+    title: { text: 'Cold start: Flint from the warm pool beside forking node', subtitle: [
+        `first call of a new function (${c.flintUs.length}) and a fresh node serving one request (${c.forkUs.length}), one next to the other, ${when.toISOString().slice(0, 10)}`,
+        'box = quartiles, whiskers = min-max, ticks = calls',
+      ],
+    },
     width: 480,
     height: 140,
     config: FONT,
