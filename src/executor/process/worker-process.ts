@@ -57,6 +57,8 @@ export interface WorkerOptions {
   startTimeoutMs?: number;
   /** Started at nice 10 (a warm worker, started in the background); specialize() puts it back to 0. */
   background?: boolean;
+  /** Have the runtime warm its loaders and request path before it is ready (default true); false for a worker a request is already waiting for. */
+  warmUp?: boolean;
   /** Between asking the worker to stop and SIGKILL in kill(), and the runtime's own grace (default 3 s). */
   killGraceMs?: number;
   /** CPU cap in thousandths of a core, through a cgroup where one can be made; unset: no cap. */
@@ -278,6 +280,7 @@ export async function startWorker(opts: WorkerOptions): Promise<WorkerHandle> {
     FLINT_EXIT_ON_STDIN_EOF: '1',
     // Asked to stop, the runtime lets requests in flight run as long as kill() waits for it.
     FLINT_SHUTDOWN_GRACE_MS: String(opts.killGraceMs ?? DEFAULT_KILL_GRACE_MS),
+    ...(opts.warmUp === false ? { FLINT_WARM_UP: '0' } : {}),
   };
 
   let argv: string[];

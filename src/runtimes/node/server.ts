@@ -59,12 +59,13 @@ function selfWarm(): void {
 }
 
 // Not a top-level await: the bundle (server.bundle.cjs) is CommonJS.
-void warmUp().then(() => {
+void (opts.warmUp ? warmUp() : Promise.resolve()).then(() => {
+  const listening = opts.warmUp ? selfWarm : undefined;
   if (opts.socket) {
     // A socket file left by an earlier worker would make listen fail with EADDRINUSE.
     fs.rmSync(opts.socket, { force: true });
-    server.listen(opts.socket, selfWarm);
+    server.listen(opts.socket, listening);
   } else {
-    server.listen(opts.port, opts.host, selfWarm);
+    server.listen(opts.port, opts.host, listening);
   }
 });
