@@ -13,6 +13,8 @@
 //   5. packages (bench/packages.ts) and Kafka triggers (bench/mq.ts);
 //   6. goodput at 50/500/2,000 connections beside nginx, and tails while the
 //      package is replaced every 2 s (bench/overload.ts);
+//   6b. cold-start storms: 20 and 100 first calls at once, Node and Python,
+//      against as many concurrent forks (bench/storm.ts);
 //   7. CLI start times against `node -e 0`, now and before issue 27 (bench/cli-start.ts);
 //   8. router added latency with tracing off, on and before tracing, side by side (bench/tracing.ts).
 //   9. kubernetes mode with its roles apart on the real control plane: two
@@ -36,6 +38,7 @@ import { kafkaBench } from './mq.ts';
 import { overloadBench } from './overload.ts';
 import { packagesBench } from './packages.ts';
 import { scaleOutBench } from './scale-out.ts';
+import { stormBench } from './storm.ts';
 import { tracingBench } from './tracing.ts';
 
 const WS_ECHO = 'module.exports = (ws) => ws.on("message", (m) => ws.send(m));';
@@ -241,6 +244,14 @@ if (knobs.overload) {
     rows.push(...(await overloadBench(sandbox, SECONDS)));
   } catch (err) {
     rows.push(['overload and updates', 'failed', String((err as Error).message), '']);
+  }
+}
+
+if (knobs.storm) {
+  try {
+    rows.push(...(await stormBench(sandbox, [20, 100])).rows);
+  } catch (err) {
+    rows.push(['cold-start storms', 'failed', String((err as Error).message), '≤ 1.0x']);
   }
 }
 
