@@ -48,8 +48,8 @@ export function totalsByFunction(text: string): Map<string, Totals> {
   for (const s of parsePromText(text, (n) => WANTED.has(n))) {
     if (!s.labels.function) continue;
     const key = `${s.labels.namespace ?? 'default'}/${s.labels.function}`;
-    let t = out.get(key);
-    if (!t) out.set(key, (t = emptyTotals()));
+    const t = out.get(key) ?? emptyTotals();
+    out.set(key, t);
     if (s.name === REQUESTS) {
       t.requests += s.value;
       if (s.labels.code?.startsWith('5')) t.errors += s.value;
@@ -117,8 +117,8 @@ export class MetricsSampler implements FunctionMetricsSource {
 
   subscribe(namespace: string, name: string, fn: (s: MetricsSample) => void): () => void {
     const key = `${namespace}/${name}`;
-    let set = this.#listeners.get(key);
-    if (!set) this.#listeners.set(key, (set = new Set()));
+    const set = this.#listeners.get(key) ?? new Set();
+    this.#listeners.set(key, set);
     set.add(fn);
     return () => {
       set.delete(fn);
@@ -140,8 +140,8 @@ export class MetricsSampler implements FunctionMetricsSource {
         const prev = this.#last.get(source);
         // A source seen for the first time only sets its baseline, but its gauges count now.
         for (const [key, cur] of totals) {
-          let sum = sums.get(key);
-          if (!sum) sums.set(key, (sum = emptyTotals()));
+          const sum = sums.get(key) ?? emptyTotals();
+          sums.set(key, sum);
           add(sum, prev ? difference(cur, prev.get(key)) : { ...emptyTotals(), instances: cur.instances });
         }
       }
@@ -160,10 +160,10 @@ export class MetricsSampler implements FunctionMetricsSource {
   }
 
   #record(key: string, d: Totals, seconds: number, now: number): void {
-    let ring = this.#rings.get(key);
-    if (!ring) {
+    const ring = this.#rings.get(key) ?? [];
+    if (ring.length === 0 && !this.#rings.has(key)) {
       if (this.#rings.size >= this.#maxFunctions) return;
-      this.#rings.set(key, (ring = []));
+      this.#rings.set(key, ring);
     }
     const buckets = [...d.buckets].sort((a, b) => a[0] - b[0]).map(([le, count]) => ({ le, count }));
     const p50 = histogramQuantile(0.5, buckets);

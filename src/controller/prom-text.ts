@@ -11,7 +11,7 @@ export interface PromSample {
 
 const LINE = /^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})?\s+(\S+)/;
 const LABEL = /([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"/g;
-const unescape = (v: string) => v.replace(/\\(.)/g, (_m, c: string) => (c === 'n' ? '\n' : c));
+const unescapeLabel = (v: string) => v.replace(/\\(.)/g, (_m, c: string) => (c === 'n' ? '\n' : c));
 
 /** The samples of the metrics whose names `keep` accepts; comments and malformed lines are skipped. */
 export function parsePromText(text: string, keep: (name: string) => boolean = () => true): PromSample[] {
@@ -23,7 +23,7 @@ export function parsePromText(text: string, keep: (name: string) => boolean = ()
     const value = Number(m[3]);
     if (Number.isNaN(value)) continue;
     const labels: Record<string, string> = {};
-    if (m[2] !== undefined) for (const l of m[2].matchAll(LABEL)) labels[l[1]] = unescape(l[2]);
+    if (m[2] !== undefined) for (const l of m[2].matchAll(LABEL)) labels[l[1]] = unescapeLabel(l[2]);
     out.push({ name: m[1], labels, value });
   }
   return out;

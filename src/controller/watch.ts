@@ -15,7 +15,7 @@ import { openEventStream, wantsEventStream } from './sse.ts';
 const HEARTBEAT_MS = 15_000;
 
 export function registerWatchRoutes(app: FastifyInstance, store: Store): void {
-  app.get<{ Querystring: { kind?: KindName; namespace?: string; resourceVersion?: string } }>(
+  app.get<{ Querystring: { kind?: KindName; kinds?: string; namespace?: string; resourceVersion?: string } }>(
     '/v1/watch',
     {
       schema: {
@@ -36,11 +36,14 @@ export function registerWatchRoutes(app: FastifyInstance, store: Store): void {
     },
     async (req, reply) => {
       const { kind, namespace, resourceVersion } = req.query;
+      const only = req.query.kinds === undefined ? undefined : new Set(req.query.kinds.split(','));
+      const wanted = (ev: { object: { kind: string } }) => only === undefined || only.has(ev.object.kind);
       if (wantsEventStream(req.headers.accept)) {
         const events: Array<{ type: string; object: { metadata: { resourceVersion?: string } } }> = [];
         let stream: ReturnType<typeof openEventStream> | undefined;
         // Replayed changes arrive before the stream is open: they wait for it.
         const watch = store.watch({ kind, namespace, sinceResourceVersion: resourceVersion }, (ev) => {
+          if (!wanted(ev)) return;
           if (stream) stream.send(ev.type, ev, ev.object.metadata.resourceVersion);
           else events.push(ev);
         });
@@ -51,7 +54,7 @@ export function registerWatchRoutes(app: FastifyInstance, store: Store): void {
         return;
       }
       const watch = store.watch({ kind, namespace, sinceResourceVersion: resourceVersion }, (ev) => {
-        reply.raw.write(`${JSON.stringify(ev)}\n`);
+        if (wanted(ev)) reply.raw.write(`${JSON.stringify(ev)}\n`);
       });
       reply.hijack();
       reply.raw.writeHead(200, { 'content-type': 'application/x-ndjson', 'cache-control': 'no-cache' });
