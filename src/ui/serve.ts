@@ -36,6 +36,7 @@ export function registerUi(app: FastifyInstance, assets: Map<string, Asset> = lo
   app.get<{ Params: { '*': string } }>(`${UI_PATH}/*`, opts, async (req, reply) => {
     const name = req.params['*'];
     const asset = name === 'index.html' ? undefined : assets.get(name);
-    return asset ? send(req, reply, asset) : notFound(reply, `${UI_PATH}/${name.slice(0, 100)}`);
+    // The asked path is not echoed: the answer says nothing an attacker wrote.
+    return asset ? send(req, reply, asset) : notFound(reply, 'at this path');
   });
 }
