@@ -20,7 +20,7 @@ const SUBPATH = /^(?:\/[-A-Za-z0-9._~!$&'()*+,;=:@%]*)*$/;
 
 export const InvokeRequestSchema = Type.Object(
   {
-    method: Type.Union(HTTP_METHODS.filter((m) => m !== 'CONNECT').map((m) => Type.Literal(m)), { description: 'default GET' }),
+    method: Type.Union(HTTP_METHODS.filter((m) => m !== 'CONNECT').map((m) => Type.Literal(m))),
     path: Type.Optional(Type.String({ maxLength: 2048, description: 'Sub-path the function sees (default /)' })),
     headers: Type.Optional(Type.Record(Type.String(), Type.String(), { description: 'Request headers' })),
     query: Type.Optional(Type.Array(Type.Tuple([Type.String(), Type.String()]), { description: 'Query parameters, in order, as [name, value] pairs' })),
@@ -69,7 +69,8 @@ export function validateInvokeRequest(body: unknown): InvokeRequest {
   if (body === null || typeof body !== 'object' || Array.isArray(body)) throw new FlintError('FLINT_ERR_VALIDATION', 'the request body must be a JSON object');
   const b = body as Record<string, unknown>;
   for (const k of Object.keys(b)) if (!Object.hasOwn(InvokeRequestSchema.properties, k)) throw invalid(k, 'unknown field');
-  const method = b.method === undefined ? 'GET' : b.method;
+  const method = b.method;
+  if (method === undefined) throw invalid('method', 'is required: the HTTP method to call the function with');
   if (typeof method !== 'string' || !(HTTP_METHODS as readonly string[]).includes(method) || method === 'CONNECT') {
     throw invalid('method', `${JSON.stringify(method)} is not a method to call a function with: use one of ${HTTP_METHODS.filter((m) => m !== 'CONNECT').join(', ')}`);
   }

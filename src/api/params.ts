@@ -79,6 +79,9 @@ export const LogQuery = Type.Object({
   instance: Type.Optional(Type.String({ pattern: INSTANCE_PATTERN, maxLength: 253, description: 'Only the lines of this instance (a worker, or a pod in kubernetes mode: `flint fn pods`)' })),
   detail: Type.Optional(BooleanFlag("true: a header line naming the function, environment, namespace and instance wherever the instance changes (Fission's --detail)")),
 });
+export const MetricsQuery = Type.Object({
+  follow: Type.Optional(BooleanFlag('true: keep the response open as server-sent events (history, then sample and instances per interval)')),
+});
 export const ArchiveParams = Type.Object({ sha256: Sha256Param });
 export const UploadQuery = Type.Object({ sha256: Type.Optional(Sha256Param) });
 export const TopicParams = Type.Object({ topic: Type.String({ pattern: TOPIC_PATTERN }) });

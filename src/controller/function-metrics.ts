@@ -5,19 +5,14 @@
 // `sample` event per interval and, where this server knows its instances, an
 // `instances` event with the same report as GET .../instances. Pushed, so
 // the dashboard's charts never poll.
-import { Type } from '@sinclair/typebox';
 import type { FastifyInstance } from 'fastify';
 import { FlintError } from '../api/errors.ts';
 import { FunctionMetricsSchema, type FunctionMetricsSource } from '../api/function-metrics.ts';
 import type { InstancesSource } from '../api/instances.ts';
-import { BooleanFlag, NameParams } from '../api/params.ts';
+import { MetricsQuery, NameParams } from '../api/params.ts';
 import type { Store } from '../store/store.ts';
 import { errorResponses } from './openapi.ts';
-import { openEventStream } from './sse.ts';
-
-export const MetricsQuery = Type.Object({
-  follow: Type.Optional(BooleanFlag('true: keep the response open as server-sent events (history, then sample and instances per interval)')),
-});
+import { EventSchema, openEventStream } from './sse.ts';
 
 export function registerFunctionMetricsRoute(app: FastifyInstance, store: Store, source: FunctionMetricsSource | undefined, instances: InstancesSource | undefined): void {
   app.get<{ Params: { namespace: string; name: string }; Querystring: { follow?: 'true' | 'false' } }>(
@@ -32,7 +27,7 @@ export function registerFunctionMetricsRoute(app: FastifyInstance, store: Store,
         response: {
           200: {
             description: 'The samples kept, oldest first',
-            content: { 'application/json': { schema: FunctionMetricsSchema }, 'text/event-stream': { schema: Type.String() } },
+            content: { 'application/json': { schema: FunctionMetricsSchema }, 'text/event-stream': { schema: EventSchema } },
           },
           ...errorResponses(404, 501),
         },

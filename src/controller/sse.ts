@@ -3,8 +3,16 @@
 // not EventSource, so every request carries its Authorization header and no
 // token ever sits in a URL that a proxy or an access log keeps.
 import type { IncomingMessage, ServerResponse } from 'node:http';
+import { Type } from '@sinclair/typebox';
 
 const HEARTBEAT_MS = 15_000;
+
+/** One event as the OpenAPI document describes a `text/event-stream` response (what clients such as schemathesis check). */
+export const EventSchema = Type.Object({
+  event: Type.Optional(Type.String()),
+  id: Type.Optional(Type.String()),
+  data: Type.String({ description: 'JSON' }),
+});
 
 /** True when the client asked for `text/event-stream` (Accept), the dashboard's way of asking for SSE. */
 export function wantsEventStream(accept: string | undefined): boolean {

@@ -10,7 +10,7 @@ import type { KindName } from '../api/kinds.ts';
 import { WatchQuery } from '../api/params.ts';
 import type { Store } from '../store/store.ts';
 import { errorResponses } from './openapi.ts';
-import { openEventStream, wantsEventStream } from './sse.ts';
+import { EventSchema, openEventStream, wantsEventStream } from './sse.ts';
 
 const HEARTBEAT_MS = 15_000;
 
@@ -28,7 +28,7 @@ export function registerWatchRoutes(app: FastifyInstance, store: Store): void {
         response: {
           200: {
             description: 'One JSON object per line, and an empty line as a heartbeat; the response lasts until the client leaves',
-            content: { 'application/x-ndjson': { schema: Type.String() }, 'text/event-stream': { schema: Type.String() } },
+            content: { 'application/x-ndjson': { schema: Type.String() }, 'text/event-stream': { schema: EventSchema } },
           },
           ...errorResponses(410),
         },
