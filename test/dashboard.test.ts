@@ -175,6 +175,7 @@ describe('web dashboard', { skip: hasChromium ? false : `chromium is not install
       return total > 0 ? total : undefined;
     }, 'the requests chart counts the calls', 60_000, 1000);
     await page.waitForSelector('#metrics-panel .instances-count');
+    await page.waitForSelector('#metrics-panel .warm-pool');
     await noScriptRan(page);
     await page.screenshot({ path: path.join(SHOTS, 'function.png'), fullPage: true });
   });

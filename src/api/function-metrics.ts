@@ -27,6 +27,8 @@ export type FunctionMetrics = Static<typeof FunctionMetricsSchema>;
 export interface FunctionMetricsSource {
   readonly intervalSeconds: number;
   history(namespace: string, name: string): MetricsSample[];
+  /** Idle warm workers of an environment's pool, where this server's executor reports them. */
+  warmPool?(namespace: string, environment: string): number | undefined;
   /** Calls `fn` with each new sample of the function; returns the unsubscribe. */
   subscribe(namespace: string, name: string, fn: (s: MetricsSample) => void): () => void;
 }

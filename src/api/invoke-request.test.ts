@@ -30,6 +30,7 @@ describe('invoke request', () => {
     refused([], undefined);
     refused({ method: 'GET', extra: 1 }, 'extra');
     refused({ method: 'CONNECT' }, 'method');
+    refused({ method: 'TRACE' }, 'method');
     refused({ body: '' }, 'method');
     refused({ method: 'get' }, 'method');
     refused({ method: 'GET', headers: { 'X-A': 'v\r\nX-Injected: 1' } }, 'headers.X-A');

@@ -15,12 +15,14 @@ const HEADER_NAME = /^[!#$%&'*+.^_`|~0-9A-Za-z-]{1,256}$/;
 const BAD_VALUE = /[\0\r\n]/;
 /** The connection's own headers are the server's to write, not the caller's. */
 const RESERVED_HEADERS = new Set(['host', 'content-length', 'transfer-encoding', 'connection', 'keep-alive', 'upgrade', 'te', 'trailer', 'expect', 'proxy-connection']);
+/** The methods a test call takes: fetch, which sends it, refuses CONNECT and TRACE. */
+const INVOKE_METHODS: readonly string[] = HTTP_METHODS.filter((m) => m !== 'CONNECT' && m !== 'TRACE');
 /** A sub-path of the function's: path characters only, no dot segments (the router would see them, not the function). */
 const SUBPATH = /^(?:\/[-A-Za-z0-9._~!$&'()*+,;=:@%]*)*$/;
 
 export const InvokeRequestSchema = Type.Object(
   {
-    method: Type.Union(HTTP_METHODS.filter((m) => m !== 'CONNECT').map((m) => Type.Literal(m))),
+    method: Type.Union(INVOKE_METHODS.map((m) => Type.Literal(m))),
     path: Type.Optional(Type.String({ maxLength: 2048, description: 'Sub-path the function sees (default /)' })),
     headers: Type.Optional(Type.Record(Type.String(), Type.String(), { description: 'Request headers' })),
     query: Type.Optional(Type.Array(Type.Tuple([Type.String(), Type.String()]), { description: 'Query parameters, in order, as [name, value] pairs' })),
@@ -71,8 +73,8 @@ export function validateInvokeRequest(body: unknown): InvokeRequest {
   for (const k of Object.keys(b)) if (!Object.hasOwn(InvokeRequestSchema.properties, k)) throw invalid(k, 'unknown field');
   const method = b.method;
   if (method === undefined) throw invalid('method', 'is required: the HTTP method to call the function with');
-  if (typeof method !== 'string' || !(HTTP_METHODS as readonly string[]).includes(method) || method === 'CONNECT') {
-    throw invalid('method', `${JSON.stringify(method)} is not a method to call a function with: use one of ${HTTP_METHODS.filter((m) => m !== 'CONNECT').join(', ')}`);
+  if (typeof method !== 'string' || !INVOKE_METHODS.includes(method)) {
+    throw invalid('method', `${JSON.stringify(method)} is not a method to call a function with: use one of ${INVOKE_METHODS.join(', ')}`);
   }
   if (b.path !== undefined && typeof b.path !== 'string') throw invalid('path', 'must be a string');
   let path: string = b.path === undefined || b.path === '' ? '/' : b.path;

@@ -3,7 +3,8 @@
 // (src/controller/metrics-sampler.ts), as JSON; with follow=true, as
 // server-sent events: one `history` event with what is kept, then a
 // `sample` event per interval and, where this server knows its instances, an
-// `instances` event with the same report as GET .../instances. Pushed, so
+// `instances` event with the same report as GET .../instances (plus
+// `warmPool`, the environment's idle warm workers, in local mode). Pushed, so
 // the dashboard's charts never poll.
 import type { FastifyInstance } from 'fastify';
 import { FlintError } from '../api/errors.ts';
@@ -49,7 +50,9 @@ export function registerFunctionMetricsRoute(app: FastifyInstance, store: Store,
       const pushInstances = async () => {
         try {
           const report = await instances?.(namespace, name);
-          if (report !== undefined) stream.send('instances', report);
+          const env = (await store.get('Function', namespace, name))?.spec.environment;
+          const warmPool = env ? source.warmPool?.(env.namespace ?? namespace, env.name) : undefined;
+          if (report !== undefined) stream.send('instances', warmPool === undefined ? report : { ...report, warmPool });
         } catch {
           // The executor may be between leaders (kubernetes mode): the next interval tries again.
         }

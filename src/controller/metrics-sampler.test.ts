@@ -88,11 +88,15 @@ describe('metrics sampler', () => {
   });
 
   it('reads the executor\'s running instances', async () => {
-    const exec = 'flint_executor_instances{function="hello",namespace="default",state="running"} 2\nflint_executor_instances{function="hello",namespace="default",state="starting"} 1\n';
+    const exec =
+      'flint_executor_instances{function="hello",namespace="default",state="running"} 2\nflint_executor_instances{function="hello",namespace="default",state="starting"} 1\n' +
+      'flint_executor_warm_workers{environment="default/nodejs"} 3\n';
     const sampler = new MetricsSampler({ read: async () => [{ source: 'executor', text: exec }] });
     await sampler.tick(1000);
     await sampler.tick(2000);
     assert.equal(sampler.history('default', 'hello')[0].instances, 2);
+    assert.equal(sampler.warmPool('default', 'nodejs'), 3);
+    assert.equal(sampler.warmPool('default', 'python'), undefined);
   });
 
   it('reports a failed read and goes on', async () => {

@@ -29,6 +29,7 @@ const REQUESTS = 'flint_router_requests_total';
 const COLD = 'flint_router_cold_starts_total';
 const BUCKET = 'flint_router_request_duration_seconds_bucket';
 const INSTANCES = 'flint_executor_instances';
+const WARM = 'flint_executor_warm_workers';
 const WANTED = new Set([REQUESTS, COLD, BUCKET, INSTANCES]);
 
 /** One function's cumulative figures in one source. */
@@ -89,6 +90,8 @@ export class MetricsSampler implements FunctionMetricsSource {
   readonly #listeners = new Map<string, Set<(s: MetricsSample) => void>>();
   #last = new Map<string, Map<string, Totals>>();
   #lastAt = 0;
+  /** Idle warm workers per environment key `<namespace>/<name>`, from the last read. */
+  #warm = new Map<string, number>();
   #timer: NodeJS.Timeout | undefined;
   #busy = false;
 
@@ -115,6 +118,11 @@ export class MetricsSampler implements FunctionMetricsSource {
     return [...(this.#rings.get(`${namespace}/${name}`) ?? [])];
   }
 
+  /** The environment's idle warm workers at the last read; undefined where no executor here reports them. */
+  warmPool(namespace: string, environment: string): number | undefined {
+    return this.#warm.get(`${namespace}/${environment}`);
+  }
+
   subscribe(namespace: string, name: string, fn: (s: MetricsSample) => void): () => void {
     const key = `${namespace}/${name}`;
     const set = this.#listeners.get(key) ?? new Set();
@@ -134,7 +142,9 @@ export class MetricsSampler implements FunctionMetricsSource {
       const texts = await this.#o.read();
       const next = new Map<string, Map<string, Totals>>();
       const sums = new Map<string, Totals>();
+      const warm = new Map<string, number>();
       for (const { source, text } of texts) {
+        for (const w of parsePromText(text, (n) => n === WARM)) if (w.labels.environment) warm.set(w.labels.environment, w.value);
         const totals = totalsByFunction(text);
         next.set(source, totals);
         const prev = this.#last.get(source);
@@ -148,6 +158,7 @@ export class MetricsSampler implements FunctionMetricsSource {
       const seconds = this.#lastAt === 0 ? 0 : (now - this.#lastAt) / 1000;
       this.#last = next;
       this.#lastAt = now;
+      this.#warm = warm;
       if (seconds <= 0) return;
       // Followed functions get a sample every interval, quiet or not, so a chart's time axis moves.
       const keys = new Set([...this.#rings.keys(), ...sums.keys(), ...this.#listeners.keys()]);

@@ -521,8 +521,11 @@ export async function startServer(
             const routers = await routerEndpoints(kube, SYSTEM_NAMESPACE);
             texts.push(...(await scrapeRouterMetrics(routers, { token: auth?.mintDashboard })));
           }
-          // Only the executor's instance gauge: the whole registry would list the store at every sample.
-          if (local instanceof ProcessExecutor) texts.push({ source: 'executor', text: await metrics.getSingleMetricAsString('flint_executor_instances') });
+          // Only the executor's instance gauges: the whole registry would list the store at every sample.
+          if (local instanceof ProcessExecutor) {
+            const gauges = await Promise.all(['flint_executor_instances', 'flint_executor_warm_workers'].map((m) => metrics.getSingleMetricAsString(m)));
+            texts.push({ source: 'executor', text: gauges.join('\n') });
+          }
           return texts;
         },
         onError: (err) => logger.debug({ err }, 'sampling the routers\' counters for the dashboard failed'),

@@ -63,6 +63,7 @@ function Instances({ report }: { report: any }) {
   const busy = report.items.filter((i: any) => i.active > 0).length;
   return html`<div class="instances">
     <p><b>Specialized</b> <span class="instances-count">${report.items.length}</span> (busy ${busy}, idle ${report.items.length - busy}) · <b>Starting</b> ${report.starting}
+      ${report.warmPool === undefined ? null : html` · <b>Warm pool</b> <span class="warm-pool">${report.warmPool}</span> generic workers of the environment`}
       ${report.budget ? html` · <b>Budget</b> ${report.budget.instances}/${report.budget.maxInstances} workers, ${report.budget.memoryMB}/${report.budget.maxMemoryMB} MB` : null}</p>
     <table>
       <thead><tr><th>Instance</th><th>State</th><th>Current code</th><th>Active</th><th>Served</th><th>Age s</th><th>Idle s</th></tr></thead>
