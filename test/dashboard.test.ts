@@ -177,6 +177,8 @@ describe('web dashboard', { skip: hasChromium ? false : `chromium is not install
     await page.waitForSelector('#metrics-panel .instances-count');
     await page.waitForSelector('#metrics-panel .warm-pool');
     await noScriptRan(page);
+    // A few pushed samples, so the screenshot's charts have lines.
+    await page.waitForFunction(() => Number((globalThis as any).document.querySelector('#metrics-panel').dataset.samples) >= 5, undefined, { timeout: 60_000 });
     await page.screenshot({ path: path.join(SHOTS, 'function.png'), fullPage: true });
   });
 

@@ -19,6 +19,8 @@ interface Sample {
 }
 
 const KEEP = 300;
+/** The charts always show the last ten minutes, whatever the samples span (one sample would stretch the axis over years). */
+const WINDOW_SECONDS = 600;
 
 interface ChartDef {
   id: string;
@@ -46,7 +48,11 @@ function Chart({ def, samples }: { def: ChartDef; samples: Sample[] }) {
   const data = [samples.map((s) => s.t / 1000), ...def.series.map((se) => samples.map(se.value))] as uPlot.AlignedData;
   useEffect(() => {
     plot.current = new uPlot(
-      { width: 420, height: 160, series: [{}, ...def.series.map((s) => ({ label: s.label, stroke: s.stroke, width: 2, spanGaps: false }))], axes: [{}, { size: 50 }], legend: { show: true } },
+      {
+        width: 420,
+        height: 160,
+        scales: { x: { time: true, range: (_u: uPlot, _min: number, max: number) => [max - WINDOW_SECONDS, max] } },
+        series: [{}, ...def.series.map((s) => ({ label: s.label, stroke: s.stroke, width: 2, spanGaps: false }))], axes: [{}, { size: 50 }], legend: { show: true } },
       data,
       el.current!,
     );
