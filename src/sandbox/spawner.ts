@@ -118,6 +118,11 @@ function ensureHelper(): ChildProcess {
   return proc;
 }
 
+/** The spawner process's pid, while one runs (for tests that make it die). */
+export function spawnerPid(): number | undefined {
+  return helper?.connected ? helper.pid : undefined;
+}
+
 function request(proc: ChildProcess, req: SpawnerRequest): void {
   if (proc.connected) proc.send(req);
 }
