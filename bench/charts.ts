@@ -4,13 +4,16 @@
 //   peers-throughput.svg  each peer's req/s over bare node:http's;
 //   peers-latency.svg     each peer's added p50 and p99;
 //   cold-start.svg        the distribution of Flint's cold starts from the
-//                         warm pool beside forking a fresh node.
+//                         warm pool beside forking a fresh node;
+//   cold-start-storms.svg each cold-start storm's first calls beside as
+//                         many concurrent forks (bench/storm.ts).
 // Bars are medians over rounds, lines the min-max, dots the single rounds.
 import fs from 'node:fs';
 import path from 'node:path';
 import { parse, View } from 'vega';
 import { compile, type TopLevelSpec } from 'vega-lite';
 import type { PeerSummary, PeersResult } from './peers.ts';
+import type { StormResult } from './storm.ts';
 
 export const CHARTS_DIR = path.join(import.meta.dirname, 'charts');
 
@@ -125,6 +128,32 @@ export function coldStartSpec(c: ColdStarts, when = new Date()): TopLevelSpec {
   });
 }
 
+/** Each storm's first calls (from the storm's start) beside its forks, a row per runtime, size and burst. */
+export function stormSpec(storms: StormResult[], when = new Date()): TopLevelSpec {
+  const values = storms.flatMap((r) => {
+    const storm = `${r.runtime}, ${r.n} at once, ${r.burst} burst`;
+    return [...r.calls.map((us) => ({ storm, what: 'Flint first calls', ms: us / 1000 })), ...r.forks.map((us) => ({ storm, what: 'concurrent forks', ms: us / 1000 }))];
+  });
+  return spec({
+    $schema: SCHEMA,
+    title: { text: 'Cold-start storms: first calls of N new functions at once beside N concurrent forks', subtitle: [`time from the storm's start, ${when.toISOString().slice(0, 10)}`, 'box = quartiles, whiskers = min-max'] },
+    config: FONT,
+    data: { values },
+    facet: { row: { field: 'storm', type: 'nominal', title: null, header: { labelAngle: 0, labelAlign: 'left', labelLimit: 260 } } },
+    spec: {
+      width: 480,
+      height: 60,
+      mark: { type: 'boxplot', extent: 'min-max', size: 18 },
+      encoding: {
+        y: { field: 'what', type: 'nominal', title: null },
+        x: { field: 'ms', type: 'quantitative', title: 'ms', scale: { zero: true } },
+        color: { field: 'what', type: 'nominal', legend: null },
+      },
+    },
+    resolve: { scale: { x: 'independent' } },
+  });
+}
+
 export async function renderSvg(spec: TopLevelSpec): Promise<string> {
   const view = new View(parse(compile(spec).spec), { renderer: 'none' });
   try {
@@ -135,13 +164,14 @@ export async function renderSvg(spec: TopLevelSpec): Promise<string> {
 }
 
 /** Writes the charts of the parts given into `dir`; returns the files written. */
-export async function writeCharts(data: { peers?: PeersResult; cold?: ColdStarts }, dir = CHARTS_DIR): Promise<string[]> {
+export async function writeCharts(data: { peers?: PeersResult; cold?: ColdStarts; storms?: StormResult[] }, dir = CHARTS_DIR): Promise<string[]> {
   const when = new Date();
   const charts: [string, TopLevelSpec][] = [];
   if (data.peers && data.peers.summaries.length > 1) {
     charts.push(['peers-throughput.svg', throughputSpec(data.peers, when)], ['peers-latency.svg', latencySpec(data.peers, when)]);
   }
   if (data.cold && data.cold.flintUs.length > 0) charts.push(['cold-start.svg', coldStartSpec(data.cold, when)]);
+  if (data.storms?.some((r) => r.calls.length > 0)) charts.push(['cold-start-storms.svg', stormSpec(data.storms, when)]);
   fs.mkdirSync(dir, { recursive: true });
   const written: string[] = [];
   for (const [name, spec] of charts) {

@@ -20,6 +20,8 @@ export interface BenchKnobs {
   kafka: boolean;
   /** Goodput under rising load beside nginx, and tails during updates (bench/overload.ts). */
   overload: boolean;
+  /** Bursts of 20 and 100 first calls against as many concurrent forks (bench/storm.ts). */
+  storm: boolean;
   /** CLI start times against `node -e 0` (bench/cli-start.ts). */
   cli: boolean;
   /** Rounds of the CLI start figures (each runs every form of every command once). */
@@ -63,6 +65,7 @@ export function readKnobs(env: NodeJS.ProcessEnv = process.env): BenchKnobs {
     packages: toggle(env, 'BENCH_PACKAGES'),
     kafka: toggle(env, 'BENCH_KAFKA'),
     overload: toggle(env, 'BENCH_OVERLOAD'),
+    storm: toggle(env, 'BENCH_STORM'),
     cli: toggle(env, 'BENCH_CLI'),
     cliRounds: whole(env, 'BENCH_CLI_ROUNDS', 15, 3),
     tracing: toggle(env, 'BENCH_TRACING'),

@@ -93,8 +93,9 @@ describe('peer table math', () => {
   it('writes the charts as SVG', async () => {
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'flint-charts-'));
     try {
-      const files = await writeCharts({ peers: result, cold: { flintUs: [6000, 6500, 9000], forkUs: [40000, 42000, 45000] } }, dir);
-      assert.deepEqual(files.map((f) => path.basename(f)).sort(), ['cold-start.svg', 'peers-latency.svg', 'peers-throughput.svg']);
+      const storms = [20, 100].map((n) => ({ runtime: 'node', n, burst: 'first' as const, calls: [9000, 30000, 60000], forks: [50000, 90000, 120000], failed: 0 }));
+      const files = await writeCharts({ peers: result, cold: { flintUs: [6000, 6500, 9000], forkUs: [40000, 42000, 45000] }, storms }, dir);
+      assert.deepEqual(files.map((f) => path.basename(f)).sort(), ['cold-start-storms.svg', 'cold-start.svg', 'peers-latency.svg', 'peers-throughput.svg']);
       for (const f of files) {
         const svg = fs.readFileSync(f, 'utf8');
         assert.match(svg, /^<svg [^>]*xmlns="http:\/\/www\.w3\.org\/2000\/svg"/);

@@ -13,6 +13,8 @@
 //   5. packages (bench/packages.ts) and Kafka triggers (bench/mq.ts);
 //   6. goodput at 50/500/2,000 connections beside nginx, and tails while the
 //      package is replaced every 2 s (bench/overload.ts);
+//   6b. cold-start storms: 20 and 100 first calls at once, Node and Python,
+//      against as many concurrent forks (bench/storm.ts);
 //   7. CLI start times against `node -e 0`, now and before issue 27 (bench/cli-start.ts);
 //   8. router added latency with tracing off, on and before tracing, side by side (bench/tracing.ts).
 //   9. kubernetes mode with its roles apart on the real control plane: two
@@ -42,6 +44,7 @@ import { overloadBench } from './overload.ts';
 import { packagesBench } from './packages.ts';
 import { type PeersResult, peerRows, peersBench, peerTable } from './peers.ts';
 import { scaleOutBench } from './scale-out.ts';
+import { type StormResult, stormBench } from './storm.ts';
 import { tracingBench } from './tracing.ts';
 
 const WS_ECHO = 'module.exports = (ws) => ws.on("message", (m) => ws.send(m));';
@@ -62,6 +65,7 @@ function forkNodeOnce(dir: string, i: number): Promise<number> {
 const rows: string[][] = [];
 let coldStarts: ColdStarts | undefined;
 let peers: PeersResult | undefined;
+let storms: StormResult[] | undefined;
 const server = await startServer({ sets: [`executor.sandbox=${sandbox}`, 'logLevel=error'] });
 const work = fs.mkdtempSync(path.join(os.tmpdir(), 'flint-bench-'));
 try {
@@ -241,6 +245,16 @@ if (knobs.overload) {
   }
 }
 
+if (knobs.storm) {
+  try {
+    const storm = await stormBench(sandbox, [20, 100]);
+    storms = storm.results;
+    rows.push(...storm.rows);
+  } catch (err) {
+    rows.push(['cold-start storms', 'failed', String((err as Error).message), '≤ 1.0x']);
+  }
+}
+
 if (knobs.cli) {
   try {
     rows.push(...(await cliStartBench(sandbox, knobs.cliRounds)));
@@ -283,4 +297,4 @@ const lines = [
 ];
 if (peers) lines.push('', peerTable(peers));
 console.log(lines.join('\n'));
-for (const file of await writeCharts({ peers, cold: coldStarts })) console.log(`chart: ${path.relative(process.cwd(), file)}`);
+for (const file of await writeCharts({ peers, cold: coldStarts, storms })) console.log(`chart: ${path.relative(process.cwd(), file)}`);

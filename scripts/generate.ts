@@ -41,3 +41,7 @@ console.log(`wrote ${path.relative(process.cwd(), CRD_DIR)}`);
 
 fs.writeFileSync(VALUES_SCHEMA_FILE, renderValuesSchema());
 console.log(`wrote ${path.relative(process.cwd(), VALUES_SCHEMA_FILE)}`);
+
+const { BUNDLE_FILE, renderNodeRuntimeBundle } = await import('./build-node-runtime.ts');
+fs.writeFileSync(BUNDLE_FILE, await renderNodeRuntimeBundle());
+console.log(`wrote ${path.relative(process.cwd(), BUNDLE_FILE)}`);

@@ -57,8 +57,16 @@ export const DeleteQuery = Type.Object({
   force: Type.Optional(BooleanFlag('true: delete an environment or package even while a function uses it')),
   resourceVersion: Type.Optional(ResourceVersionParam('Refuse the delete (409) unless the object is still at this version')),
 });
+const KIND_ALTERNATIVES = `(?:${KIND_NAMES.join('|')})`;
 export const WatchQuery = Type.Object({
   kind: Type.Optional(Type.Union(KIND_NAMES.map((k) => Type.Literal(k)))),
+  kinds: Type.Optional(
+    Type.String({
+      pattern: `^${KIND_ALTERNATIVES}(?:,${KIND_ALTERNATIVES})*$`,
+      maxLength: 512,
+      description: 'Comma-separated kind names: only changes of these kinds (the dashboard follows its kinds and never the secrets)',
+    }),
+  ),
   namespace: Type.Optional(Dns1123Label()),
   resourceVersion: Type.Optional(ResourceVersionParam('Replay every change after this version first')),
 });
@@ -70,6 +78,9 @@ export const LogQuery = Type.Object({
   ),
   instance: Type.Optional(Type.String({ pattern: INSTANCE_PATTERN, maxLength: 253, description: 'Only the lines of this instance (a worker, or a pod in kubernetes mode: `flint fn pods`)' })),
   detail: Type.Optional(BooleanFlag("true: a header line naming the function, environment, namespace and instance wherever the instance changes (Fission's --detail)")),
+});
+export const MetricsQuery = Type.Object({
+  follow: Type.Optional(BooleanFlag('true: keep the response open as server-sent events (history, then sample and instances per interval)')),
 });
 export const ArchiveParams = Type.Object({ sha256: Sha256Param });
 export const UploadQuery = Type.Object({ sha256: Type.Optional(Sha256Param) });

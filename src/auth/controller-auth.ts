@@ -19,7 +19,12 @@ const ARCHIVE_READ = /^\/v1\/archives\/[0-9a-f]{64}$/;
 export const TOKENS_PATH = '/v1/tokens';
 
 /** Paths answered without a token: liveness, and what clients need to find the router. */
-export const CONTROLLER_EXEMPT_PATHS: readonly string[] = ['/healthz', '/v1/info'];
+export const CONTROLLER_EXEMPT_PATHS: readonly string[] = ['/healthz', '/v1/info', '/ui'];
+/**
+ * The dashboard's static files (src/ui): the page shell and its script, which hold no data; the page signs in
+ * and sends a token with every API call. Only files of a fixed table are served below it (src/ui/assets.ts).
+ */
+export const CONTROLLER_PUBLIC_PREFIX = '/ui/';
 
 export const CONTROLLER_UNAUTHORIZED =
   'Unauthorized: the control plane needs Authorization: Bearer <admin token or control-plane token> ' +
@@ -34,7 +39,8 @@ function pathOf(url: string): string {
 /** Whether a request target (path and query) may skip the check. */
 export function isControllerExempt(url: string | undefined): boolean {
   if (url === undefined) return false;
-  return CONTROLLER_EXEMPT_PATHS.includes(pathOf(url));
+  const p = pathOf(url);
+  return CONTROLLER_EXEMPT_PATHS.includes(p) || p.startsWith(CONTROLLER_PUBLIC_PREFIX);
 }
 
 export interface ControllerAuthOptions {

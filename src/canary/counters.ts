@@ -11,6 +11,7 @@
 //   restarted (its counts went down) counts from zero; one seen for the first
 //   time only sets its baseline; one that does not answer is left out of
 //   that interval.
+import { scrapeRouterMetrics } from './router-endpoints.ts';
 import type { Counts } from './stepping.ts';
 
 export type { Counts } from './stepping.ts';
@@ -70,24 +71,8 @@ export interface ScrapedCountersOptions {
 export function scrapedCounters(o: ScrapedCountersOptions): RequestCounters {
   return {
     async read() {
-      const urls = await o.routers();
-      const samples = await Promise.all(
-        urls.map(async (url): Promise<CounterSample | undefined> => {
-          try {
-            const token = o.token?.();
-            const res = await fetch(`${url}/metrics`, {
-              headers: token ? { authorization: `Bearer ${token}` } : {},
-              signal: AbortSignal.timeout(o.timeoutMs ?? 5000),
-            });
-            if (res.status !== 200) throw new Error(`/metrics answered ${res.status}`);
-            return { source: url, counts: parseRouterMetrics(await res.text()) };
-          } catch (err) {
-            o.onError?.(url, err);
-            return undefined;
-          }
-        }),
-      );
-      return samples.filter((s): s is CounterSample => s !== undefined);
+      const texts = await scrapeRouterMetrics(await o.routers(), o);
+      return texts.map(({ source, text }) => ({ source, counts: parseRouterMetrics(text) }));
     },
   };
 }

@@ -45,3 +45,31 @@ export async function routerEndpoints(client: KubeClient, namespace: string, ser
   }
   return urls.sort();
 }
+
+export interface ScrapeOptions {
+  /** A bearer token for the routers when authentication is on. */
+  token?: () => string | undefined;
+  timeoutMs?: number;
+  onError?: (url: string, err: unknown) => void;
+}
+
+/** Each router's /metrics text (Prometheus exposition format); a router that does not answer 200 is left out (and reported). */
+export async function scrapeRouterMetrics(urls: string[], o: ScrapeOptions = {}): Promise<Array<{ source: string; text: string }>> {
+  const texts = await Promise.all(
+    urls.map(async (url) => {
+      try {
+        const token = o.token?.();
+        const res = await fetch(`${url}/metrics`, {
+          headers: token ? { authorization: `Bearer ${token}` } : {},
+          signal: AbortSignal.timeout(o.timeoutMs ?? 5000),
+        });
+        if (res.status !== 200) throw new Error(`/metrics answered ${res.status}`);
+        return { source: url, text: await res.text() };
+      } catch (err) {
+        o.onError?.(url, err);
+        return undefined;
+      }
+    }),
+  );
+  return texts.filter((t): t is { source: string; text: string } => t !== undefined);
+}

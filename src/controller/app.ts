@@ -1,9 +1,11 @@
 // The control-plane HTTP API: CRUD and watch for every kind over the store,
 // archive upload and download, package rebuilds, function logs, topic
-// read-back, and the OpenAPI document. Every error leaves as JSON
+// read-back, a function's sampled metrics and test calls, the OpenAPI
+// document, and the web dashboard's static files at /ui. Every error leaves as JSON
 // `{code, message, field?}` with the registry's status.
 import swagger from '@fastify/swagger';
 import type { TSchema } from '@sinclair/typebox';
+import type { FunctionMetricsSource } from '../api/function-metrics.ts';
 import type { InstancesSource } from '../api/instances.ts';
 import { TypeCompiler } from '@sinclair/typebox/compiler';
 import Fastify, { type FastifyBaseLogger, type FastifyError, type FastifyInstance } from 'fastify';
@@ -18,7 +20,10 @@ import type { TokenIssuer } from '../auth/issuer.ts';
 import type { DataLayout } from '../config/layout.ts';
 import type { Store } from '../store/store.ts';
 import { registerArchiveRoutes } from './archives.ts';
+import { registerUi } from '../ui/serve.ts';
+import { registerFunctionMetricsRoute } from './function-metrics.ts';
 import { registerInfoRoutes, type ServerInfo } from './info.ts';
+import { registerInvokeRoute } from './invoke.ts';
 import { controllerMetrics, registerMetricsRoute } from './metrics.ts';
 import { registerInstanceRoutes } from './instances.ts';
 import { registerLogRoutes } from './logs.ts';
@@ -57,6 +62,8 @@ export interface ControllerOptions {
   metrics?: Registry;
   /** A function's instances (local mode); absent: the instances route answers 501. */
   instances?: InstancesSource;
+  /** The routers' request counters sampled over the last minutes (the dashboard's charts); absent: the metrics route answers 501. */
+  functionMetrics?: FunctionMetricsSource;
 }
 
 export const DEFAULT_BODY_LIMIT = 16 * 1024 * 1024;
@@ -165,11 +172,15 @@ export async function createController(opts: ControllerOptions): Promise<Fastify
   registerWatchRoutes(app, opts.store);
   registerLogRoutes(app, opts.store, opts.layout);
   registerInstanceRoutes(app, opts.store, opts.instances);
+  registerFunctionMetricsRoute(app, opts.store, opts.functionMetrics, opts.instances);
+  registerInvokeRoute(app, opts.store, () => opts.info().routerUrl, opts.issueToken);
   registerTopicRoutes(app, opts.topics);
   registerArchiveRoutes(app, opts.archives, opts.maxUploadBytes ?? DEFAULT_MAX_UPLOAD, opts.archiveLimits ?? DEFAULT_ARCHIVE_LIMITS, opts.store);
   registerRebuildRoute(app, opts.store);
   registerTokenRoute(app, opts.store, opts.issueToken);
   registerMetricsRoute(app, controllerMetrics(opts.store, opts.metrics));
   app.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger());
+  // The web dashboard: static files that call this same API (docs/dashboard.md).
+  registerUi(app);
   return app;
 }

@@ -1,14 +1,35 @@
 // The warm pool of one environment: `poolsize` generic workers (else the
-// install's executor.poolSize) started ahead
-// of need, so a function's first call only specializes one (a cold start of
-// milliseconds rather than a process start).
+// install's executor.poolSize) started ahead of need, so a function's first
+// call only specializes one (a cold start of milliseconds rather than a
+// process start).
+//
+// The pool grows with demand. A burst of first calls (many functions
+// deployed at once, or a rollout replacing every instance of a busy
+// function) takes far more workers than `poolsize`, and each one missing is
+// a process start on the request's path. So the pool keeps, besides its
+// size, as many workers as the largest burst it served within the last
+// minute took (up to MAX_GROWTH more): the next such burst finds them warm.
+// A minute without one and the extra idle workers are stopped again.
 import type { Logger } from 'pino';
 import type { Environment } from '../api/kinds.ts';
 import type { WorkerHandle } from './process/worker-process.ts';
 
 const REFILL_DELAY_MS = 150;
+/** Takes within this long of each other count as one burst. */
+const BURST_MS = 1000;
+/** How long the pool remembers a burst. */
+const DEMAND_WINDOW_MS = 60_000;
+/** The most workers demand adds to the pool's size. */
+export const MAX_GROWTH = 64;
 
 export type WorkerFactory = (env: Environment) => Promise<WorkerHandle>;
+
+/**
+ * `growth`: whether the worker would be one beyond the pool's size (a
+ * demand-driven one, which can wait until the cold starts of the burst
+ * that asked for it have had the machine).
+ */
+export type RoomCheck = (env: Environment, growth: boolean) => boolean;
 
 export class EnvPool {
   env: Environment;
@@ -19,48 +40,76 @@ export class EnvPool {
   readonly #factory: WorkerFactory;
   readonly #log: Logger;
   readonly #defaultSize: number;
-  readonly #hasRoom: (env: Environment) => boolean;
+  readonly #hasRoom: RoomCheck;
+  /** Bursts of takes: when each began and how many workers it took. */
+  readonly #bursts: Array<{ at: number; takes: number }> = [];
+  readonly #now: () => number;
 
   /**
    * `defaultSize`: the size when the environment sets no poolsize.
-   * `hasRoom`: whether the instance budget lets one more warm worker start
-   * now; the pool stays short until it does, and is refilled on a release.
+   * `hasRoom`: whether the instance budget (and, for growth, the executor)
+   * lets one more warm worker start now; the pool stays short until it
+   * does, and is refilled on a release.
    */
-  constructor(env: Environment, defaultSize: number, factory: WorkerFactory, log: Logger, hasRoom: (env: Environment) => boolean = () => true) {
+  constructor(env: Environment, defaultSize: number, factory: WorkerFactory, log: Logger, hasRoom: RoomCheck = () => true, now: () => number = Date.now) {
     this.env = env;
     this.#defaultSize = defaultSize;
     this.#factory = factory;
     this.#log = log;
     this.#hasRoom = hasRoom;
+    this.#now = now;
   }
 
   get size(): number {
     return this.env.spec.poolsize ?? this.#defaultSize;
   }
 
+  /** The size plus what recent demand adds: the most workers one burst took within the last minute. */
+  get target(): number {
+    const since = this.#now() - DEMAND_WINDOW_MS;
+    while (this.#bursts.length > 0 && this.#bursts[0].at < since) this.#bursts.shift();
+    // No growth for an environment that asks for no pool at all.
+    if (this.size === 0) return 0;
+    let peak = 0;
+    for (const b of this.#bursts) peak = Math.max(peak, b.takes);
+    return this.size + Math.min(MAX_GROWTH, Math.max(0, peak - this.size));
+  }
+
   get idleCount(): number {
     return this.#idle.length;
   }
 
+  #noteTake(): void {
+    const now = this.#now();
+    const last = this.#bursts.at(-1);
+    if (last && now - last.at < BURST_MS) last.takes++;
+    else this.#bursts.push({ at: now, takes: 1 });
+  }
+
   /** A warm worker, or undefined when none is ready; the pool refills itself. */
   take(): WorkerHandle | undefined {
+    this.#noteTake();
     let w = this.#idle.shift();
     while (w && !w.isAlive()) w = this.#idle.shift();
     // Starting a replacement costs a process start's worth of CPU; on a small
     // machine doing it now would slow down the cold start it is meant to help.
+    // A miss: refilled as soon as the caller has begun its own process start, which growth waits for.
     if (w) setTimeout(() => this.refill(), REFILL_DELAY_MS).unref();
-    else this.refill();
+    else setImmediate(() => this.refill());
     return w;
   }
 
   refill(): void {
-    while (!this.#closed && this.#idle.length + this.#starting < this.size && this.#hasRoom(this.env)) {
+    const target = this.target;
+    while (!this.#closed && this.#idle.length + this.#starting < target) {
+      const growth = this.#idle.length + this.#starting >= this.size;
+      if (!this.#hasRoom(this.env, growth)) break;
       this.#starting++;
       this.#factory(this.env).then(
         (w) => {
           this.#starting--;
           this.#lastError = undefined;
-          if (this.#closed || this.#idle.length >= this.size) {
+          if (this.#closed || this.#idle.length >= this.target) {
             void w.kill();
             return;
           }
@@ -86,6 +135,12 @@ export class EnvPool {
         },
       );
     }
+  }
+
+  /** Stops idle workers beyond the target, once the demand that grew the pool has passed; called periodically. */
+  trim(): void {
+    const target = this.target;
+    while (this.#idle.length > target) void this.#idle.pop()?.kill();
   }
 
   /** An idle warm worker taken out to be stopped (to free budget for a function), without refilling; undefined when none. */

@@ -106,6 +106,8 @@ export class ProcessExecutor extends CoreExecutor<WorkerInstance> {
   #reaper: NodeJS.Timeout | undefined;
   /** Function instances looking for room in the budget right now. */
   #budgetDemand = 0;
+  /** Function instances starting a process of their own (no warm worker was there) right now. */
+  #processStarts = 0;
 
   readonly #code: CodeSource;
 
@@ -162,7 +164,10 @@ export class ProcessExecutor extends CoreExecutor<WorkerInstance> {
         else this.#upsertFunction(fn);
       }),
     );
-    this.#reaper = setInterval(() => this.core.reap(), this.#o.reapIntervalMs);
+    this.#reaper = setInterval(() => {
+      this.core.reap();
+      for (const pool of this.#pools.values()) pool.trim();
+    }, this.#o.reapIntervalMs);
     this.#reaper.unref();
   }
 
@@ -218,7 +223,9 @@ export class ProcessExecutor extends CoreExecutor<WorkerInstance> {
       return;
     }
     // Warm workers wait while a function's instance waits for the budget: they would take the room it is freeing.
-    const hasRoom = (e: Environment) => this.#budgetDemand === 0 && (this.#o.budget?.fits(memoryOf(e, this.#o.memoryMB)) ?? true);
+    // Workers beyond the pool's size (grown by a burst) also wait for the burst's own process starts to finish.
+    const hasRoom = (e: Environment, growth: boolean) =>
+      this.#budgetDemand === 0 && (!growth || this.#processStarts === 0) && (this.#o.budget?.fits(memoryOf(e, this.#o.memoryMB)) ?? true);
     const pool = new EnvPool(env, this.#o.poolSize, (e) => this.#startPoolWorker(e), this.#log, hasRoom);
     this.#pools.set(key, pool);
     pool.refill();
@@ -237,7 +244,7 @@ export class ProcessExecutor extends CoreExecutor<WorkerInstance> {
     return this.#startWorker(env, reservation, undefined, true);
   }
 
-  #startWorker(env: Environment, reservation: Reservation | undefined, sink?: OutputSink, background = false): Promise<WorkerHandle> {
+  #startWorker(env: Environment, reservation: Reservation | undefined, sink?: OutputSink, background = false, warmUp = true): Promise<WorkerHandle> {
     const runtime = runtimeForImage(env.spec.runtime.image);
     if (!runtime) {
       reservation?.release();
@@ -260,6 +267,7 @@ export class ProcessExecutor extends CoreExecutor<WorkerInstance> {
       env: env.spec.runtime.env,
       // Raising a priority back needs root: elsewhere a warm worker starts at the normal one.
       background: background && process.getuid?.() === 0,
+      warmUp,
       onOutput: (line, stream) => (box.sink ?? outputSinks.get(id))?.(line, stream, id),
     });
     return handle.then(
@@ -293,12 +301,13 @@ export class ProcessExecutor extends CoreExecutor<WorkerInstance> {
    * with neither, the start waits for a release until no request waits for
    * it any more.
    */
+  // A worker a request waits for (not `background`) starts without the runtime's warm-up: the request pays for what it uses.
   async #startBudgetedWorker(st: Slot, env: Environment, sink: OutputSink, background: boolean): Promise<WorkerHandle> {
     const budget = this.#o.budget;
-    if (!budget) return this.#startWorker(env, undefined, sink, background);
+    if (!budget) return this.#startWorker(env, undefined, sink, background, background);
     const mb = memoryOf(env, this.#o.memoryMB);
     const first = budget.reserve(mb);
-    if (first) return this.#startWorker(env, first, sink, background);
+    if (first) return this.#startWorker(env, first, sink, background, background);
     this.#budgetDemand++;
     try {
       return await this.#waitForBudget(st, env, mb, sink, background);
@@ -311,7 +320,7 @@ export class ProcessExecutor extends CoreExecutor<WorkerInstance> {
     const budget = this.#o.budget as InstanceBudget;
     for (;;) {
       const reservation = budget.reserve(mb);
-      if (reservation) return this.#startWorker(env, reservation, sink, background);
+      if (reservation) return this.#startWorker(env, reservation, sink, background, background);
       const victim = this.#reclaimable(st);
       if (victim) {
         await victim;
@@ -399,6 +408,16 @@ export class ProcessExecutor extends CoreExecutor<WorkerInstance> {
     this.#logs.close(fn.metadata.namespace, fn.metadata.name);
   }
 
+  /** A new worker for an instance that found no warm one; pools grown by demand refill once none is starting. */
+  async #startOwnProcess(st: Slot, env: Environment, sink: OutputSink, background: boolean): Promise<WorkerHandle> {
+    this.#processStarts++;
+    try {
+      return await this.#startBudgetedWorker(st, env, sink, background);
+    } finally {
+      if (--this.#processStarts === 0 && !this.stopped) for (const pool of this.#pools.values()) pool.refill();
+    }
+  }
+
   /** A worker specialized for `st.fn` at `version`: a warm one of the environment's pool, else a new one within the budget. */
   async #startInstance(st: Slot, version: string, why: StartReason): Promise<WorkerInstance> {
     const fn = st.fn;
@@ -417,7 +436,7 @@ export class ProcessExecutor extends CoreExecutor<WorkerInstance> {
       if (worker) outputSinks.set(worker.id, sink);
       // No request waits for a rollout's or minScale's new worker (old instances serve meanwhile): it starts at the
       // warm pool's lower priority, raised when it is specialized, so the instances serving keep the CPU.
-      else worker = await this.#startBudgetedWorker(st, pool.env, sink, why !== 'demand');
+      else worker = await this.#startOwnProcess(st, pool.env, sink, why !== 'demand');
       const timeoutMs = (fn.spec.invokeStrategy?.executionStrategy?.specializationTimeout ?? 120) * 1000;
       const m = await materialize(this.#code, fn, pkg, pool.env.spec.keeparchive === true, worker);
       await worker.specialize(m, timeoutMs);

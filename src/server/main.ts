@@ -14,9 +14,10 @@ import { LocalArchiveStore } from '../archive/index.ts';
 import { BuildManager } from '../builder/manager.ts';
 import { CanaryController } from '../canary/controller.ts';
 import { type Counts, localCounters, scrapedCounters } from '../canary/counters.ts';
-import { routerEndpoints } from '../canary/router-endpoints.ts';
+import { routerEndpoints, scrapeRouterMetrics } from '../canary/router-endpoints.ts';
 import { createController } from '../controller/app.ts';
 import { ArchiveGc } from '../controller/archive-gc.ts';
+import { MetricsSampler, type MetricsText } from '../controller/metrics-sampler.ts';
 import type { ServerInfo } from '../controller/info.ts';
 import { ensureAdminToken } from '../auth/admin-token.ts';
 import { ensureInternalToken, readInternalToken } from '../auth/internal-token.ts';
@@ -194,6 +195,7 @@ export async function startServer(
           mintTimer: () => string;
           mintFetcher: () => string;
           mintCanary: () => string;
+          mintDashboard: () => string;
         }
       | undefined;
     if (authValues.enabled) {
@@ -213,6 +215,8 @@ export async function startServer(
         mintFetcher: createMintedTokenSource({ tokens, subject: FETCHER_SUBJECT, audience: ARCHIVES_AUDIENCE }),
         // The canary controller reads the routers' /metrics with it (kubernetes mode, role executor).
         mintCanary: createMintedTokenSource({ tokens, subject: 'flint:canary' }),
+        // The dashboard's charts read the routers' /metrics with it (kubernetes mode, role controller).
+        mintDashboard: createMintedTokenSource({ tokens, subject: 'flint:dashboard' }),
       };
     }
     const archives = new LocalArchiveStore(layout.archives);
@@ -320,6 +324,8 @@ export async function startServer(
     let stopRouter: (() => Promise<void>) | undefined;
     /** This process's router's requests and 5xx answers per function, for the canary controller. */
     let routerCounts: (() => ReadonlyMap<string, Counts>) | undefined;
+    /** This process's router's Prometheus text, for the dashboard's charts. */
+    let routerMetricsText: (() => Promise<string>) | undefined;
     if (runs.router) {
       let executor: Executor;
       if (local) {
@@ -351,6 +357,7 @@ export async function startServer(
       tracing?.register(router.metrics.registry);
       routerUrl = (await router.start()).url;
       routerCounts = () => router.metrics.functionCounts();
+      routerMetricsText = () => router.metrics.registry.metrics();
       // The instances stop while upgraded connections still carry bytes, so WebSockets get the runtime's 1001 rather than a cut.
       // The executor's own entry, earlier in the list, then finds it stopped.
       const stopRouterNow = () => router.stop(() => executor.stop());
@@ -504,6 +511,27 @@ export async function startServer(
         });
       }
       const reports = local ?? leaderClient;
+      // The dashboard's charts: this process's router and executor (local mode), or every router pod's /metrics (kubernetes mode).
+      const inProcessRouter = routerMetricsText;
+      const sampler = new MetricsSampler({
+        read: async (): Promise<MetricsText[]> => {
+          const texts: MetricsText[] = [];
+          if (inProcessRouter) texts.push({ source: 'local', text: await inProcessRouter() });
+          else if (kube) {
+            const routers = await routerEndpoints(kube, SYSTEM_NAMESPACE);
+            texts.push(...(await scrapeRouterMetrics(routers, { token: auth?.mintDashboard })));
+          }
+          // Only the executor's instance gauges: the whole registry would list the store at every sample.
+          if (local instanceof ProcessExecutor) {
+            const gauges = await Promise.all(['flint_executor_instances', 'flint_executor_warm_workers'].map((m) => metrics.getSingleMetricAsString(m)));
+            texts.push({ source: 'executor', text: gauges.join('\n') });
+          }
+          return texts;
+        },
+        onError: (err) => logger.debug({ err }, 'sampling the routers\' counters for the dashboard failed'),
+      });
+      sampler.start();
+      stops.push(async () => sampler.stop());
       const controller = await createController({
         store,
         layout,
@@ -520,6 +548,7 @@ export async function startServer(
         maxUploadBytes: values.archives.maxUploadMB * MIB,
         archiveLimits: { maxEntries: 100_000, maxBytes: maxUnpackedBytes },
         instances: reports ? (ns, name) => reports.instances(ns, name) : undefined,
+        functionMetrics: sampler,
       });
       limitNodeServer(controller.server, limitsOf('controller', values.controller), dropped('controller'));
       await controller.listen({ host: values.controller.host, port: values.controller.port });

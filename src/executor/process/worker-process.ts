@@ -11,7 +11,6 @@
 //
 // The worker owns `instanceDir` (userfunc/, secrets/, configs/, tmp/, usually
 // sock/, and etc/ or package.json); the caller removes it after `exited`.
-import { type ChildProcess, execFile, spawn } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -25,6 +24,7 @@ import { createWorkerCgroups, type WorkerCgroups } from '../../sandbox/cgroup.ts
 import type { EgressNamespace, EgressProvider } from '../../sandbox/egress.ts';
 import { withLimits } from '../../sandbox/limits.ts';
 import { LineSplitter, Tail } from '../../sandbox/lines.ts';
+import { spawnProcess } from '../../sandbox/spawner.ts';
 import { ControlChannel, TimeoutError } from './unix-http.ts';
 
 export { sandboxAvailable };
@@ -57,6 +57,8 @@ export interface WorkerOptions {
   startTimeoutMs?: number;
   /** Started at nice 10 (a warm worker, started in the background); specialize() puts it back to 0. */
   background?: boolean;
+  /** Have the runtime warm its loaders and request path before it is ready (default true); false for a worker a request is already waiting for. */
+  warmUp?: boolean;
   /** Between asking the worker to stop and SIGKILL in kill(), and the runtime's own grace (default 3 s). */
   killGraceMs?: number;
   /** CPU cap in thousandths of a core, through a cgroup where one can be made; unset: no cap. */
@@ -160,6 +162,42 @@ function describeExit(e: WorkerExit): string {
 
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 
+/**
+ * Changes in the worker's socket directory (inotify), so the health probe
+ * runs as soon as the runtime binds its socket instead of at the next step
+ * of a backoff: up to tens of milliseconds of every cold start that finds
+ * no warm worker. `next()` resolves at the next change after the call; where
+ * the directory cannot be watched it never does, and the backoff alone paces
+ * the probe.
+ */
+function socketAppearance(dir: string): { next(): Promise<void>; close(): void } {
+  let wake: (() => void) | undefined;
+  // A change while no probe waited: the next wait ends at once.
+  let missed = false;
+  let watcher: fs.FSWatcher | undefined;
+  try {
+    watcher = fs.watch(dir, { persistent: false }, () => {
+      if (wake) wake();
+      else missed = true;
+      wake = undefined;
+    });
+    watcher.on('error', () => watcher?.close());
+  } catch {
+    // e.g. out of inotify watches: the backoff still finds the socket.
+  }
+  return {
+    next: () => {
+      if (!watcher) return new Promise<void>(() => {});
+      if (missed) {
+        missed = false;
+        return Promise.resolve();
+      }
+      return new Promise<void>((r) => (wake = r));
+    },
+    close: () => watcher?.close(),
+  };
+}
+
 function validate(opts: WorkerOptions): RuntimeLaunch {
   if (!/^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$/.test(opts.id)) {
     throw new FlintError('FLINT_ERR_VALIDATION', `worker id '${opts.id}' must be 1-63 characters of [a-z0-9-]`);
@@ -242,6 +280,7 @@ export async function startWorker(opts: WorkerOptions): Promise<WorkerHandle> {
     FLINT_EXIT_ON_STDIN_EOF: '1',
     // Asked to stop, the runtime lets requests in flight run as long as kill() waits for it.
     FLINT_SHUTDOWN_GRACE_MS: String(opts.killGraceMs ?? DEFAULT_KILL_GRACE_MS),
+    ...(opts.warmUp === false ? { FLINT_WARM_UP: '0' } : {}),
   };
 
   let argv: string[];
@@ -271,19 +310,11 @@ export async function startWorker(opts: WorkerOptions): Promise<WorkerHandle> {
   argv = withLimits(argv, cg, opts.cpuSeconds);
   if (opts.background && RENICE !== undefined) argv = ['nice', '-n', '10', ...argv];
 
-  let child: ChildProcess;
-  try {
-    // Its own process group, so kill() reaches whatever the function started too.
-    child = spawn(argv[0], argv.slice(1), { env, cwd: sandboxed ? '/' : hostTmp, stdio: ['pipe', 'pipe', 'pipe'], detached: true });
-  } catch (err) {
-    // e.g. an env value with a NUL byte: nothing started, so nothing may be left behind.
-    await cg?.remove();
-    await netns?.release();
-    if (sock.temporary) fs.rmSync(sock.dir, { recursive: true, force: true });
-    throw new FlintError('FLINT_ERR_UNAVAILABLE', `worker ${opts.id} could not be started: ${(err as Error).message}`);
-  }
-  // Nobody writes to the worker's stdin: it tells the worker we are alive, and its end asks it to stop.
-  child.stdin!.on('error', () => {});
+  // Its own process group, so kill() reaches whatever the function started too. Started by the spawner
+  // process, not forked from this one (spawner.ts says why). Nobody writes to the worker's stdin: it tells
+  // the worker the server is alive, and its end asks it to stop. A command that cannot start (an env value
+  // with a NUL byte, say) is an 'error' event, after which finish() leaves nothing behind.
+  const child = spawnProcess(argv, { env, cwd: sandboxed ? '/' : hostTmp });
 
   const tail = new Tail();
   const emit = (line: string, stream: 'stdout' | 'stderr') => {
@@ -308,7 +339,7 @@ export async function startWorker(opts: WorkerOptions): Promise<WorkerHandle> {
       process.kill(-child.pid, sig);
     } catch {
       try {
-        child.kill(sig);
+        process.kill(child.pid, sig);
       } catch {}
     }
   };
@@ -354,7 +385,7 @@ export async function startWorker(opts: WorkerOptions): Promise<WorkerHandle> {
         // end bubblewrap at once and the runtime with it (--die-with-parent)
         // before it could finish its requests or tell its WebSockets (1001).
         // Every runtime takes the end of its stdin as a request to stop.
-        if (sandboxed) child.stdin?.end();
+        if (sandboxed) child.stdin.end();
         else signalGroup('SIGTERM');
         const t = setTimeout(() => signalGroup('SIGKILL'), graceMs ?? opts.killGraceMs ?? DEFAULT_KILL_GRACE_MS);
         await exited;
@@ -370,23 +401,33 @@ export async function startWorker(opts: WorkerOptions): Promise<WorkerHandle> {
   const deadline = Date.now() + startTimeout;
   let exit: WorkerExit | undefined;
   void exited.then((e) => (exit = e));
-  for (let delay = 5; ; delay = Math.min(delay * 2, 100)) {
-    if (!alive || exit) {
-      const e = await exited;
-      const why = spawnError ? `could not be started: ${spawnError.message}` : `exited before it was ready (${describeExit(e)})`;
-      throw new FlintError('FLINT_ERR_UNAVAILABLE', `worker ${opts.id} ${why}: ${tail.text() || 'no output'}`);
+  const appeared = socketAppearance(sock.dir);
+  try {
+    await probeUntilHealthy();
+  } finally {
+    appeared.close();
+  }
+
+  async function probeUntilHealthy(): Promise<void> {
+    for (let delay = 5; ; delay = Math.min(delay * 2, 100)) {
+      if (!alive || exit) {
+        const e = await exited;
+        const why = spawnError ? `could not be started: ${spawnError.message}` : `exited before it was ready (${describeExit(e)})`;
+        throw new FlintError('FLINT_ERR_UNAVAILABLE', `worker ${opts.id} ${why}: ${tail.text() || 'no output'}`);
+      }
+      try {
+        const r = await control.request('GET', '/healthz', { timeoutMs: 2000 });
+        if (r.status === 200) return;
+      } catch {
+        // not listening yet
+      }
+      if (Date.now() > deadline) {
+        await kill();
+        throw new FlintError('FLINT_ERR_UNAVAILABLE', `worker ${opts.id} did not answer its health probe within ${startTimeout} ms: ${tail.text() || 'no output'}`);
+      }
+      // The runtime listens once it is ready: its socket appearing ends the wait at once, the backoff is the fallback.
+      await Promise.race([sleep(delay), exited, appeared.next()]);
     }
-    try {
-      const r = await control.request('GET', '/healthz', { timeoutMs: 2000 });
-      if (r.status === 200) break;
-    } catch {
-      // not listening yet
-    }
-    if (Date.now() > deadline) {
-      await kill();
-      throw new FlintError('FLINT_ERR_UNAVAILABLE', `worker ${opts.id} did not answer its health probe within ${startTimeout} ms: ${tail.text() || 'no output'}`);
-    }
-    await Promise.race([sleep(delay), exited]);
   }
 
   return {
@@ -445,7 +486,8 @@ function renice(rootPid: number): void {
   // their own (bwrap --new-session): every group under the worker is reniced,
   // each with all its threads (nice is per thread on Linux; -g reaches them all).
   void processGroupsUnder(rootPid).then((groups) => {
-    if (groups.length > 0) execFile(RENICE, ['-n', '0', '-g', ...groups.map(String)], () => {});
+    // From the spawner: a fork of this process would hold up its event loop (spawner.ts).
+    if (groups.length > 0) spawnProcess([RENICE, '-n', '0', '-g', ...groups.map(String)], { env: { PATH: '/usr/bin:/bin' }, cwd: '/' }).stdin.end();
   });
 }
 

@@ -20,6 +20,7 @@ import { createRequire } from 'node:module';
 import path from 'node:path';
 import { FlintError } from '../../api/errors.ts';
 import type { RuntimeBind, RuntimeLaunch } from '../launch.ts';
+import { BUNDLE_NAME, bundleIsFresh } from './bundle.ts';
 
 /** The one package the runtime imports: what server.ts and its modules may load besides Node's built-ins and their own directory. */
 export const RUNTIME_PACKAGES = ['ws'] as const;
@@ -54,12 +55,24 @@ export function runtimePackageDirs(): Map<string, string> {
   return packageDirs;
 }
 
+let entry: string | undefined;
+/** The file a worker starts from: the bundle while its sources are unchanged (bundle.ts), else server.ts. Decided once per process. */
+export function nodeRuntimeEntry(): string {
+  if (entry === undefined) {
+    entry = bundleIsFresh(import.meta.dirname) ? BUNDLE_NAME : 'server.ts';
+    if (entry === 'server.ts') {
+      process.emitWarning(`the node runtime's sources changed after ${BUNDLE_NAME} was built: workers start from the sources, slower, until \`npm run generate\` rebuilds it`, { code: 'FLINT_RUNTIME_BUNDLE_STALE' });
+    }
+  }
+  return entry;
+}
+
 export const nodeLaunch: RuntimeLaunch = {
   dir: import.meta.dirname,
   binaries: () => [node()],
   binds: (runtimeDir): RuntimeBind[] =>
     [...runtimePackageDirs()].map(([name, host]) => ({ host, at: path.posix.join(path.posix.dirname(runtimeDir), 'node_modules', name) })),
-  command: (dir, heapMB, bin) => [bin(node()), `--max-old-space-size=${heapMB}`, path.posix.join(dir, 'server.ts')],
+  command: (dir, heapMB, bin) => [bin(node()), `--max-old-space-size=${heapMB}`, path.posix.join(dir, nodeRuntimeEntry())],
   // npm comes from the machine (/usr/bin/npm with its own node): the pinned
   // node package ships no npm, and a build only needs some npm, not ours.
   builder: {

@@ -5,10 +5,10 @@
 // `default` export either way. Node 24 detects ESM syntax in extensionless
 // and typeless .js files by itself, so no file is renamed or copied.
 import fs from 'node:fs/promises';
-import { createRequire } from 'node:module';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { isModuleNamespaceObject } from 'node:util/types';
+import { requireFromEntry } from './entry-require.ts';
 
 export type Handler = (...args: any[]) => unknown;
 
@@ -70,7 +70,7 @@ function inside(dir: string, file: string): boolean {
   return rel !== '' && !rel.startsWith('..') && !path.isAbsolute(rel);
 }
 
-const requireHere = createRequire(import.meta.url);
+
 
 /**
  * require() first: the CommonJS loader is several times faster than import()
@@ -83,7 +83,7 @@ const requireHere = createRequire(import.meta.url);
 function loadModule(file: string): Record<string, unknown> | Promise<Record<string, unknown>> {
   let exported: unknown;
   try {
-    exported = requireHere(file);
+    exported = requireFromEntry(file);
   } catch (err) {
     const code = (err as { code?: unknown })?.code;
     if (code !== 'ERR_REQUIRE_ASYNC_MODULE' && code !== 'ERR_REQUIRE_ESM') throw err;

@@ -15,7 +15,10 @@ describe('node runtime: options', () => {
       maxBodyBytes: 50 * 1024 * 1024,
       debug: false,
       exitOnStdinEof: false,
+      warmUp: true,
     });
+    assert.equal(parseOptions([], { FLINT_WARM_UP: '0' }).warmUp, false);
+    assert.equal(parseOptions([], { FLINT_WARM_UP: '1' }).warmUp, true);
     assert.equal(parseOptions([], { FLINT_SOCKET: '/s/w.sock' }).socket, '/s/w.sock');
     assert.equal(parseOptions(['--socket', '/a.sock'], { FLINT_SOCKET: '/s/w.sock' }).socket, '/a.sock');
     const tcp = parseOptions(['--port=9000'], { FLINT_SOCKET: '/s/w.sock' });

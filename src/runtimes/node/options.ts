@@ -15,6 +15,14 @@ export interface RuntimeOptions {
   debug: boolean;
   /** Exit when stdin closes: the parent died (unsandboxed workers have no other death signal). */
   exitOnStdinEof: boolean;
+  /**
+   * Warm the module loaders and the request path before listening (default).
+   * Off (FLINT_WARM_UP=0) for a worker started because a request is waiting
+   * for it: that request pays for what it uses anyway, and warm-up's extra
+   * (the ES module loader, the HTTP client of its self-call) is a quarter of
+   * such a worker's start-up CPU, in a burst of cold starts the wait.
+   */
+  warmUp: boolean;
 }
 
 const DEFAULT_MAX_BODY = 50 * 1024 * 1024;
@@ -48,5 +56,6 @@ export function parseOptions(argv: readonly string[], env: NodeJS.ProcessEnv): R
     maxBodyBytes: positiveInt(env.FLINT_MAX_BODY_BYTES, 'FLINT_MAX_BODY_BYTES', DEFAULT_MAX_BODY),
     debug: env.FLINT_DEBUG !== undefined && env.FLINT_DEBUG !== '' && env.FLINT_DEBUG !== '0',
     exitOnStdinEof: env.FLINT_EXIT_ON_STDIN_EOF === '1',
+    warmUp: env.FLINT_WARM_UP !== '0',
   };
 }

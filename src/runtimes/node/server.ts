@@ -46,7 +46,6 @@ server.on('error', (err) => {
   process.exit(1);
 });
 
-await warmUp();
 /** One request to ourselves through the whole request path; errors are ignored. */
 function selfWarm(): void {
   const body = JSON.stringify({ warm: true });
@@ -59,10 +58,14 @@ function selfWarm(): void {
   req.end(body);
 }
 
-if (opts.socket) {
-  // A socket file left by an earlier worker would make listen fail with EADDRINUSE.
-  fs.rmSync(opts.socket, { force: true });
-  server.listen(opts.socket, selfWarm);
-} else {
-  server.listen(opts.port, opts.host, selfWarm);
-}
+// Not a top-level await: the bundle (server.bundle.cjs) is CommonJS.
+void (opts.warmUp ? warmUp() : Promise.resolve()).then(() => {
+  const listening = opts.warmUp ? selfWarm : undefined;
+  if (opts.socket) {
+    // A socket file left by an earlier worker would make listen fail with EADDRINUSE.
+    fs.rmSync(opts.socket, { force: true });
+    server.listen(opts.socket, listening);
+  } else {
+    server.listen(opts.port, opts.host, listening);
+  }
+});

@@ -7,7 +7,8 @@ import http from 'node:http';
 import { once } from 'node:events';
 import type net from 'node:net';
 import { afterEach, describe, it } from 'node:test';
-import { acceptWebSocket, createWebSocketServer, type FunctionWebSocket, WebSocket, type WebSocketServerOptions } from './websocket.ts';
+import { WebSocket } from 'ws';
+import { acceptWebSocket, createWebSocketServer, type FunctionWebSocket, type WebSocketServerOptions } from './websocket.ts';
 import { clientFrame, closeBody, closeOf, hugeHeader, OP, type RawPeer, rawUpgrade } from './ws-testing.ts';
 
 const { CONTINUATION, TEXT, BINARY, CLOSE, PING, PONG } = OP;

@@ -5,11 +5,21 @@
 // the server that embeds it: keeping one connection's troubles (a function's
 // throwing listener, an error nobody listens for, a client that does not
 // read) from becoming the worker's.
+//
+// ws is loaded at the first upgrade, not at start: with the https, TLS and
+// zlib modules it pulls in, it is about a third of a worker's start-up CPU,
+// and most functions never take a WebSocket.
 import type { IncomingMessage } from 'node:http';
 import type { Duplex } from 'node:stream';
-import { type Server, WebSocket, WebSocketServer } from 'ws';
+import type { Server, WebSocket } from 'ws';
+import { requireFromEntry } from './entry-require.ts';
 
-export { WebSocket };
+type WsModule = typeof import('ws');
+let wsModule: WsModule | undefined;
+function ws(): WsModule {
+  wsModule ??= requireFromEntry('ws') as WsModule;
+  return wsModule;
+}
 
 export const CLOSE_GOING_AWAY = 1001;
 export const CLOSE_INTERNAL_ERROR = 1011;
@@ -28,19 +38,25 @@ export function functionFailed(ws: WebSocket, err: unknown): void {
  * or not anyone listens, which throws when nobody does; here that error is
  * dropped, as the client has already been sent the close code it earned.
  */
-export class FunctionWebSocket extends WebSocket {
-  override emit(event: string | symbol, ...args: any[]): boolean {
-    if (event === 'error' && this.listenerCount('error') === 0) return false;
-    try {
-      return super.emit(event, ...args);
-    } catch (err) {
-      functionFailed(this, err);
-      return true;
+function defineFunctionWebSocket(Base: typeof WebSocket): typeof WebSocket {
+  return class FunctionWebSocket extends Base {
+    override emit(event: string | symbol, ...args: any[]): boolean {
+      if (event === 'error' && this.listenerCount('error') === 0) return false;
+      try {
+        return super.emit(event, ...args);
+      } catch (err) {
+        functionFailed(this, err);
+        return true;
+      }
     }
-  }
+  };
 }
 
-export type FunctionWebSocketServer = Server<typeof FunctionWebSocket>;
+let functionWebSocket: typeof WebSocket | undefined;
+
+/** A function's WebSocket: ws's, with the two differences above (it adds no members). */
+export type FunctionWebSocket = WebSocket;
+export type FunctionWebSocketServer = Server<typeof WebSocket>;
 
 export interface WebSocketServerOptions {
   /** The largest message accepted, in bytes, all its fragments together; a larger one closes with 1009. */
@@ -60,7 +76,9 @@ export function createWebSocketServer(opts: WebSocketServerOptions): FunctionWeb
   // Left out rather than undefined, which ws would take as a timeout of 0.
   const closeTimeout = opts.closeTimeoutMs === undefined ? {} : { closeTimeout: opts.closeTimeoutMs };
   // Not a literal: closeTimeout is newer than @types/ws, whose excess-property check would refuse it.
-  const options = { noServer: true, WebSocket: FunctionWebSocket, maxPayload: opts.maxPayload, perMessageDeflate: false, ...closeTimeout };
+  const { WebSocket: Base, WebSocketServer } = ws();
+  functionWebSocket ??= defineFunctionWebSocket(Base);
+  const options = { noServer: true, WebSocket: functionWebSocket, maxPayload: opts.maxPayload, perMessageDeflate: false, ...closeTimeout };
   return new WebSocketServer(options);
 }
 
@@ -92,7 +110,7 @@ export function acceptWebSocket(
  */
 function readWhileWritesDrain(ws: FunctionWebSocket, socket: Duplex): void {
   socket.on('data', () => {
-    if (!socket.writableNeedDrain || ws.isPaused || ws.readyState !== WebSocket.OPEN) return;
+    if (!socket.writableNeedDrain || ws.isPaused || ws.readyState !== ws.OPEN) return;
     ws.pause();
     socket.once('drain', () => ws.resume());
   });

@@ -98,10 +98,17 @@ export interface WebSocketUpgrades {
 
 /** `handler()`: the specialized function, undefined while the worker is generic. */
 export function webSocketUpgrades(opts: { handler: () => Handler | undefined; maxPayload: number; debug: boolean }): WebSocketUpgrades {
-  const server = createWebSocketServer({ maxPayload: opts.maxPayload });
-  // What ws refuses after the checks above let a request through (an
-  // Upgrade list, a subprotocol offered twice) is refused in the same form.
-  server.on('wsClientError', (err, socket) => refuse(socket, { status: 400, error: err.message }));
+  // Made at the first upgrade: ws is loaded then (websocket.ts says why).
+  let server: ReturnType<typeof createWebSocketServer> | undefined;
+  const wsServer = () => {
+    if (!server) {
+      server = createWebSocketServer({ maxPayload: opts.maxPayload });
+      // What ws refuses after the checks above let a request through (an
+      // Upgrade list, a subprotocol offered twice) is refused in the same form.
+      server.on('wsClientError', (err, socket) => refuse(socket, { status: 400, error: err.message }));
+    }
+    return server;
+  };
   return {
     onUpgrade(req, socket, head) {
       // The HTTP server took its own error listener off this socket: without
@@ -119,10 +126,11 @@ export function webSocketUpgrades(opts: { handler: () => Handler | undefined; ma
       // ws has added the connection to server.clients, and its own 'close'
       // listener, which takes it out, comes before the function's: a
       // function's 'close' sees the set without this one.
-      acceptWebSocket(server, req, socket, head, (ws) => run(fn, ws, server.clients, req));
+      const wss = wsServer();
+      acceptWebSocket(wss, req, socket, head, (ws) => run(fn, ws, wss.clients, req));
     },
     closeAll() {
-      for (const ws of server.clients) ws.close(CLOSE_GOING_AWAY, 'worker shutting down');
+      for (const ws of server?.clients ?? []) ws.close(CLOSE_GOING_AWAY, 'worker shutting down');
     },
   };
 }

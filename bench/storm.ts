@@ -1,0 +1,168 @@
+// Cold-start storms: the first calls of N different functions at once, as a
+// ratio of N concurrent forks of a plain runtime process that each serve one
+// request (what a user's own "start a process per function" would cost on the
+// same machine, in the same run). A single cold start from the warm pool is
+// cheap (bench/run.ts); a burst of them is what finds an empty pool.
+//
+// Run alone: `node bench/storm.ts [N ...]` (default 20 100).
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { Pool } from 'undici';
+import { startServer, type TestServer } from '../test/helpers/server.ts';
+import { createFunction, createResource, fmt, forkUntilServed, percentiles, timedFirstCall } from './lib.ts';
+
+export interface StormRuntime {
+  name: 'node' | 'python';
+  image: string;
+  code: string;
+  fork(dir: string, i: number): Promise<number>;
+}
+
+const NODE: StormRuntime = {
+  name: 'node',
+  image: 'flint/node-env',
+  code: 'module.exports = async () => ({ status: 200, body: "hello\\n" });',
+  fork(dir, i) {
+    const sock = path.join(dir, `storm-node-${i}.sock`);
+    const code = `require('node:http').createServer((q, s) => s.end('hello')).listen(${JSON.stringify(sock)}, () => process.stdout.write('listening\\n'))`;
+    return forkUntilServed(process.execPath, ['-e', code], sock);
+  },
+};
+
+const PYTHON: StormRuntime = {
+  name: 'python',
+  image: 'flint/python-env',
+  code: 'def main():\n    return "hello"\n',
+  fork(dir, i) {
+    const sock = path.join(dir, `storm-py-${i}.sock`);
+    const code = `import http.server, socketserver
+class H(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        self.send_response(200); self.send_header('Content-Length', '5'); self.end_headers(); self.wfile.write(b'hello')
+    def log_message(self, *a): pass
+s = socketserver.UnixStreamServer(${JSON.stringify(sock)}, H)
+print('listening', flush=True)
+s.handle_request()`;
+    return forkUntilServed('/usr/bin/python3', ['-c', code], sock);
+  },
+};
+
+export const STORM_RUNTIMES = { node: NODE, python: PYTHON };
+
+export interface StormResult {
+  runtime: string;
+  n: number;
+  /** 'first': a new environment's first burst (its pool holds its size); 'next': a burst a few seconds after another (the pool has grown). */
+  burst: 'first' | 'next';
+  /** Each first call's time from the storm's start, µs. */
+  calls: number[];
+  /** Each fork's time from the baseline storm's start, µs. */
+  forks: number[];
+  failed: number;
+  firstError?: string;
+}
+
+async function settle(ms: number): Promise<void> {
+  await new Promise((r) => setTimeout(r, ms));
+}
+
+/** The first calls of `names` all at once. */
+async function burst(server: TestServer, names: string[]): Promise<{ calls: number[]; failed: number; firstError?: string }> {
+  const router = new Pool(server.routerUrl, { connections: names.length, pipelining: 0 });
+  const calls: number[] = [];
+  let failed = 0;
+  let firstError: string | undefined;
+  try {
+    await Promise.all(
+      names.map(async (name) => {
+        try {
+          calls.push(await timedFirstCall(router, name));
+        } catch (err) {
+          failed++;
+          firstError ??= (err as Error).message;
+        }
+      }),
+    );
+  } finally {
+    await router.close();
+  }
+  return { calls, failed, firstError };
+}
+
+async function deploy(server: TestServer, rt: StormRuntime, env: string, names: string[]): Promise<void> {
+  for (const name of names) await createFunction(server.controllerUrl, name, { env, code: rt.code });
+}
+
+/**
+ * N functions of `rt`'s environment (fresh, pool of its default size), then
+ * all N first calls at once; then N more functions and their first calls at
+ * once, while the pool still remembers the first burst; and N forks at once
+ * (before the bursts in odd rounds, after them in even ones).
+ */
+export async function storm(server: TestServer, rt: StormRuntime, n: number, round: number, work: string): Promise<StormResult[]> {
+  const env = `storm-${rt.name}-${n}-${round}`;
+  await createResource(server.controllerUrl, 'environments', { metadata: { name: env }, spec: { runtime: { image: rt.image } } });
+  const first = Array.from({ length: n }, (_, i) => `${env}-a${i}`);
+  const next = Array.from({ length: n }, (_, i) => `${env}-b${i}`);
+  await deploy(server, rt, env, first);
+  // The pool fills and the deployments unpack before anyone is timed.
+  await settle(3000);
+  const forkAll = () => Promise.all(first.map((_, i) => rt.fork(work, round * 1000 + i)));
+  let forks: number[] = [];
+  if (round % 2 === 1) {
+    forks = await forkAll();
+    await settle(1500);
+  }
+  const a = await burst(server, first);
+  await deploy(server, rt, env, next);
+  // The grown pool refills (in the background) before the next burst.
+  await settle(3000);
+  const b = await burst(server, next);
+  if (round % 2 === 0) {
+    await settle(3000);
+    forks = await forkAll();
+  }
+  return [
+    { runtime: rt.name, n, burst: 'first', forks, ...a },
+    { runtime: rt.name, n, burst: 'next', forks, ...b },
+  ];
+}
+
+export function stormRow(r: StormResult): string[] {
+  const c = percentiles(r.calls);
+  const f = percentiles(r.forks);
+  const ratio = r.calls.length > 0 ? c.p50 / f.p50 : Number.NaN;
+  const which = r.burst === 'first' ? "a new environment's first burst" : 'the next burst (pool grown)';
+  return [
+    `cold-start storm, ${r.n} ${r.runtime} functions at once, ${which} / ${r.n} concurrent ${r.runtime === 'node' ? 'node' : 'python3'} forks`,
+    r.failed > 0 ? `${r.failed} failed` : `${fmt(ratio, 2)}x`,
+    `storm p50 ${fmt(c.p50 / 1000, 0)} ms, p99 ${fmt(c.p99 / 1000, 0)} ms; forks p50 ${fmt(f.p50 / 1000, 0)} ms, p99 ${fmt(f.p99 / 1000, 0)} ms${r.firstError ? `; first error: ${r.firstError}` : ''}`,
+    '≤ 1.0x',
+  ];
+}
+
+/** Storms of each size for each runtime, on a server of their own. */
+export async function stormBench(sandbox: 'bubblewrap' | 'none', sizes: number[], runtimes: StormRuntime[] = [NODE, PYTHON]): Promise<{ rows: string[][]; results: StormResult[] }> {
+  // Workers get 128 MiB each so that the largest storm fits the derived instance budget of a small machine.
+  const server = await startServer({ sets: [`executor.sandbox=${sandbox}`, 'logLevel=error', 'executor.memoryMB=128'] });
+  const work = fs.mkdtempSync(path.join(os.tmpdir(), 'flint-storm-'));
+  const results: StormResult[] = [];
+  try {
+    let round = 0;
+    for (const rt of runtimes) {
+      for (const n of sizes) results.push(...(await storm(server, rt, n, round++, work)));
+    }
+  } finally {
+    await server.stop();
+    fs.rmSync(work, { recursive: true, force: true });
+  }
+  return { rows: results.map(stormRow), results };
+}
+
+if (import.meta.main) {
+  const sizes = process.argv.slice(2).map(Number);
+  const which = process.env.STORM_RUNTIMES?.split(',').map((r) => STORM_RUNTIMES[r as keyof typeof STORM_RUNTIMES]);
+  const { rows } = await stormBench((process.env.BENCH_SANDBOX as 'none') ?? 'bubblewrap', sizes.length > 0 ? sizes : [20, 100], which);
+  for (const r of rows) console.log(`| ${r.join(' | ')} |`);
+}

@@ -1,0 +1,104 @@
+import assert from 'node:assert/strict';
+import { EventEmitter } from 'node:events';
+import { describe, it } from 'node:test';
+import pino from 'pino';
+import type { Environment } from '../api/kinds.ts';
+import { EnvPool, MAX_GROWTH } from './env-pool.ts';
+import type { WorkerHandle } from './process/worker-process.ts';
+
+function env(poolsize?: number): Environment {
+  return { apiVersion: 'flint.dev/v1', kind: 'Environment', metadata: { name: 'nodejs', namespace: 'default' }, spec: { runtime: { image: 'flint/node-env' }, ...(poolsize === undefined ? {} : { poolsize }) } } as Environment;
+}
+
+/** Workers that start at once and die when killed; counts what is alive. */
+function fakeWorkers() {
+  let alive = 0;
+  let started = 0;
+  const factory = async (): Promise<WorkerHandle> => {
+    started++;
+    alive++;
+    let up = true;
+    const ev = new EventEmitter();
+    const exited = new Promise<{ code: number | null; signal: string | null }>((r) => ev.once('exit', () => r({ code: 0, signal: null })));
+    return {
+      id: `w${started}`,
+      isAlive: () => up,
+      exited,
+      kill: async () => {
+        if (up) {
+          up = false;
+          alive--;
+          ev.emit('exit');
+        }
+      },
+    } as unknown as WorkerHandle;
+  };
+  return { factory, alive: () => alive, started: () => started };
+}
+
+const settle = () => new Promise((r) => setTimeout(r, 20));
+const log = pino({ level: 'silent' });
+
+describe('EnvPool', () => {
+  it('keeps its size, and grows to the largest burst of the last minute, then shrinks back', async () => {
+    let now = 1_000_000;
+    const w = fakeWorkers();
+    const pool = new EnvPool(env(3), 3, w.factory, log, () => true, () => now);
+    pool.refill();
+    await settle();
+    assert.equal(pool.idleCount, 3);
+    // A burst of 20 takes within a second: 3 warm, 17 misses.
+    const got = Array.from({ length: 20 }, () => pool.take()).filter(Boolean);
+    assert.equal(got.length, 3);
+    assert.equal(pool.target, 20);
+    await settle();
+    assert.equal(pool.idleCount, 20, 'the next burst of 20 finds its workers warm');
+    // Takes a second apart are separate bursts: the peak stays 20.
+    now += 1500;
+    pool.take();
+    assert.equal(pool.target, 20);
+    // A minute after the burst, the extra idle workers stop.
+    now += 60_000;
+    assert.equal(pool.target, 3);
+    pool.trim();
+    await settle();
+    assert.equal(pool.idleCount, 3);
+    await pool.close();
+    assert.equal(w.alive(), got.length + 1, 'only the taken workers are left');
+  });
+
+  it('grows by at most MAX_GROWTH, and not at all for a pool of size 0', async () => {
+    const now = 5_000_000;
+    const w = fakeWorkers();
+    const pool = new EnvPool(env(2), 3, w.factory, log, () => true, () => now);
+    for (let i = 0; i < MAX_GROWTH + 50; i++) pool.take();
+    assert.equal(pool.target, 2 + MAX_GROWTH);
+    await pool.close();
+    const none = new EnvPool(env(0), 3, w.factory, log, () => true, () => now);
+    for (let i = 0; i < 10; i++) none.take();
+    assert.equal(none.target, 0);
+    await settle();
+    assert.equal(none.idleCount, 0);
+    await none.close();
+  });
+
+  it('starts workers beyond its size only when the room check allows growth', async () => {
+    const now = 9_000_000;
+    const w = fakeWorkers();
+    let growthAllowed = false;
+    const asked: boolean[] = [];
+    const pool = new EnvPool(env(2), 3, w.factory, log, (_e, growth) => {
+      asked.push(growth);
+      return !growth || growthAllowed;
+    }, () => now);
+    for (let i = 0; i < 10; i++) pool.take();
+    await settle();
+    assert.equal(pool.idleCount, 2, 'the size is kept, growth waits');
+    assert.ok(asked.includes(true));
+    growthAllowed = true;
+    pool.refill();
+    await settle();
+    assert.equal(pool.idleCount, 10);
+    await pool.close();
+  });
+});
