@@ -53,7 +53,7 @@ export const STORM_RUNTIMES = { node: NODE, python: PYTHON };
 export interface StormResult {
   runtime: string;
   n: number;
-  /** 'first': a new environment's first burst (its pool holds its size); 'next': a burst a few seconds after another (the pool has grown). */
+  /** 'first': a new environment's first burst (its pool holds its size); 'next': a burst 10 s after another (the pool has grown). */
   burst: 'first' | 'next';
   /** Each first call's time from the storm's start, µs. */
   calls: number[];
@@ -116,8 +116,8 @@ export async function storm(server: TestServer, rt: StormRuntime, n: number, rou
   }
   const a = await burst(server, first);
   await deploy(server, rt, env, next);
-  // The grown pool refills (in the background) before the next burst.
-  await settle(3000);
+  // The grown pool refills (in the background, at the lower priority) before the next burst.
+  await settle(Number(process.env.STORM_REFILL_MS ?? 10_000));
   const b = await burst(server, next);
   if (round % 2 === 0) {
     await settle(3000);
@@ -163,6 +163,8 @@ export async function stormBench(sandbox: 'bubblewrap' | 'none', sizes: number[]
 if (import.meta.main) {
   const sizes = process.argv.slice(2).map(Number);
   const which = process.env.STORM_RUNTIMES?.split(',').map((r) => STORM_RUNTIMES[r as keyof typeof STORM_RUNTIMES]);
-  const { rows } = await stormBench((process.env.BENCH_SANDBOX as 'none') ?? 'bubblewrap', sizes.length > 0 ? sizes : [20, 100], which);
+  const { rows, results } = await stormBench((process.env.BENCH_SANDBOX as 'none') ?? 'bubblewrap', sizes.length > 0 ? sizes : [20, 100], which);
   for (const r of rows) console.log(`| ${r.join(' | ')} |`);
+  const { writeCharts } = await import('./charts.ts');
+  for (const file of await writeCharts({ storms: results })) console.log(`chart: ${path.relative(process.cwd(), file)}`);
 }
