@@ -3,6 +3,7 @@
 // ratios mean something even on a noisy 2-core box.
 import { execFile, spawn } from 'node:child_process';
 import { once } from 'node:events';
+import path from 'node:path';
 import { promisify } from 'node:util';
 import { Pool } from 'undici';
 
@@ -233,4 +234,25 @@ export async function forkUntilServed(command: string, args: string[], sock: str
   } finally {
     child.kill();
   }
+}
+
+/** A fresh node process until it has answered one HTTP request on a Unix socket `name`.sock in `dir`: the Node cold-start baseline. */
+export function forkNodeOnce(dir: string, name: string): Promise<number> {
+  const sock = path.join(dir, `${name}.sock`);
+  const code = `require('node:http').createServer((q, s) => s.end('hello')).listen(${JSON.stringify(sock)}, () => process.stdout.write('listening\\n'))`;
+  return forkUntilServed(process.execPath, ['-e', code], sock);
+}
+
+/** A fresh python3 until it has answered one HTTP request on a Unix socket `name`.sock in `dir`: the Python cold-start baseline. */
+export function forkPythonOnce(dir: string, name: string): Promise<number> {
+  const sock = path.join(dir, `${name}.sock`);
+  const code = `import http.server, socketserver
+class H(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        self.send_response(200); self.send_header('Content-Length', '5'); self.end_headers(); self.wfile.write(b'hello')
+    def log_message(self, *a): pass
+s = socketserver.UnixStreamServer(${JSON.stringify(sock)}, H)
+print('listening', flush=True)
+s.handle_request()`;
+  return forkUntilServed('/usr/bin/python3', ['-c', code], sock);
 }

@@ -12,7 +12,7 @@ import path from 'node:path';
 import { zipDirectory } from '../src/archive/index.ts';
 import { startServer } from '../test/helpers/server.ts';
 import { Pool } from 'undici';
-import { fmt, forkUntilServed, percentiles, timedFirstCall } from './lib.ts';
+import { fmt, forkPythonOnce, percentiles, timedFirstCall } from './lib.ts';
 
 async function api(base: string, method: string, url: string, body?: unknown): Promise<any> {
   const res = await fetch(base + url, { method, headers: body ? { 'content-type': 'application/json' } : {}, body: body ? JSON.stringify(body) : undefined });
@@ -26,20 +26,6 @@ async function upload(base: string, file: string): Promise<{ url: string; checks
   if (res.status !== 201) throw new Error(`upload: ${res.status} ${await res.text()}`);
   const { url, checksum } = (await res.json()) as { url: string; checksum: { type: 'sha256'; sum: string } };
   return { url, checksum };
-}
-
-/** A fresh python3 until it has answered one HTTP request on a Unix socket. */
-function forkPythonOnce(dir: string, i: number): Promise<number> {
-  const sock = path.join(dir, `py-${i}.sock`);
-  const code = `import http.server, socketserver
-class H(http.server.BaseHTTPRequestHandler):
-    def do_GET(self):
-        self.send_response(200); self.send_header('Content-Length', '5'); self.end_headers(); self.wfile.write(b'hello')
-    def log_message(self, *a): pass
-s = socketserver.UnixStreamServer(${JSON.stringify(sock)}, H)
-print('listening', flush=True)
-s.handle_request()`;
-  return forkUntilServed('/usr/bin/python3', ['-c', code], sock);
 }
 
 async function waitBuilt(base: string, name: string): Promise<any> {
@@ -88,7 +74,7 @@ export async function packagesBench(sandbox: 'bubblewrap' | 'none', work: string
         await new Promise((r) => setTimeout(r, 600));
         if (into === pyCold) {
           // A fork next to each Python cold start, so drift in the VM's speed hits both alike.
-          pyForks.push(await forkPythonOnce(work, i));
+          pyForks.push(await forkPythonOnce(work, `py-${i}`));
           await new Promise((r) => setTimeout(r, 100));
         }
         into.push(await timedFirstCall(router, name));

@@ -37,7 +37,7 @@ import { authBench } from './auth.ts';
 import { type ColdStarts, writeCharts } from './charts.ts';
 import { cliStartBench } from './cli-start.ts';
 import { egressBench } from './egress.ts';
-import { createFunction, createResource, deployHello, fmt, forkUntilServed, hasWrk, interleavedLatency, percentiles, startBareServer, HELLO, timedFirstCall, waitFor200, type WrkResult, wrk } from './lib.ts';
+import { createFunction, createResource, deployHello, fmt, forkNodeOnce, hasWrk, interleavedLatency, percentiles, startBareServer, HELLO, timedFirstCall, waitFor200, type WrkResult, wrk } from './lib.ts';
 import { readKnobs } from './knobs.ts';
 import { kafkaBench } from './mq.ts';
 import { overloadBench } from './overload.ts';
@@ -54,13 +54,6 @@ const THROUGHPUT_ROUNDS = knobs.rounds;
 const N = knobs.requests;
 const sandbox = knobs.sandbox;
 
-
-/** A fresh node process until it has answered one HTTP request: the cold-start baseline. */
-function forkNodeOnce(dir: string, i: number): Promise<number> {
-  const sock = path.join(dir, `fork-${i}.sock`);
-  const code = `require('node:http').createServer((q, s) => s.end('hello')).listen(${JSON.stringify(sock)}, () => process.stdout.write('listening\\n'))`;
-  return forkUntilServed(process.execPath, ['-e', code], sock);
-}
 
 const rows: string[][] = [];
 let coldStarts: ColdStarts | undefined;
@@ -188,7 +181,7 @@ try {
       // worker is starting while either side is timed).
       await new Promise((res) => setTimeout(res, 600));
       // A fork next to each cold start, so drift in the VM's speed hits both alike.
-      forks.push(await forkNodeOnce(work, i));
+      forks.push(await forkNodeOnce(work, `fork-${i}`));
       await new Promise((res) => setTimeout(res, 100));
       cold.push(await timedFirstCall(coldRouter, name));
     }

@@ -10,7 +10,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { Pool } from 'undici';
 import { startServer, type TestServer } from '../test/helpers/server.ts';
-import { createFunction, createResource, fmt, forkUntilServed, percentiles, timedFirstCall } from './lib.ts';
+import { createFunction, createResource, fmt, forkNodeOnce, forkPythonOnce, percentiles, timedFirstCall } from './lib.ts';
 
 export interface StormRuntime {
   name: 'node' | 'python';
@@ -23,29 +23,14 @@ const NODE: StormRuntime = {
   name: 'node',
   image: 'flint/node-env',
   code: 'module.exports = async () => ({ status: 200, body: "hello\\n" });',
-  fork(dir, i) {
-    const sock = path.join(dir, `storm-node-${i}.sock`);
-    const code = `require('node:http').createServer((q, s) => s.end('hello')).listen(${JSON.stringify(sock)}, () => process.stdout.write('listening\\n'))`;
-    return forkUntilServed(process.execPath, ['-e', code], sock);
-  },
+  fork: (dir, i) => forkNodeOnce(dir, `storm-node-${i}`),
 };
 
 const PYTHON: StormRuntime = {
   name: 'python',
   image: 'flint/python-env',
   code: 'def main():\n    return "hello"\n',
-  fork(dir, i) {
-    const sock = path.join(dir, `storm-py-${i}.sock`);
-    const code = `import http.server, socketserver
-class H(http.server.BaseHTTPRequestHandler):
-    def do_GET(self):
-        self.send_response(200); self.send_header('Content-Length', '5'); self.end_headers(); self.wfile.write(b'hello')
-    def log_message(self, *a): pass
-s = socketserver.UnixStreamServer(${JSON.stringify(sock)}, H)
-print('listening', flush=True)
-s.handle_request()`;
-    return forkUntilServed('/usr/bin/python3', ['-c', code], sock);
-  },
+  fork: (dir, i) => forkPythonOnce(dir, `storm-py-${i}`),
 };
 
 export const STORM_RUNTIMES = { node: NODE, python: PYTHON };
