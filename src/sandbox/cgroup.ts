@@ -4,7 +4,13 @@
 // the sandbox still apply. A worker joins its cgroups through the launch
 // wrapper (see limits.ts) before it execs, so every process it starts is
 // inside from its first instruction.
+//
+// Made with the promise API: cgroupfs is slow to create and write (several
+// ms per directory under load), and a rollout or a burst of cold starts makes
+// dozens at once, which the server's event loop (the router's too) would
+// otherwise wait out.
 import fs from 'node:fs';
+import fsp from 'node:fs/promises';
 import path from 'node:path';
 
 const ROOT = '/sys/fs/cgroup';
@@ -33,8 +39,14 @@ export interface WorkerCgroups {
   removeSync(waitMs: number): void;
 }
 
-/** Our own cgroup path per v1 controller ('' key: the v2 unified path). */
+let own: Map<string, string> | undefined;
+/** Our own cgroup path per v1 controller ('' key: the v2 unified path); read once, as this process does not move. */
 function ownCgroups(): Map<string, string> {
+  own ??= readOwnCgroups();
+  return own;
+}
+
+function readOwnCgroups(): Map<string, string> {
   const out = new Map<string, string>();
   let text: string;
   try {
@@ -50,9 +62,9 @@ function ownCgroups(): Map<string, string> {
   return out;
 }
 
-function tryWrite(file: string, value: string): boolean {
+async function tryWrite(file: string, value: string): Promise<boolean> {
   try {
-    fs.writeFileSync(file, value);
+    await fsp.writeFile(file, value);
     return true;
   } catch {
     return false;
@@ -60,13 +72,13 @@ function tryWrite(file: string, value: string): boolean {
 }
 
 /** A child of our own cgroup under `mount`, or of the mount root when our path is not visible there. */
-function makeChild(mount: string, own: string | undefined, name: string): string | undefined {
+async function makeChild(mount: string, own: string | undefined, name: string): Promise<string | undefined> {
   const parents = [own ? path.join(mount, own) : undefined, mount].filter((p): p is string => p !== undefined);
   for (const parent of parents) {
     const dir = path.join(parent, name);
-    sweep(parent, name);
+    await sweep(parent, name);
     try {
-      fs.mkdirSync(dir);
+      await fsp.mkdir(dir);
       return dir;
     } catch (err) {
       if ((err as NodeJS.ErrnoException).code === 'EEXIST') {
@@ -86,32 +98,30 @@ const STALE_MS = 60_000;
 const lastSweep = new Map<string, number>();
 
 /** Removes leftover, empty `flint-*` cgroups under `parent`, at most once a minute. */
-function sweep(parent: string, keep: string): void {
+async function sweep(parent: string, keep: string): Promise<void> {
   const now = Date.now();
   if (now - (lastSweep.get(parent) ?? 0) < STALE_MS) return;
   lastSweep.set(parent, now);
   let names: string[];
   try {
-    names = fs.readdirSync(parent).filter((n) => n.startsWith('flint-') && n !== keep);
+    names = (await fsp.readdir(parent)).filter((n) => n.startsWith('flint-') && n !== keep);
   } catch {
     return;
   }
   for (const name of names) {
     const dir = path.join(parent, name);
     try {
-      if (now - fs.statSync(dir).mtimeMs < STALE_MS) continue;
-      if (fs.readFileSync(path.join(dir, 'cgroup.procs'), 'utf8').trim() !== '') continue;
-      fs.rmdirSync(dir);
+      if (now - (await fsp.stat(dir)).mtimeMs < STALE_MS) continue;
+      if ((await fsp.readFile(path.join(dir, 'cgroup.procs'), 'utf8')).trim() !== '') continue;
+      await fsp.rmdir(dir);
     } catch {
       // in use, or gone already
     }
   }
 }
 
-function rmdirQuiet(dir: string): void {
-  try {
-    fs.rmdirSync(dir);
-  } catch {}
+async function rmdirQuiet(dir: string): Promise<void> {
+  await fsp.rmdir(dir).catch(() => {});
 }
 
 /** Removes what it can; returns the cgroups still busy (their tasks not yet reaped). */
@@ -126,11 +136,24 @@ function removeOnce(dirs: string[]): string[] {
   });
 }
 
+/** removeOnce without holding the event loop. */
+async function removeOnceAsync(dirs: string[]): Promise<string[]> {
+  const busy = await Promise.all(
+    dirs.map((d) =>
+      fsp.rmdir(d).then(
+        () => false,
+        (err: NodeJS.ErrnoException) => err.code === 'EBUSY',
+      ),
+    ),
+  );
+  return dirs.filter((_, i) => busy[i]);
+}
+
 async function removeDirs(dirs: string[]): Promise<void> {
   // The kernel frees a cgroup only after its last task is reaped, which can
   // trail the worker's exit by a moment.
   for (let attempt = 0; attempt < 40 && dirs.length > 0; attempt++) {
-    dirs = removeOnce(dirs);
+    dirs = await removeOnceAsync(dirs);
     if (dirs.length > 0) await new Promise((r) => setTimeout(r, 50));
   }
 }
@@ -156,42 +179,42 @@ function handle(dirs: string[], procsFiles: string[], memory: boolean, pids: boo
   };
 }
 
-function v1(name: string, limits: CgroupLimits, own: Map<string, string>): WorkerCgroups | undefined {
+async function v1(name: string, limits: CgroupLimits, own: Map<string, string>): Promise<WorkerCgroups | undefined> {
   const dirs: string[] = [];
   let memory = false;
   let pids = false;
   const memMount = path.join(ROOT, 'memory');
   if (fs.existsSync(path.join(memMount, 'memory.limit_in_bytes'))) {
-    const dir = makeChild(memMount, own.get('memory'), name);
-    if (dir && tryWrite(path.join(dir, 'memory.limit_in_bytes'), String(limits.memoryBytes))) {
+    const dir = await makeChild(memMount, own.get('memory'), name);
+    if (dir && (await tryWrite(path.join(dir, 'memory.limit_in_bytes'), String(limits.memoryBytes)))) {
       // With swap accounting, also cap memory+swap, or the limit only moves pages to swap.
-      tryWrite(path.join(dir, 'memory.memsw.limit_in_bytes'), String(limits.memoryBytes));
+      await tryWrite(path.join(dir, 'memory.memsw.limit_in_bytes'), String(limits.memoryBytes));
       dirs.push(dir);
       memory = true;
-    } else if (dir) rmdirQuiet(dir);
+    } else if (dir) await rmdirQuiet(dir);
   }
   const pidsMount = path.join(ROOT, 'pids');
   if (fs.existsSync(path.join(pidsMount, 'cgroup.procs'))) {
-    const dir = makeChild(pidsMount, own.get('pids'), name);
-    if (dir && tryWrite(path.join(dir, 'pids.max'), String(limits.pidsMax))) {
+    const dir = await makeChild(pidsMount, own.get('pids'), name);
+    if (dir && (await tryWrite(path.join(dir, 'pids.max'), String(limits.pidsMax)))) {
       dirs.push(dir);
       pids = true;
-    } else if (dir) rmdirQuiet(dir);
+    } else if (dir) await rmdirQuiet(dir);
   }
   let cpu = false;
   const cpuMount = path.join(ROOT, 'cpu');
   if (limits.cpuMillis !== undefined && fs.existsSync(path.join(cpuMount, 'cpu.cfs_quota_us'))) {
-    const dir = makeChild(cpuMount, own.get('cpu'), name);
-    if (dir && tryWrite(path.join(dir, 'cpu.cfs_period_us'), String(CPU_PERIOD_US)) && tryWrite(path.join(dir, 'cpu.cfs_quota_us'), String(cpuQuotaUs(limits.cpuMillis)))) {
+    const dir = await makeChild(cpuMount, own.get('cpu'), name);
+    if (dir && (await tryWrite(path.join(dir, 'cpu.cfs_period_us'), String(CPU_PERIOD_US))) && (await tryWrite(path.join(dir, 'cpu.cfs_quota_us'), String(cpuQuotaUs(limits.cpuMillis))))) {
       dirs.push(dir);
       cpu = true;
-    } else if (dir) rmdirQuiet(dir);
+    } else if (dir) await rmdirQuiet(dir);
   }
   if (dirs.length === 0) return undefined;
   return handle(dirs, dirs.map((d) => path.join(d, 'cgroup.procs')), memory, pids, cpu);
 }
 
-function v2(name: string, limits: CgroupLimits, own: Map<string, string>): WorkerCgroups | undefined {
+async function v2(name: string, limits: CgroupLimits, own: Map<string, string>): Promise<WorkerCgroups | undefined> {
   const controllers = (() => {
     try {
       return fs.readFileSync(path.join(ROOT, 'cgroup.controllers'), 'utf8');
@@ -200,22 +223,22 @@ function v2(name: string, limits: CgroupLimits, own: Map<string, string>): Worke
     }
   })();
   if (!controllers.includes('memory')) return undefined;
-  const dir = makeChild(ROOT, own.get(''), name);
+  const dir = await makeChild(ROOT, own.get(''), name);
   if (!dir) return undefined;
   // Works only where the parent delegates the controllers to its children.
-  const memory = tryWrite(path.join(dir, 'memory.max'), String(limits.memoryBytes));
-  if (memory) tryWrite(path.join(dir, 'memory.swap.max'), '0');
-  const pids = tryWrite(path.join(dir, 'pids.max'), String(limits.pidsMax));
-  const cpu = limits.cpuMillis !== undefined && tryWrite(path.join(dir, 'cpu.max'), `${cpuQuotaUs(limits.cpuMillis)} ${CPU_PERIOD_US}`);
+  const memory = await tryWrite(path.join(dir, 'memory.max'), String(limits.memoryBytes));
+  if (memory) await tryWrite(path.join(dir, 'memory.swap.max'), '0');
+  const pids = await tryWrite(path.join(dir, 'pids.max'), String(limits.pidsMax));
+  const cpu = limits.cpuMillis !== undefined && (await tryWrite(path.join(dir, 'cpu.max'), `${cpuQuotaUs(limits.cpuMillis)} ${CPU_PERIOD_US}`));
   if (!memory && !pids && !cpu) {
-    rmdirQuiet(dir);
+    await rmdirQuiet(dir);
     return undefined;
   }
   return handle([dir], [path.join(dir, 'cgroup.procs')], memory, pids, cpu);
 }
 
 /** Cgroups named `flint-<name>` with the given caps, or undefined where none can be made. */
-export function createWorkerCgroups(name: string, limits: CgroupLimits): WorkerCgroups | undefined {
+export async function createWorkerCgroups(name: string, limits: CgroupLimits): Promise<WorkerCgroups | undefined> {
   if (process.platform !== 'linux') return undefined;
   const own = ownCgroups();
   const cgName = `flint-${name}`;

@@ -256,7 +256,7 @@ export async function startWorker(opts: WorkerOptions): Promise<WorkerHandle> {
     }
   }
 
-  const cg = opts.cgroups === false ? undefined : createWorkerCgroups(opts.id, { memoryBytes: Math.max(opts.memoryMB, MIN_CGROUP_MB) * MIB, pidsMax: PIDS_MAX, cpuMillis: opts.cpuMillis });
+  const cg = opts.cgroups === false ? undefined : await createWorkerCgroups(opts.id, { memoryBytes: Math.max(opts.memoryMB, MIN_CGROUP_MB) * MIB, pidsMax: PIDS_MAX, cpuMillis: opts.cpuMillis });
   // With the cgroup holding the total, the heap gets three quarters so that a
   // heap-hungry function fails with V8's own message in its log rather than a
   // silent kernel kill; without a cgroup the heap cap is all there is.
