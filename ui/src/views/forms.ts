@@ -39,8 +39,11 @@ function randomSuffix(): string {
 const value = (form: HTMLFormElement, name: string) => ((form.elements.namedItem(name) as HTMLInputElement | null)?.value ?? '').trim();
 const ns = (n: string) => `/v1/namespaces/${encodeURIComponent(n || 'default')}`;
 
-export function NewFunctionForm({ live }: { live: Live }) {
-  useLive(live);
+/**
+ * A form's submit: runs `action` on the form, then shows what it returns
+ * (a line saying what was done) or the API's error text.
+ */
+function useFormAction(action: (form: HTMLFormElement) => Promise<string>) {
   const [error, setError] = useState<string>();
   const [done, setDone] = useState<string>();
   const submit = async (e: Event) => {
@@ -48,28 +51,37 @@ export function NewFunctionForm({ live }: { live: Live }) {
     const form = e.currentTarget as HTMLFormElement;
     setError(undefined);
     setDone(undefined);
+    try {
+      setDone(await action(form));
+    } catch (err) {
+      setError((err as Error).message);
+    }
+  };
+  const outcome = html`<${ErrorLine} error=${error} />${done ? html`<p class="ok">${done}</p>` : null}`;
+  return { submit, outcome };
+}
+
+export function NewFunctionForm({ live }: { live: Live }) {
+  useLive(live);
+  const { submit, outcome } = useFormAction(async (form) => {
     const name = value(form, 'name');
     const namespace = value(form, 'namespace') || 'default';
     const env = value(form, 'env');
     const entrypoint = value(form, 'entrypoint');
     const pkgName = `${name}-${randomSuffix()}`.slice(0, 62).replace(/-+$/, '');
+    const deployment = await archiveOf(await codeBytes(form));
+    await call('POST', `${ns(namespace)}/packages`, { body: { kind: 'Package', metadata: { name: pkgName, namespace }, spec: { environment: { name: env, namespace }, deployment } } });
+    const fn = { kind: 'Function', metadata: { name, namespace }, spec: { environment: { name: env, namespace }, package: { packageref: { name: pkgName, namespace }, ...(entrypoint ? { functionName: entrypoint } : {}) } } };
     try {
-      const deployment = await archiveOf(await codeBytes(form));
-      await call('POST', `${ns(namespace)}/packages`, { body: { kind: 'Package', metadata: { name: pkgName, namespace }, spec: { environment: { name: env, namespace }, deployment } } });
-      const fn = { kind: 'Function', metadata: { name, namespace }, spec: { environment: { name: env, namespace }, package: { packageref: { name: pkgName, namespace }, ...(entrypoint ? { functionName: entrypoint } : {}) } } };
-      try {
-        await call('POST', `${ns(namespace)}/functions`, { body: fn });
-      } catch (err) {
-        // The package was made for this function only: it goes with the refused function.
-        await call('DELETE', `${ns(namespace)}/packages/${encodeURIComponent(pkgName)}`).catch(() => {});
-        throw err;
-      }
-      setDone(`Function '${name}' created`);
-      form.reset();
+      await call('POST', `${ns(namespace)}/functions`, { body: fn });
     } catch (err) {
-      setError((err as Error).message);
+      // The package was made for this function only: it goes with the refused function.
+      await call('DELETE', `${ns(namespace)}/packages/${encodeURIComponent(pkgName)}`).catch(() => {});
+      throw err;
     }
-  };
+    form.reset();
+    return `Function '${name}' created`;
+  });
   const envs = live.list('Environment');
   return html`<form class="card" name="new-function" onSubmit=${submit}>
     <h3>New function</h3>
@@ -80,60 +92,40 @@ export function NewFunctionForm({ live }: { live: Live }) {
     <label class="wide">Code <textarea name="code" rows="6" spellcheck="false" placeholder="module.exports = async (context) => ({ status: 200, body: 'hello' });"></textarea></label>
     <label>or a file <input type="file" name="file" /></label>
     <button type="submit">Create function</button>
-    <${ErrorLine} error=${error} />${done ? html`<p class="ok">${done}</p>` : null}
+    ${outcome}
   </form>`;
 }
 
 /** A new version of a function's code: its package gets the new deployment archive. */
 export function UpdateCodeForm({ fn }: { fn: Resource }) {
-  const [error, setError] = useState<string>();
-  const [done, setDone] = useState<string>();
-  const submit = async (e: Event) => {
-    e.preventDefault();
-    const form = e.currentTarget as HTMLFormElement;
-    setError(undefined);
-    setDone(undefined);
-    try {
-      const ref = fn.spec.package.packageref;
-      const path = `${ns(ref.namespace ?? fn.metadata.namespace)}/packages/${encodeURIComponent(ref.name)}`;
-      const pkg = await get(path);
-      const deployment = await archiveOf(await codeBytes(form));
-      await call('PUT', path, { body: { ...pkg, spec: { ...pkg.spec, source: undefined, deployment } } });
-      setDone('Code updated');
-    } catch (err) {
-      setError((err as Error).message);
-    }
-  };
+  const { submit, outcome } = useFormAction(async (form) => {
+    const ref = fn.spec.package.packageref;
+    const path = `${ns(ref.namespace ?? fn.metadata.namespace)}/packages/${encodeURIComponent(ref.name)}`;
+    const pkg = await get(path);
+    const deployment = await archiveOf(await codeBytes(form));
+    await call('PUT', path, { body: { ...pkg, spec: { ...pkg.spec, source: undefined, deployment } } });
+    return 'Code updated';
+  });
   return html`<form class="card" name="update-code" onSubmit=${submit}>
     <h3>Update code</h3>
     <label class="wide">Code <textarea name="code" rows="6" spellcheck="false"></textarea></label>
     <label>or a file <input type="file" name="file" /></label>
     <button type="submit">Update</button>
-    <${ErrorLine} error=${error} />${done ? html`<p class="ok">${done}</p>` : null}
+    ${outcome}
   </form>`;
 }
 
 export function NewRouteForm({ live, fnName, namespace }: { live: Live; fnName?: string; namespace?: string }) {
   useLive(live);
-  const [error, setError] = useState<string>();
-  const [done, setDone] = useState<string>();
-  const submit = async (e: Event) => {
-    e.preventDefault();
-    const form = e.currentTarget as HTMLFormElement;
-    setError(undefined);
-    setDone(undefined);
+  const { submit, outcome } = useFormAction(async (form) => {
     const nsName = value(form, 'namespace') || namespace || 'default';
     const name = value(form, 'name') || crypto.randomUUID?.() || `route-${randomSuffix()}`;
     const methods = value(form, 'methods').split(/[ ,]+/).filter(Boolean).map((m) => m.toUpperCase());
     const spec = { relativeurl: value(form, 'url'), methods: methods.length ? methods : ['GET'], functionref: { type: 'name', name: value(form, 'function') } };
-    try {
-      const r = await call('POST', `${ns(nsName)}/httptriggers`, { body: { kind: 'HTTPTrigger', metadata: { name, namespace: nsName }, spec } });
-      const warnings = r.headers.get('x-flint-warnings');
-      setDone(`Route '${name}' created${warnings ? ` (${JSON.parse(warnings).join('; ')})` : ''}`);
-    } catch (err) {
-      setError((err as Error).message);
-    }
-  };
+    const r = await call('POST', `${ns(nsName)}/httptriggers`, { body: { kind: 'HTTPTrigger', metadata: { name, namespace: nsName }, spec } });
+    const warnings = r.headers.get('x-flint-warnings');
+    return `Route '${name}' created${warnings ? ` (${JSON.parse(warnings).join('; ')})` : ''}`;
+  });
   return html`<form class="card" name="new-route" onSubmit=${submit}>
     <h3>New route</h3>
     <label>Name <input name="name" placeholder="(a UUID)" /></label>
@@ -142,6 +134,6 @@ export function NewRouteForm({ live, fnName, namespace }: { live: Live; fnName?:
     <label>Methods <input name="methods" placeholder="GET" /></label>
     <label>Function <input name="function" required value=${fnName ?? ''} /></label>
     <button type="submit">Create route</button>
-    <${ErrorLine} error=${error} />${done ? html`<p class="ok">${done}</p>` : null}
+    ${outcome}
   </form>`;
 }
