@@ -78,6 +78,9 @@ type Slot = FunctionSlot<WorkerInstance>;
 
 const fnKey = (ns: string, name: string) => `${ns}/${name}`;
 
+/** The share of the instance budget past which warm pools stop growing with demand. */
+const GROWTH_BUDGET_SHARE = 0.75;
+
 function memoryOf(env: Environment, fallback: number): number {
   const mem = env.spec.resources?.limits?.memory;
   if (mem === undefined) return fallback;
@@ -223,9 +226,16 @@ export class ProcessExecutor extends CoreExecutor<WorkerInstance> {
       return;
     }
     // Warm workers wait while a function's instance waits for the budget: they would take the room it is freeing.
-    // Workers beyond the pool's size (grown by a burst) also wait for the burst's own process starts to finish.
-    const hasRoom = (e: Environment, growth: boolean) =>
-      this.#budgetDemand === 0 && (!growth || this.#processStarts === 0) && (this.#o.budget?.fits(memoryOf(e, this.#o.memoryMB)) ?? true);
+    // Workers beyond the pool's size (grown by a burst) also wait for the burst's own process starts to finish,
+    // and take no more than three quarters of the budget, so that functions never have to stop them to start.
+    const hasRoom = (e: Environment, growth: boolean) => {
+      if (this.#budgetDemand > 0) return false;
+      const mb = memoryOf(e, this.#o.memoryMB);
+      const b = this.#o.budget;
+      if (!growth) return b?.fits(mb) ?? true;
+      if (this.#processStarts > 0) return false;
+      return !b || (b.instances + 1 <= b.limits.maxInstances * GROWTH_BUDGET_SHARE && b.memoryMB + mb <= b.limits.maxMemoryMB * GROWTH_BUDGET_SHARE);
+    };
     const pool = new EnvPool(env, this.#o.poolSize, (e) => this.#startPoolWorker(e), this.#log, hasRoom);
     this.#pools.set(key, pool);
     pool.refill();

@@ -7,8 +7,25 @@ import type { SpawnerReply, SpawnerRequest } from './spawner-protocol.ts';
 
 const children = new Map<number, ChildProcess>();
 
-function send(reply: SpawnerReply): void {
-  if (process.connected) process.send!(reply);
+// Output on its way to the server, in bytes. Past HIGH the children's output
+// streams pause, so their pipes fill and a function that prints without end
+// blocks in its own write, as it did when the server read its pipes itself;
+// nothing queues here without bound. Below LOW they go on.
+const HIGH = 4 * 1024 * 1024;
+const LOW = 1024 * 1024;
+let pending = 0;
+const paused = new Set<NodeJS.ReadableStream>();
+
+function send(reply: SpawnerReply, bytes = 0): void {
+  if (!process.connected) return;
+  pending += bytes;
+  process.send!(reply, undefined, undefined, () => {
+    pending -= bytes;
+    if (pending < LOW && paused.size > 0) {
+      for (const s of paused) s.resume();
+      paused.clear();
+    }
+  });
 }
 
 function start(req: Extract<SpawnerRequest, { op: 'spawn' }>): void {
@@ -23,7 +40,14 @@ function start(req: Extract<SpawnerRequest, { op: 'spawn' }>): void {
   child.stdin!.on('error', () => {});
   if (child.pid !== undefined) send({ op: 'spawned', ref: req.ref, pid: child.pid });
   for (const stream of ['stdout', 'stderr'] as const) {
-    child[stream]!.on('data', (data: Buffer) => send({ op: 'data', ref: req.ref, stream, data }));
+    const out = child[stream]!;
+    out.on('data', (data: Buffer) => {
+      send({ op: 'data', ref: req.ref, stream, data }, data.length);
+      if (pending > HIGH) {
+        out.pause();
+        paused.add(out);
+      }
+    });
     child[stream]!.on('end', () => send({ op: 'end', ref: req.ref, stream }));
   }
   child.once('error', (err) => send({ op: 'error', ref: req.ref, message: err.message, code: (err as NodeJS.ErrnoException).code }));

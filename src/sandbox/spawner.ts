@@ -38,11 +38,17 @@ class RemoteProcess extends EventEmitter implements SpawnedProcess {
   readonly stdout = new PassThrough();
   readonly stderr = new PassThrough();
   readonly stdin: { end(): void };
-  closed = false;
+  /** The spawner process that started it: only that one's end concerns it. */
+  readonly owner: ChildProcess;
+  exited = false;
 
-  constructor(stdinEnd: () => void) {
+  constructor(owner: ChildProcess, stdinEnd: () => void) {
     super();
+    this.owner = owner;
     this.stdin = { end: stdinEnd };
+    // A caller that does not care how its command ends (renice) must not
+    // take the server down when it cannot start: an 'error' with no listener throws.
+    this.on('error', () => {});
   }
 }
 
@@ -70,11 +76,11 @@ function deliver(msg: SpawnerReply): void {
       if (p.pid === undefined) forget(msg.ref);
       break;
     case 'exit':
+      p.exited = true;
       p.emit('exit', msg.code, msg.signal);
       break;
     case 'close':
       forget(msg.ref);
-      p.closed = true;
       p.emit('close');
       break;
   }
@@ -89,12 +95,19 @@ function forget(ref: number): void {
   }
 }
 
-/** The helper died (killed, out of memory): its children lost their stdin and are ending; make sure, and say so. */
+/**
+ * A spawner process is gone (killed, out of memory; its channel closing is
+ * the sign): the processes it started lost their stdin and are ending. Make
+ * sure, and say so. Only its own: a new spawner may already be starting
+ * others.
+ */
 function helperLost(proc: ChildProcess): void {
   if (helper === proc) helper = undefined;
   for (const [ref, p] of [...live]) {
+    if (p.owner !== proc) continue;
     live.delete(ref);
-    if (p.pid !== undefined) {
+    // One that has exited was reaped already: its pid may be another process's by now.
+    if (p.pid !== undefined && !p.exited) {
       try {
         process.kill(-p.pid, 'SIGKILL');
       } catch {}
@@ -102,18 +115,30 @@ function helperLost(proc: ChildProcess): void {
     if (!p.stdout.writableEnded) p.stdout.end();
     if (!p.stderr.writableEnded) p.stderr.end();
     if (p.pid === undefined) p.emit('error', new Error('the process spawner exited before the process was started'));
-    else p.emit('exit', null, 'SIGKILL');
-    p.closed = true;
+    else if (!p.exited) {
+      p.exited = true;
+      p.emit('exit', null, 'SIGKILL');
+    }
     p.emit('close');
   }
+  forget(-1);
 }
 
 function ensureHelper(): ChildProcess {
   if (helper?.connected) return helper;
   const proc = spawn(process.execPath, [ENTRY], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'], serialization: 'advanced', env: { PATH: process.env.PATH ?? '/usr/bin:/bin' } });
   proc.on('message', (m: SpawnerReply) => deliver(m));
-  proc.once('exit', () => helperLost(proc));
-  proc.once('error', () => helperLost(proc));
+  // 'disconnect' comes first (before 'exit'), and from then on a spawn goes to a new spawner.
+  let lost = false;
+  const onLost = () => {
+    if (lost) return;
+    lost = true;
+    proc.unref();
+    helperLost(proc);
+  };
+  proc.once('disconnect', onLost);
+  proc.once('exit', onLost);
+  proc.once('error', onLost);
   helper = proc;
   return proc;
 }
@@ -136,7 +161,7 @@ export function spawnProcess(argv: string[], opts: { env: Record<string, string>
   proc.ref();
   proc.channel?.ref();
   const ref = nextRef++;
-  const p = new RemoteProcess(() => request(proc, { op: 'stdin-end', ref }));
+  const p = new RemoteProcess(proc, () => request(proc, { op: 'stdin-end', ref }));
   live.set(ref, p);
   request(proc, { op: 'spawn', ref, argv, env: opts.env, cwd: opts.cwd });
   return p;
