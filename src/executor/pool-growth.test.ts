@@ -1,0 +1,82 @@
+// A burst of first calls grows the environment's warm pool (env-pool.ts),
+// but growth stops at three quarters of the instance budget, so that the
+// functions' own instances never have to stop warm workers to start. Real
+// (unsandboxed) Node workers.
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { after, before, describe, it } from 'node:test';
+import { pino } from 'pino';
+import type { Environment, FunctionResource, Package } from '../api/kinds.ts';
+import { LocalArchiveStore } from '../archive/index.ts';
+import { dataLayout } from '../config/layout.ts';
+import { openSqliteStore } from '../store/sqlite.ts';
+import type { Store } from '../store/store.ts';
+import { eventually } from '../testing/eventually.ts';
+import { InstanceBudget } from './instance-budget.ts';
+import { createProcessExecutor, type ProcessExecutor } from './process-executor.ts';
+
+const CODE = 'module.exports = async () => ({ status: 200, body: "ok" });';
+
+let root: string;
+let store: Store;
+let executor: ProcessExecutor;
+const budget = new InstanceBudget({ maxInstances: 8, maxMemoryMB: 100_000 });
+
+before(async () => {
+  root = fs.mkdtempSync(path.join(os.tmpdir(), 'flint-growth-'));
+  const layout = dataLayout(root);
+  store = openSqliteStore(layout.db);
+  await store.create<Environment>({ apiVersion: 'flint.dev/v1', kind: 'Environment', metadata: { name: 'node', namespace: 'default' }, spec: { runtime: { image: 'flint/node-env' }, poolsize: 1, terminationGracePeriod: 2 } } as Environment);
+  await store.create<Package>({
+    apiVersion: 'flint.dev/v1',
+    kind: 'Package',
+    metadata: { name: 'p', namespace: 'default' },
+    spec: { environment: { name: 'node' }, deployment: { type: 'literal', literal: Buffer.from(CODE).toString('base64') } },
+  } as Package);
+  executor = createProcessExecutor({
+    store,
+    layout,
+    logger: pino({ level: 'silent' }),
+    sandbox: 'none',
+    memoryMB: 128,
+    poolSize: 1,
+    reapIntervalMs: 60_000,
+    archives: new LocalArchiveStore(layout.archives),
+    budget,
+  });
+  await executor.start();
+});
+
+after(async () => {
+  await executor.stop();
+  await store.close();
+  fs.rmSync(root, { recursive: true, force: true });
+});
+
+describe('pool growth', () => {
+  it('a burst grows the pool, up to three quarters of the budget', async () => {
+    await eventually(() => executor.status().pools['default/node'] === 1, 'the pool to hold its one worker');
+    const fns: FunctionResource[] = [];
+    for (let i = 0; i < 4; i++) {
+      fns.push(
+        await store.create<FunctionResource>({
+          apiVersion: 'flint.dev/v1',
+          kind: 'Function',
+          metadata: { name: `f${i}`, namespace: 'default' },
+          spec: { environment: { name: 'node' }, package: { packageref: { name: 'p' } } },
+        } as FunctionResource),
+      );
+    }
+    // Four first calls at once: the pool's one worker, and three process starts.
+    const leases = await Promise.all(fns.map((f) => executor.acquire(f)));
+    for (const l of leases) l.release();
+    // The burst took 4: the pool would grow to 4 idle workers, 8 in all with the
+    // functions' instances; three quarters of 8 stops it at 6 in all, 2 idle.
+    await eventually(() => executor.status().pools['default/node'] === 2, 'the pool to grow to 2 idle workers');
+    await new Promise((r) => setTimeout(r, 1000));
+    assert.equal(executor.status().pools['default/node'], 2);
+    assert.equal(budget.instances, 6);
+  });
+});
