@@ -3,57 +3,33 @@
 // functions' own instances never have to stop warm workers to start. Real
 // (unsandboxed) Node workers.
 import assert from 'node:assert/strict';
-import fs from 'node:fs';
-import os from 'node:os';
-import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { pino } from 'pino';
-import type { Environment, FunctionResource, Package } from '../api/kinds.ts';
-import { LocalArchiveStore } from '../archive/index.ts';
-import { dataLayout } from '../config/layout.ts';
-import { openSqliteStore } from '../store/sqlite.ts';
+import type { FunctionResource, Package } from '../api/kinds.ts';
 import type { Store } from '../store/store.ts';
 import { eventually } from '../testing/eventually.ts';
 import { InstanceBudget } from './instance-budget.ts';
-import { createProcessExecutor, type ProcessExecutor } from './process-executor.ts';
+import type { ProcessExecutor } from './process-executor.ts';
+import { startTestProcessExecutor } from './process-testing.ts';
 
 const CODE = 'module.exports = async () => ({ status: 200, body: "ok" });';
 
-let root: string;
 let store: Store;
 let executor: ProcessExecutor;
+let stop: () => Promise<void>;
 const budget = new InstanceBudget({ maxInstances: 8, maxMemoryMB: 100_000 });
 
 before(async () => {
-  root = fs.mkdtempSync(path.join(os.tmpdir(), 'flint-growth-'));
-  const layout = dataLayout(root);
-  store = openSqliteStore(layout.db);
-  await store.create<Environment>({ apiVersion: 'flint.dev/v1', kind: 'Environment', metadata: { name: 'node', namespace: 'default' }, spec: { runtime: { image: 'flint/node-env' }, poolsize: 1, terminationGracePeriod: 2 } } as Environment);
+  // Environment `node` with a pool of 1.
+  ({ store, executor, stop } = await startTestProcessExecutor(undefined, budget));
   await store.create<Package>({
     apiVersion: 'flint.dev/v1',
     kind: 'Package',
     metadata: { name: 'p', namespace: 'default' },
     spec: { environment: { name: 'node' }, deployment: { type: 'literal', literal: Buffer.from(CODE).toString('base64') } },
   } as Package);
-  executor = createProcessExecutor({
-    store,
-    layout,
-    logger: pino({ level: 'silent' }),
-    sandbox: 'none',
-    memoryMB: 128,
-    poolSize: 1,
-    reapIntervalMs: 60_000,
-    archives: new LocalArchiveStore(layout.archives),
-    budget,
-  });
-  await executor.start();
 });
 
-after(async () => {
-  await executor.stop();
-  await store.close();
-  fs.rmSync(root, { recursive: true, force: true });
-});
+after(() => stop());
 
 describe('pool growth', () => {
   it('a burst grows the pool, up to three quarters of the budget', async () => {

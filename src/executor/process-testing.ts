@@ -9,9 +9,13 @@ import { LocalArchiveStore } from '../archive/index.ts';
 import { dataLayout } from '../config/layout.ts';
 import { openSqliteStore } from '../store/sqlite.ts';
 import type { Store } from '../store/store.ts';
+import type { InstanceBudget } from './instance-budget.ts';
 import { createProcessExecutor, type ProcessExecutor } from './process-executor.ts';
 
-export async function startTestProcessExecutor(queue: { maxLength: number; timeoutMs: number }): Promise<{ store: Store; executor: ProcessExecutor; stop(): Promise<void> }> {
+export async function startTestProcessExecutor(
+  queue?: { maxLength: number; timeoutMs: number },
+  budget?: InstanceBudget,
+): Promise<{ store: Store; executor: ProcessExecutor; stop(): Promise<void> }> {
   const root = fs.mkdtempSync(path.join(os.tmpdir(), 'flint-pe-test-'));
   const layout = dataLayout(root);
   const store = openSqliteStore(layout.db);
@@ -26,6 +30,7 @@ export async function startTestProcessExecutor(queue: { maxLength: number; timeo
     reapIntervalMs: 60_000,
     archives: new LocalArchiveStore(layout.archives),
     queue,
+    budget,
   });
   await executor.start();
   return {
