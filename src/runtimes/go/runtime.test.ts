@@ -15,6 +15,7 @@ import { isFlintError } from '../../api/errors.ts';
 import { unixRequest } from '../../executor/process/unix-http.ts';
 import { startWorker, type WorkerHandle } from '../../executor/process/worker-process.ts';
 import { sandboxAvailable } from '../../sandbox/bwrap.ts';
+import { eventually } from '../../testing/eventually.ts';
 import { findGo, goLaunch } from './launch.ts';
 
 const GO = findGo();
@@ -410,8 +411,9 @@ for (const sandbox of sandboxes) describe(`go runtime worker (${sandbox})`, { sk
       assert.equal(r.status, 500);
       assert.deepEqual(JSON.parse(r.text), { error: 'Internal server error' });
     }
-    assert.ok(lines.some((l) => l.includes('panic in function: boom from go')), lines.join('\n'));
-    assert.ok(lines.some((l) => l.includes('.Panics(')), 'the stack names the function');
+    // The worker's output reaches the log on its own time (through the spawner), not before the answer.
+    await eventually(() => lines.some((l) => l.includes('panic in function: boom from go')), 'the panic in the log');
+    await eventually(() => lines.some((l) => l.includes('.Panics(')), 'the stack, naming the function, in the log');
     // With the router's request id, every line of the panic carries it.
     const marked = await new Promise<number>((resolve, reject) => {
       const req = http.request({ socketPath: w.socketPath, path: '/', headers: { 'x-flint-request-id': 'go-req-1' } }, (res) => {
@@ -430,7 +432,7 @@ for (const sandbox of sandboxes) describe(`go runtime worker (${sandbox})`, { sk
     // Once the response has started, the connection is cut instead.
     const late = await deploy(plugins.multi, 'PanicsLate');
     await assert.rejects(call(late));
-    assert.ok(lines.some((l) => l.includes('panic in function: late boom')));
+    await eventually(() => lines.some((l) => l.includes('panic in function: late boom')), 'the late panic in the log');
     assert.equal((await call(w)).status, 500);
   });
 
