@@ -425,9 +425,9 @@ for (const sandbox of sandboxes) describe(`go runtime worker (${sandbox})`, { sk
     });
     assert.equal(marked, 500);
     for (let i = 0; i < 100 && !lines.some((l) => l.startsWith('\x1ego-req-1\x1e')); i++) await new Promise((r) => setTimeout(r, 20));
-    const tagged = lines.filter((l) => l.startsWith('\x1ego-req-1\x1e'));
-    assert.equal(tagged[0], '\x1ego-req-1\x1epanic in function: boom from go');
-    assert.ok(tagged.some((l) => l.includes('.Panics(')), lines.join('\n'));
+    const tagged = () => lines.filter((l) => l.startsWith('\x1ego-req-1\x1e'));
+    assert.equal(tagged()[0], '\x1ego-req-1\x1epanic in function: boom from go');
+    await eventually(() => tagged().some((l) => l.includes('.Panics(')), 'the tagged stack naming the function');
     assert.equal(w.isAlive(), true);
     // Once the response has started, the connection is cut instead.
     const late = await deploy(plugins.multi, 'PanicsLate');
