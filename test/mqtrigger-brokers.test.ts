@@ -146,8 +146,11 @@ for (const c of CASES) {
         await eventually(() => out.length >= 2 && errs.length >= 1, 'answers and the failure', 60_000);
         assert.deepEqual(out, ['got 1 on jobs', 'got 3 on jobs'], 'in order');
         assert.deepEqual(errs, ['Request returned failure: 422']);
-        const log = flint(server, ['fn', 'log', '--name', 'worker'], { cwd: work }).stdout;
-        assert.equal(log.split('\n').filter((l) => l.includes('called with 2')).length, 2, 'called 1 + maxRetries times');
+        // The function's output reaches its log on its own time: wait for both lines, then count.
+        const calls = () => flint(server, ['fn', 'log', '--name', 'worker'], { cwd: work }).stdout.split('\n').filter((l) => l.includes('called with 2')).length;
+        await eventually(() => calls() >= 2, "both calls' lines in fn log");
+        await new Promise((r) => setTimeout(r, 500));
+        assert.equal(calls(), 2, 'called 1 + maxRetries times');
         await s1.close();
         await s2.close();
       });

@@ -114,8 +114,13 @@ describe('message-queue triggers with Kafka', { timeout: 600_000 }, () => {
     ok(['mqt', 'create', '--name', 'retries', '--function', 'flaky', '--topic', 'retry-in', '--errortopic', 'retry-err', '--maxretries', '2']);
     await produce('retry-in', JSON.stringify({ id: 'r1' }));
     assert.deepEqual(await readUntil('retry-err', 'verify', 1), ['Request returned failure: 503']);
-    const log = ok(['fn', 'log', '--name', 'flaky']);
-    assert.equal(log.split('\n').filter((l) => l.includes('attempt for r1')).length, 3, log);
+    // The function's output reaches its log on its own time: wait for the third attempt's line, then count.
+    const log = await eventually(() => {
+      const text = ok(['fn', 'log', '--name', 'flaky']);
+      return text.split('\n').filter((l) => l.includes('attempt for r1')).length >= 3 ? text : undefined;
+    }, "the three attempts' lines in fn log");
+    await new Promise((r) => setTimeout(r, 500));
+    assert.equal(ok(['fn', 'log', '--name', 'flaky']).split('\n').filter((l) => l.includes('attempt for r1')).length, 3, log);
   });
 
   it("takes kafka-pixy's produce form (raw body, ?key=) beside its own, keeping a null key null", async () => {
