@@ -254,7 +254,7 @@ export class ProcessExecutor extends CoreExecutor<WorkerInstance> {
     return this.#startWorker(env, reservation, undefined, true);
   }
 
-  #startWorker(env: Environment, reservation: Reservation | undefined, sink?: OutputSink, background = false, warmUp = true): Promise<WorkerHandle> {
+  #startWorker(env: Environment, reservation: Reservation | undefined, sink?: OutputSink, background = false): Promise<WorkerHandle> {
     const runtime = runtimeForImage(env.spec.runtime.image);
     if (!runtime) {
       reservation?.release();
@@ -277,7 +277,8 @@ export class ProcessExecutor extends CoreExecutor<WorkerInstance> {
       env: env.spec.runtime.env,
       // Raising a priority back needs root: elsewhere a warm worker starts at the normal one.
       background: background && process.getuid?.() === 0,
-      warmUp,
+      // A worker a request waits for (not in the background) skips the runtime's warm-up: the request pays for what it uses.
+      warmUp: background,
       onOutput: (line, stream) => (box.sink ?? outputSinks.get(id))?.(line, stream, id),
     });
     return handle.then(
@@ -311,13 +312,12 @@ export class ProcessExecutor extends CoreExecutor<WorkerInstance> {
    * with neither, the start waits for a release until no request waits for
    * it any more.
    */
-  // A worker a request waits for (not `background`) starts without the runtime's warm-up: the request pays for what it uses.
   async #startBudgetedWorker(st: Slot, env: Environment, sink: OutputSink, background: boolean): Promise<WorkerHandle> {
     const budget = this.#o.budget;
-    if (!budget) return this.#startWorker(env, undefined, sink, background, background);
+    if (!budget) return this.#startWorker(env, undefined, sink, background);
     const mb = memoryOf(env, this.#o.memoryMB);
     const first = budget.reserve(mb);
-    if (first) return this.#startWorker(env, first, sink, background, background);
+    if (first) return this.#startWorker(env, first, sink, background);
     this.#budgetDemand++;
     try {
       return await this.#waitForBudget(st, env, mb, sink, background);
@@ -330,7 +330,7 @@ export class ProcessExecutor extends CoreExecutor<WorkerInstance> {
     const budget = this.#o.budget as InstanceBudget;
     for (;;) {
       const reservation = budget.reserve(mb);
-      if (reservation) return this.#startWorker(env, reservation, sink, background, background);
+      if (reservation) return this.#startWorker(env, reservation, sink, background);
       const victim = this.#reclaimable(st);
       if (victim) {
         await victim;

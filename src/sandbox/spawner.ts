@@ -88,11 +88,14 @@ function deliver(msg: SpawnerReply): void {
 
 function forget(ref: number): void {
   live.delete(ref);
-  if (live.size === 0) {
-    // Nothing running: the helper must not keep a process (a test, a CLI) alive.
-    helper?.unref();
-    helper?.channel?.unref();
-  }
+  unrefWhenIdle();
+}
+
+/** Nothing running: the helper must not keep a process (a test, a CLI) alive. */
+function unrefWhenIdle(): void {
+  if (live.size > 0) return;
+  helper?.unref();
+  helper?.channel?.unref();
 }
 
 /**
@@ -121,7 +124,7 @@ function helperLost(proc: ChildProcess): void {
     }
     p.emit('close');
   }
-  forget(-1);
+  unrefWhenIdle();
 }
 
 function ensureHelper(): ChildProcess {
