@@ -25,7 +25,7 @@ export const ValuesSchema = Type.Object(
     logLevel: Type.Union(['trace', 'debug', 'info', 'warn', 'error', 'silent'].map((l) => Type.Literal(l))),
     controller: Type.Object({ host: Host, port: Port, ...ListenerLimits }, Strict),
     router: Type.Object(
-      { host: Host, port: Port, forwardAuthorization: Type.Boolean(), accessLog: Type.Boolean(), drainSeconds: Type.Number({ minimum: 0, maximum: 600 }),
+      { host: Host, port: Port, acceptSockets: Type.Integer({ minimum: 1, maximum: 1024 }), forwardAuthorization: Type.Boolean(), accessLog: Type.Boolean(), drainSeconds: Type.Number({ minimum: 0, maximum: 600 }),
         replicas: Type.Integer({ minimum: 1, maximum: 1000 }),
         autoscaling: Type.Object(
           {

@@ -42,6 +42,14 @@ const CLIENT_CLOSED = 499;
  */
 const MAX_DIAL_RETRIES = 3;
 
+/**
+ * A Unix-socket connect to an instance whose accept queue is full fails at once with EAGAIN (TCP would retry the
+ * SYN): the instance is busy with a burst of new connections, not broken. The request tries again shortly, on it or
+ * another instance, without condemning it; after this many tries (about a second) the caller is told to come back.
+ */
+const BUSY_RETRY_MS = 10;
+const MAX_BUSY_RETRIES = 100;
+
 /** Connection errors that mean the instance is gone, not merely misbehaving: no warning logged. */
 const EXPECTED_CODES = new Set(['ECONNREFUSED', 'ENOENT', 'ECONNRESET', 'EPIPE', 'ENOTCONN', 'ETIMEDOUT', 'EHOSTUNREACH', 'UPSTREAM_CLOSED', 'UPSTREAM_DESTROYED']);
 
@@ -67,6 +75,7 @@ export class ProxyCall implements ResponseHandler, ResponseWatcher {
   /** Ends a stream at the function's streaming.maxDurationSeconds. */
   #maxTimer: NodeJS.Timeout | undefined = undefined;
   #dialRetries = 0;
+  #busyRetries = 0;
   /** The request's spans; undefined with tracing off. */
   readonly #trace: RequestTrace | undefined;
 
@@ -281,6 +290,17 @@ export class ProxyCall implements ResponseHandler, ResponseWatcher {
     if (code === 'UPSTREAM_BAD_REQUEST') {
       lease?.release('ok');
       this.#fail('FLINT_ERR_VALIDATION', `the request cannot be forwarded: ${err.message}`);
+      return;
+    }
+    if (code === 'EAGAIN' && (err as { syscall?: string }).syscall === 'connect') {
+      lease?.release('ok');
+      this.#lease = undefined;
+      this.#abortUpstream = undefined;
+      if (this.#busyRetries++ < MAX_BUSY_RETRIES) {
+        setTimeout(() => this.#acquire(), BUSY_RETRY_MS);
+        return;
+      }
+      this.#fail('FLINT_ERR_TOO_MANY_REQUESTS', `function '${name}' is not taking new connections: its instances' accept queues stayed full for ${(MAX_BUSY_RETRIES * BUSY_RETRY_MS) / 1000} s`, 1);
       return;
     }
     if (!EXPECTED_CODES.has(code)) {

@@ -365,6 +365,34 @@ describe('router', () => {
     );
   });
 
+  it('retries a connect its instance refuses with a full accept queue (EAGAIN), without condemning the instance', async () => {
+    // A Unix socket refuses a connect outright when its accept queue is full, where TCP would resend the SYN. This
+    // instance's queue holds one, and it is stopped for a moment while twelve requests come.
+    const sock = path.join(dir, 'crowded.sock');
+    const child = spawn(
+      process.execPath,
+      ['-e', `require('node:http').createServer((q, r) => r.end('ok')).listen({ path: ${JSON.stringify(sock)}, backlog: 1 }, () => console.log('up'))`],
+      { stdio: ['ignore', 'pipe', 'inherit'] },
+    );
+    try {
+      await once(child.stdout!, 'data');
+      executor.placements.set('default/crowded', { socketPath: sock });
+      await put(fn('crowded'), route('r-crowded', { relativeurl: '/crowded', fn: 'crowded' }));
+      await waitStatus('/crowded', 200);
+      const before = executor.releases.length;
+      child.kill('SIGSTOP');
+      const answers = Promise.all(Array.from({ length: 12 }, () => get('/crowded')));
+      await new Promise((r) => setTimeout(r, 300));
+      child.kill('SIGCONT');
+      for (const r of await answers) assert.equal(r.status, 200, r.text());
+      const outcomes = executor.releases.slice(before).filter((x) => x.fn === 'default/crowded').map((x) => x.outcome);
+      assert.ok(outcomes.length > 12, `some connects were refused and retried (${outcomes.length} leases for 12 requests)`);
+      assert.deepEqual([...new Set(outcomes)], ['ok']);
+    } finally {
+      child.kill('SIGKILL');
+    }
+  });
+
   it('answers 502 when the instance drops the connection mid-request', async () => {
     const before = executor.releases.length;
     assertJsonError(await get('/api/reset'), 502, 'FLINT_ERR_FUNCTION_UNREACHABLE');

@@ -76,7 +76,7 @@ export interface RouterOptions {
   /** How long stop() lets in-flight requests finish. Default 5 s. */
   drainMs?: number;
   /** Caps and timeouts of client connections (install values router.*); no caps and 65/66 s when absent. */
-  connections?: Partial<NodeServerLimits> & { onDrop?: (why: ConnectionDrop) => void };
+  connections?: Partial<NodeServerLimits> & { onDrop?: (why: ConnectionDrop) => void; acceptSockets?: number };
   /**
    * Pass the caller's `Authorization` header on to functions. Off when the
    * header is the router's own credential (authentication on): a function
@@ -178,6 +178,7 @@ export class Router {
       headersTimeoutMs: c.headersTimeoutMs ?? 66_000,
       maxConnections: c.maxConnections,
       maxConnectionsPerClient: c.maxConnectionsPerClient,
+      acceptSockets: c.acceptSockets,
       onDrop: c.onDrop,
       handle: (req, res) => this.#handle(req, res),
       refuse: (res, err) => this.#refuse(res, err),

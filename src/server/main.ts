@@ -348,7 +348,7 @@ export async function startServer(
         host: values.router.host,
         port: values.router.port,
         beforeRoute: auth?.guard,
-        connections: { ...limitsOf('router', values.router), onDrop: dropped('router') },
+        connections: { ...limitsOf('router', values.router), acceptSockets: values.router.acceptSockets, onDrop: dropped('router') },
         // With authentication off the header is not a Flint credential: a function may do its own auth with it.
         forwardAuthorization: auth === undefined || values.router.forwardAuthorization,
         accessLog: accessOut === undefined ? undefined : jsonLines(accessOut),

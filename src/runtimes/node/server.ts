@@ -47,6 +47,13 @@ server.on('error', (err) => {
 });
 
 /** One request to ourselves through the whole request path; errors are ignored. */
+/**
+ * The router opens a connection per request in flight, so a new instance gets as many at once as requests waited
+ * for it, and Node accepts one per pass of its loop. A Unix socket refuses a connect outright once this queue is full
+ * (the kernel caps it at net.core.somaxconn); Node's default is 511.
+ */
+const BACKLOG = 4096;
+
 function selfWarm(): void {
   const body = JSON.stringify({ warm: true });
   // A wildcard listener answers on the IPv4 loopback (a `::` one too); a specific address only on itself.
@@ -64,8 +71,8 @@ void (opts.warmUp ? warmUp() : Promise.resolve()).then(() => {
   if (opts.socket) {
     // A socket file left by an earlier worker would make listen fail with EADDRINUSE.
     fs.rmSync(opts.socket, { force: true });
-    server.listen(opts.socket, listening);
+    server.listen({ path: opts.socket, backlog: BACKLOG }, listening);
   } else {
-    server.listen(opts.port, opts.host, listening);
+    server.listen({ port: opts.port, host: opts.host, backlog: BACKLOG }, listening);
   }
 });

@@ -432,14 +432,23 @@ def wait_for_requests(grace_seconds):
         time.sleep(0.02)
 
 
+# The router opens a connection per request in flight, so a new instance gets
+# as many at once as requests waited for it; a Unix socket refuses a connect
+# outright once this queue is full (socketserver's default is 5; the kernel
+# caps it at net.core.somaxconn).
+BACKLOG = 4096
+
+
 class UnixServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
     daemon_threads = True
     block_on_close = False
+    request_queue_size = BACKLOG
 
 
 class TcpServer(socketserver.ThreadingMixIn, socketserver.TCPServer):
     daemon_threads = True
     block_on_close = False
+    request_queue_size = BACKLOG
     allow_reuse_address = True
 
 
