@@ -9,6 +9,8 @@ import { FlintError } from '../api/errors.ts';
 const Strict = { additionalProperties: false } as const;
 const Port = Type.Integer({ minimum: 0, maximum: 65535 });
 const Host = Type.String({ minLength: 1 });
+// Sockets of a data-plane listener, in one SO_REUSEPORT group (src/limits/listener-group.ts).
+const AcceptSockets = Type.Integer({ minimum: 1, maximum: 1024 });
 // Every listener's caps and timeouts (src/limits): 0 caps are derived from the fd limit.
 const ListenerLimits = {
   maxConnections: Type.Integer({ minimum: 0, maximum: 10_000_000 }),
@@ -25,7 +27,7 @@ export const ValuesSchema = Type.Object(
     logLevel: Type.Union(['trace', 'debug', 'info', 'warn', 'error', 'silent'].map((l) => Type.Literal(l))),
     controller: Type.Object({ host: Host, port: Port, ...ListenerLimits }, Strict),
     router: Type.Object(
-      { host: Host, port: Port, acceptSockets: Type.Integer({ minimum: 1, maximum: 1024 }), forwardAuthorization: Type.Boolean(), accessLog: Type.Boolean(), drainSeconds: Type.Number({ minimum: 0, maximum: 600 }),
+      { host: Host, port: Port, acceptSockets: AcceptSockets, forwardAuthorization: Type.Boolean(), accessLog: Type.Boolean(), drainSeconds: Type.Number({ minimum: 0, maximum: 600 }),
         replicas: Type.Integer({ minimum: 1, maximum: 1000 }),
         autoscaling: Type.Object(
           {
@@ -47,6 +49,7 @@ export const ValuesSchema = Type.Object(
         host: Host,
         port: Port,
         httpsPort: Port,
+        acceptSockets: AcceptSockets,
         ...ListenerLimits,
       },
       Strict,

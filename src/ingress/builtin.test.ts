@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterEach, beforeEach, describe, it } from 'node:test';
+import { listenersOn } from '../testing/listeners.ts';
 import { type BuiltinGateway, createBuiltinGateway, normalizeHost } from './builtin.ts';
 import {
   type EchoRouter,
@@ -18,7 +19,8 @@ let gw: BuiltinGateway | undefined;
 
 runIngressProviderContract('builtin', {
   async setup({ routerUrl }) {
-    gw = createBuiltinGateway({ routerUrl, port: 0, httpsPort: 0 });
+    // Each listener a group of four sockets, so the contract runs through the group (limits/listener-group.ts), HTTPS too.
+    gw = createBuiltinGateway({ routerUrl, port: 0, httpsPort: 0, acceptSockets: 4 });
     await gw.start();
     const g = gw;
     return {
@@ -34,6 +36,18 @@ runIngressProviderContract('builtin', {
 });
 
 describe('builtin gateway', () => {
+  it('listens on a group of sockets for HTTP and for HTTPS, and closes them all when it stops', { skip: process.platform !== 'linux' && 'Linux only' }, async () => {
+    const g = createBuiltinGateway({ routerUrl: 'http://127.0.0.1:9', port: 0, httpsPort: 0, acceptSockets: 3 });
+    await g.start();
+    const ports = [Number(new URL(g.url).port), Number(new URL(g.httpsUrl as string).port)];
+    try {
+      assert.deepEqual(ports.map(listenersOn), [3, 3]);
+    } finally {
+      await g.stop();
+    }
+    assert.deepEqual(ports.map(listenersOn), [0, 0]);
+  });
+
   it('normalizes Host headers', () => {
     assert.equal(normalizeHost('A.Example.TEST:8081'), 'a.example.test');
     assert.equal(normalizeHost('example.test.'), 'example.test');

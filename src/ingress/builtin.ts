@@ -4,10 +4,11 @@
 // so the gateway passes every end-to-end header, Authorization included,
 // through untouched.
 import type { ConnectionDrop } from '../limits/connection-admission.ts';
+import { closeGroup, listenGroup } from '../limits/listener-group.ts';
 import { limitNodeServer, type NodeServerLimits } from '../limits/node-server.ts';
 import http from 'node:http';
 import https from 'node:https';
-import type { AddressInfo, Socket } from 'node:net';
+import type { AddressInfo, Server as NetServer, Socket } from 'node:net';
 import { type Duplex, Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import tls from 'node:tls';
@@ -30,6 +31,8 @@ export interface BuiltinGatewayOptions {
   logger?: Logger;
   /** Most connections kept open to the router. */
   connections?: number;
+  /** Sockets of each listener (HTTP, HTTPS), in one SO_REUSEPORT group (limits/listener-group.ts); 1 when absent. */
+  acceptSockets?: number;
   /** Caps and timeouts of client connections, each listener (HTTP, HTTPS) on its own (install values ingress.*). */
   limits?: NodeServerLimits;
   /** Hears of connections the caps closed, by listener (`ingress`, `ingress-https`). */
@@ -238,14 +241,11 @@ function urlOf(scheme: string, addr: AddressInfo): string {
   return `${scheme}://${host}:${addr.port}`;
 }
 
-function listen(server: http.Server, port: number, host: string): Promise<AddressInfo> {
-  return new Promise((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(port, host, () => {
-      server.off('error', reject);
-      resolve(server.address() as AddressInfo);
-    });
-  });
+/** Listens `server` on a group of `sockets` sockets (limits/listener-group.ts); the others' connections are fed to it. */
+async function listen(server: http.Server, port: number, host: string, sockets: number, more: NetServer[]): Promise<AddressInfo> {
+  const group = await listenGroup(server, { port, host, backlog: 4096, sockets }, (socket) => server.emit('connection', socket));
+  more.push(...group.more);
+  return group.address;
 }
 
 /** How long requests in flight may take to finish once the gateway stops. */
@@ -268,6 +268,8 @@ export function createBuiltinGateway(opts: BuiltinGatewayOptions): BuiltinGatewa
   let table = emptyTable();
   let httpServer: http.Server | undefined;
   let httpsServer: https.Server | undefined;
+  /** The listeners' other sockets, whose connections they are fed. */
+  const moreSockets: NetServer[] = [];
   let url = '';
   let httpsUrl: string | undefined;
   let httpsPort = 0;
@@ -526,13 +528,13 @@ export function createBuiltinGateway(opts: BuiltinGatewayOptions): BuiltinGatewa
       httpServer = http.createServer({ keepAliveTimeout: 30_000, shouldUpgradeCallback: wantsTunnel }, onRequest(false));
       httpServer.on('upgrade', onUpgrade(false));
       if (opts.limits) limitNodeServer(httpServer, opts.limits, opts.onDrop?.('ingress'));
-      const addr = await listen(httpServer, opts.port, listenHost);
+      const addr = await listen(httpServer, opts.port, listenHost, opts.acceptSockets ?? 1, moreSockets);
       url = urlOf('http', addr);
       if (opts.httpsPort !== undefined) {
         httpsServer = https.createServer({ SNICallback: sni, keepAliveTimeout: 30_000, shouldUpgradeCallback: wantsTunnel }, onRequest(true));
         httpsServer.on('upgrade', onUpgrade(true));
         if (opts.limits) limitNodeServer(httpsServer, opts.limits, opts.onDrop?.('ingress-https'));
-        const saddr = await listen(httpsServer, opts.httpsPort, listenHost);
+        const saddr = await listen(httpsServer, opts.httpsPort, listenHost, opts.acceptSockets ?? 1, moreSockets);
         httpsPort = saddr.port;
         httpsUrl = urlOf('https', saddr);
       }
@@ -556,7 +558,7 @@ export function createBuiltinGateway(opts: BuiltinGatewayOptions): BuiltinGatewa
       stopping = true;
       for (const res of answering) if (!res.headersSent) res.shouldKeepAlive = false;
       const servers = [httpServer, httpsServer].filter((s): s is http.Server => s !== undefined);
-      const closing = Promise.all(servers.map(stopListening));
+      const closing = Promise.all([...servers.map(stopListening), closeGroup(moreSockets.splice(0))]);
       try {
         await whileTunnelsOpen?.();
       } finally {

@@ -32,7 +32,7 @@ export function createIngressProvider(o: IngressFromValuesOptions): IngressProvi
   const logger = o.logger;
   switch (v.provider) {
     case 'builtin':
-      return createBuiltinGateway({ routerUrl: o.routerUrl, host: v.host, port: v.port, httpsPort: v.httpsPort, logger, limits: o.limits, onDrop: o.onDrop });
+      return createBuiltinGateway({ routerUrl: o.routerUrl, host: v.host, port: v.port, httpsPort: v.httpsPort, acceptSockets: v.acceptSockets, logger, limits: o.limits, onDrop: o.onDrop });
     case 'nginx':
       return createNginxProvider({
         workDir: path.join(path.resolve(o.values.dataDir), 'nginx'),

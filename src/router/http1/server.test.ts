@@ -6,15 +6,18 @@ import { after, before, describe, it } from 'node:test';
 import type { FlintError } from '../../api/errors.ts';
 import type { Http1Request } from './request.ts';
 import type { Http1Response } from './response.ts';
+import { listenersOn } from '../../testing/listeners.ts';
 import { Http1Server } from './server.ts';
 
 type Handler = (req: Http1Request, res: Http1Response) => void;
 
 let handler: Handler = () => {};
 const failures: unknown[] = [];
+// Four sockets in a SO_REUSEPORT group, so every test here runs through the group (limits/listener-group.ts).
 const server = new Http1Server({
   keepAliveTimeoutMs: 65_000,
   headersTimeoutMs: 66_000,
+  acceptSockets: 4,
   handle: (req, res) => handler(req, res),
   refuse(res: Http1Response, err: FlintError) {
     const body = JSON.stringify({ code: err.code, message: err.message });
@@ -66,6 +69,11 @@ describe('Http1Server', () => {
   after(async () => {
     await server.close(1000);
     assert.deepEqual(failures, []);
+    assert.equal(listenersOn(port), 0, 'every socket of the group closed');
+  });
+
+  it('listens on its group of sockets, all on one port', { skip: process.platform !== 'linux' && 'Linux only' }, () => {
+    assert.equal(listenersOn(port), 4);
   });
 
   it('keeps a connection alive and answers pipelined requests in order', async () => {

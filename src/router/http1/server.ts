@@ -17,6 +17,7 @@ import net from 'node:net';
 import type { FlintError } from '../../api/errors.ts';
 import { ClientConnection, type ConnectionHost } from './connection.ts';
 import { ConnectionAdmission, type ConnectionDrop, type ConnectionLimits } from '../../limits/connection-admission.ts';
+import { closeGroup, listenGroup } from '../../limits/listener-group.ts';
 import type { Http1Request } from './request.ts';
 import type { Http1Response } from './response.ts';
 
@@ -27,14 +28,7 @@ export interface Http1ServerOptions extends Partial<ConnectionLimits> {
   keepAliveTimeoutMs: number;
   /** The longest a request head may take to arrive (slow-header attacks). */
   headersTimeoutMs: number;
-  /**
-   * Listening sockets in one SO_REUSEPORT group (1: a single socket). libuv
-   * accepts one connection per readiness report of a listening socket, and
-   * under load a report comes once per pass over every ready connection, so
-   * a burst of new clients waits in the kernel's accept queue for seconds
-   * (1,000 of wrk's 2,000 were never accepted in a 5 s run); each socket of
-   * the group adds an accept per pass. Linux only; elsewhere one socket.
-   */
+  /** Listening sockets in one SO_REUSEPORT group (limits/listener-group.ts); 1 when absent. */
   acceptSockets?: number;
   /** Must not throw; an exception is reported to handlerFailed and the connection answered or cut. */
   handle(req: Http1Request, res: Http1Response): void;
@@ -48,9 +42,9 @@ const SWEEP_MS = 1000;
 
 export class Http1Server implements ConnectionHost {
   readonly #o: Http1ServerOptions;
-  /** The first listening socket; the rest of its SO_REUSEPORT group follow it in #listeners. */
+  /** The first listening socket; the rest of its SO_REUSEPORT group (limits/listener-group.ts) in #more. */
   readonly #server: net.Server;
-  readonly #listeners: net.Server[] = [];
+  #more: readonly net.Server[] = [];
   readonly #onSocket: (socket: net.Socket) => void;
   /** Oldest first (a Set keeps insertion order): the caps close the oldest idle one. */
   readonly #conns = new Set<ClientConnection>();
@@ -110,43 +104,15 @@ export class Http1Server implements ConnectionHost {
   }
 
   async listen(port: number, host: string): Promise<net.AddressInfo> {
-    const group = process.platform === 'linux' ? Math.max(1, this.#o.acceptSockets ?? 1) : 1;
-    // Every socket of a group sets SO_REUSEPORT, so a second server of this user on the same port would join the
-    // group and take half the connections instead of failing: the port is first taken alone, as a single socket would.
-    if (group > 1 && port !== 0) {
-      const probe = net.createServer();
-      await this.#listenOne(probe, port, host, false);
-      await new Promise((resolve) => probe.close(resolve));
-    }
-    const first = await this.#listenOne(this.#server, port, host, group > 1);
-    this.#listeners.push(this.#server);
-    try {
-      for (let i = 1; i < group; i++) {
-        const more = net.createServer({ noDelay: true, allowHalfOpen: false }, this.#onSocket);
-        await this.#listenOne(more, first.port, host, true);
-        this.#listeners.push(more);
-      }
-    } catch (err) {
-      for (const l of this.#listeners) l.close();
-      this.#listeners.length = 0;
-      throw err;
-    }
+    // Node's default backlog (511) drops the SYNs of a burst of new clients (a load balancer
+    // reconnecting, wrk's 2,000 at once), which then retry after a second: the accept queue
+    // may hold up to the connection cap (the kernel still caps it at net.core.somaxconn).
+    const backlog = Math.max(511, this.#o.maxConnections || 4096);
+    const group = await listenGroup(this.#server, { port, host, backlog, sockets: this.#o.acceptSockets ?? 1 }, this.#onSocket);
+    this.#more = group.more;
     this.#sweep = setInterval(() => this.#sweepConnections(), SWEEP_MS);
     this.#sweep.unref();
-    return first;
-  }
-
-  #listenOne(server: net.Server, port: number, host: string, reusePort: boolean): Promise<net.AddressInfo> {
-    return new Promise((resolve, reject) => {
-      server.once('error', reject);
-      // Node's default backlog (511) drops the SYNs of a burst of new clients (a load balancer
-      // reconnecting, wrk's 2,000 at once), which then retry after a second: the accept queue
-      // may hold up to the connection cap (the kernel still caps it at net.core.somaxconn).
-      server.listen({ port, host, backlog: Math.max(511, this.#o.maxConnections || 4096), reusePort }, () => {
-        server.off('error', reject);
-        resolve(server.address() as net.AddressInfo);
-      });
-    });
+    return group.address;
   }
 
   /**
@@ -160,8 +126,7 @@ export class Http1Server implements ConnectionHost {
     if (this.#stopped !== undefined) return;
     this.#closing = true;
     clearInterval(this.#sweep);
-    const listeners = this.#listeners.length > 0 ? this.#listeners : [this.#server];
-    this.#stopped = Promise.all(listeners.map((l) => new Promise<void>((resolve) => l.close(() => resolve())))).then(() => {});
+    this.#stopped = closeGroup([this.#server, ...this.#more]);
     for (const c of [...this.#conns]) c.closeIfIdle();
     if (this.#conns.size > 0) {
       const drained = new Promise<void>((resolve) => {
