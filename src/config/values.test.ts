@@ -38,6 +38,8 @@ describe('install values', () => {
     assert.equal(typeof v.kafka.brokers, 'string');
     assert.equal(typeof v.controller.port, 'number');
     assert.equal(typeof v.router.port, 'number');
+    assert.equal(v.router.acceptSockets, 64);
+    assert.equal(v.ingress.acceptSockets, 64);
     assert.equal(typeof v.ingress.port, 'number');
     assert.equal(typeof v.dataDir, 'string');
   });
@@ -62,6 +64,10 @@ describe('install values', () => {
     await refuses({ sets: ['executor.poolSize=1001'] }, /'executor\.poolSize' must be at most 1000/);
     await refuses({ sets: ['executor.poolSize=two'] }, /'executor\.poolSize' must be an integer/);
     await refuses({ sets: ['router=1'] }, /'router' is a map/);
+    // Each socket of a listener group is an open file and a net.Server: a typo must not open a million.
+    await refuses({ sets: ['router.acceptSockets=0'] }, /'router\.acceptSockets' must be at least 1/);
+    await refuses({ sets: ['ingress.acceptSockets=1000000'] }, /'ingress\.acceptSockets' must be at most 1024/);
+    await refuses({ sets: ['router.acceptSockets=1.5'] }, /'router\.acceptSockets' must be an integer/);
     await refuses({ sets: ['noequals'] }, /--set needs key=value/);
     await refuses({ files: [tmpFile('router:\n  port: "x"\n')] }, /'router\.port' must be an integer/);
     await refuses({ files: [tmpFile('bogus: 1\n')] }, /unknown install value 'bogus'/);
