@@ -8,6 +8,8 @@ import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
+import { eventually } from '../src/testing/eventually.ts';
+import { acceptQueued } from '../src/testing/listeners.ts';
 import { flint, startServer, type TestServer } from './helpers/server.ts';
 
 let server: TestServer;
@@ -73,9 +75,16 @@ describe('connection limits under a flood of half-open connections', { timeout: 
     const port = Number(new URL(server.routerUrl).port);
     // Four addresses of 127/8 stand for four attacking hosts: 200 connections against a cap of 120.
     const attackers = ['127.0.0.2', '127.0.0.3', '127.0.0.4', '127.0.0.5'];
-    for (const a of attackers) await halfOpen(port, a, PER_CLIENT);
+    // Each attacker's connections are all accepted before the next comes: the router listens on a group of sockets
+    // (limits/listener-group.ts), whose queues it takes in no set order, and the oldest idle connection goes first.
+    const accepted = () => eventually(() => acceptQueued(port) === 0, 'the router accepted every connection made');
+    for (const a of attackers) {
+      await halfOpen(port, a, PER_CLIENT);
+      await accepted();
+    }
     // More from the latest attacker, whose connections are the newest and all still open: refused at its share.
     await halfOpen(port, attackers[3], 5);
+    await accepted();
     const stillOpen = () => flood.filter((s) => !s.destroyed && s.readyState === 'open').length;
     await new Promise((r) => setTimeout(r, 200));
     assert.ok(stillOpen() <= CAP, `the router kept to its cap: ${stillOpen()} flood connections open`);
