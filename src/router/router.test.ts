@@ -365,7 +365,7 @@ describe('router', () => {
     );
   });
 
-  it('retries a connect its instance refuses with a full accept queue (EAGAIN), without condemning the instance', async () => {
+  it('retries a connect its instance refuses with a full accept queue (EAGAIN), without condemning the instance, and answers 429 with Retry-After once a second of retries runs out', async () => {
     // A Unix socket refuses a connect outright when its accept queue is full, where TCP would resend the SYN. This
     // instance's queue holds one, and it is stopped for a moment while twelve requests come.
     const sock = path.join(dir, 'crowded.sock');
@@ -388,6 +388,22 @@ describe('router', () => {
       const outcomes = executor.releases.slice(before).filter((x) => x.fn === 'default/crowded').map((x) => x.outcome);
       assert.ok(outcomes.length > 12, `some connects were refused and retried (${outcomes.length} leases for 12 requests)`);
       assert.deepEqual([...new Set(outcomes)], ['ok']);
+
+      // Stopped for longer than the retries last (about a second): what could not get in is told to come back.
+      const mark = executor.releases.length;
+      child.kill('SIGSTOP');
+      const late = Promise.all(Array.from({ length: 8 }, () => get('/crowded')));
+      await new Promise((r) => setTimeout(r, 1500));
+      child.kill('SIGCONT');
+      const got = await late;
+      const refused = got.filter((r) => r.status !== 200);
+      assert.ok(refused.length > 0 && refused.length < got.length, got.map((r) => r.status).join(' '));
+      for (const r of refused) {
+        assertJsonError(r, 429, 'FLINT_ERR_TOO_MANY_REQUESTS');
+        assert.equal(r.headers['retry-after'], '1');
+        assert.match(r.json().message, /accept queues stayed full/);
+      }
+      assert.deepEqual([...new Set(executor.releases.slice(mark).filter((x) => x.fn === 'default/crowded').map((x) => x.outcome))], ['ok']);
     } finally {
       child.kill('SIGKILL');
     }
