@@ -77,6 +77,24 @@ async function deadSocket(): Promise<string> {
   return p;
 }
 
+/**
+ * An instance whose accept queue holds one connection (backlog 1): a Unix socket refuses a connect outright once its
+ * queue is full, where TCP would resend the SYN. Routed at /<name>; `leases` lists its release outcomes so far.
+ */
+async function crowdedInstance(name: string): Promise<{ child: ReturnType<typeof spawn>; leases: () => string[] }> {
+  const sock = path.join(dir, `${name}.sock`);
+  const child = spawn(
+    process.execPath,
+    ['-e', `require('node:http').createServer((q, r) => r.end('ok')).listen({ path: ${JSON.stringify(sock)}, backlog: 1 }, () => console.log('up'))`],
+    { stdio: ['ignore', 'pipe', 'inherit'] },
+  );
+  await once(child.stdout!, 'data');
+  executor.placements.set(`default/${name}`, { socketPath: sock });
+  await put(fn(name), route(`r-${name}`, { relativeurl: `/${name}`, fn: name }));
+  await waitStatus(`/${name}`, 200);
+  return { child, leases: () => executor.releases.filter((x) => x.fn === `default/${name}`).map((x) => x.outcome) };
+}
+
 before(async () => {
   dir = fs.mkdtempSync(path.join(os.tmpdir(), 'flint-router-'));
   store = openSqliteStore(path.join(dir, 'flint.db'));
@@ -365,45 +383,39 @@ describe('router', () => {
     );
   });
 
-  it('retries a connect its instance refuses with a full accept queue (EAGAIN), without condemning the instance, and answers 429 with Retry-After once a second of retries runs out', async () => {
-    // A Unix socket refuses a connect outright when its accept queue is full, where TCP would resend the SYN. This
-    // instance's queue holds one, and it is stopped for a moment while twelve requests come.
-    const sock = path.join(dir, 'crowded.sock');
-    const child = spawn(
-      process.execPath,
-      ['-e', `require('node:http').createServer((q, r) => r.end('ok')).listen({ path: ${JSON.stringify(sock)}, backlog: 1 }, () => console.log('up'))`],
-      { stdio: ['ignore', 'pipe', 'inherit'] },
-    );
+  it('retries a connect its instance refuses with a full accept queue (EAGAIN), without condemning the instance', async () => {
+    const { child, leases } = await crowdedInstance('crowded');
     try {
-      await once(child.stdout!, 'data');
-      executor.placements.set('default/crowded', { socketPath: sock });
-      await put(fn('crowded'), route('r-crowded', { relativeurl: '/crowded', fn: 'crowded' }));
-      await waitStatus('/crowded', 200);
-      const before = executor.releases.length;
+      const before = leases();
       child.kill('SIGSTOP');
       const answers = Promise.all(Array.from({ length: 12 }, () => get('/crowded')));
-      await new Promise((r) => setTimeout(r, 300));
+      // Each refused connect gives its lease back ('ok') and takes another: the instance is let go once some were.
+      await eventually(() => leases().length > before.length + 12, 'connects refused and retried');
       child.kill('SIGCONT');
       for (const r of await answers) assert.equal(r.status, 200, r.text());
-      const outcomes = executor.releases.slice(before).filter((x) => x.fn === 'default/crowded').map((x) => x.outcome);
-      assert.ok(outcomes.length > 12, `some connects were refused and retried (${outcomes.length} leases for 12 requests)`);
-      assert.deepEqual([...new Set(outcomes)], ['ok']);
+      assert.deepEqual([...new Set(leases().slice(before.length))], ['ok']);
+    } finally {
+      child.kill('SIGKILL');
+    }
+  });
 
-      // Stopped for longer than the retries last (about a second): what could not get in is told to come back.
-      const mark = executor.releases.length;
+  it('answers 429 with Retry-After to what could not connect to its busy instance in a second of retries', async () => {
+    const { child, leases } = await crowdedInstance('crowded2');
+    try {
+      const before = leases();
       child.kill('SIGSTOP');
-      const late = Promise.all(Array.from({ length: 8 }, () => get('/crowded')));
-      await new Promise((r) => setTimeout(r, 1500));
+      const calls = Array.from({ length: 8 }, () => get('/crowded2'));
+      // While the instance is stopped nothing can answer 200: the first answer is a refusal.
+      const first = await Promise.race(calls);
+      assertJsonError(first, 429, 'FLINT_ERR_TOO_MANY_REQUESTS');
+      assert.equal(first.headers['retry-after'], '1');
+      assert.match(first.json().message, /accept queues stayed full/);
       child.kill('SIGCONT');
-      const got = await late;
-      const refused = got.filter((r) => r.status !== 200);
-      assert.ok(refused.length > 0 && refused.length < got.length, got.map((r) => r.status).join(' '));
-      for (const r of refused) {
-        assertJsonError(r, 429, 'FLINT_ERR_TOO_MANY_REQUESTS');
-        assert.equal(r.headers['retry-after'], '1');
-        assert.match(r.json().message, /accept queues stayed full/);
-      }
-      assert.deepEqual([...new Set(executor.releases.slice(mark).filter((x) => x.fn === 'default/crowded').map((x) => x.outcome))], ['ok']);
+      const got = await Promise.all(calls);
+      // The two its queue held are answered once it runs again.
+      assert.ok(got.some((r) => r.status === 200), got.map((r) => r.status).join(' '));
+      for (const r of got.filter((x) => x.status !== 200)) assertJsonError(r, 429, 'FLINT_ERR_TOO_MANY_REQUESTS');
+      assert.deepEqual([...new Set(leases().slice(before.length))], ['ok']);
     } finally {
       child.kill('SIGKILL');
     }
