@@ -127,19 +127,27 @@ export function stormRow(r: StormResult): string[] {
   ];
 }
 
-/** Storms of each size for each runtime, on a server of their own. */
+/**
+ * Storms of each size for each runtime, each on a server of its own: instances an earlier storm left (up to twice
+ * its size, idle but not yet reaped) would otherwise hold the instance budget the next one starts from.
+ */
 export async function stormBench(sandbox: 'bubblewrap' | 'none', sizes: number[], runtimes: StormRuntime[] = [NODE, PYTHON]): Promise<{ rows: string[][]; results: StormResult[] }> {
-  // Workers get 128 MiB each so that the largest storm fits the derived instance budget of a small machine.
-  const server = await startServer({ sets: [`executor.sandbox=${sandbox}`, 'logLevel=error', 'executor.memoryMB=128'] });
   const work = fs.mkdtempSync(path.join(os.tmpdir(), 'flint-storm-'));
   const results: StormResult[] = [];
   try {
     let round = 0;
     for (const rt of runtimes) {
-      for (const n of sizes) results.push(...(await storm(server, rt, n, round++, work)));
+      for (const n of sizes) {
+        // Workers get 128 MiB each so that the largest storm fits the derived instance budget of a small machine.
+        const server = await startServer({ sets: [`executor.sandbox=${sandbox}`, 'logLevel=error', 'executor.memoryMB=128'] });
+        try {
+          results.push(...(await storm(server, rt, n, round++, work)));
+        } finally {
+          await server.stop();
+        }
+      }
     }
   } finally {
-    await server.stop();
     fs.rmSync(work, { recursive: true, force: true });
   }
   return { rows: results.map(stormRow), results };
