@@ -294,10 +294,8 @@ export class ProxyCall implements ResponseHandler, ResponseWatcher {
     }
     if (code === 'EAGAIN' && (err as { syscall?: string }).syscall === 'connect') {
       lease?.release('ok');
-      this.#lease = undefined;
-      this.#abortUpstream = undefined;
       if (this.#busyRetries++ < MAX_BUSY_RETRIES) {
-        setTimeout(() => this.#acquire(), BUSY_RETRY_MS);
+        this.#tryAgain(BUSY_RETRY_MS);
         return;
       }
       this.#fail('FLINT_ERR_TOO_MANY_REQUESTS', `function '${name}' is not taking new connections: its instances' accept queues stayed full for ${(MAX_BUSY_RETRIES * BUSY_RETRY_MS) / 1000} s`, 1);
@@ -312,13 +310,19 @@ export class ProxyCall implements ResponseHandler, ResponseWatcher {
     if ((err as { syscall?: string }).syscall === 'connect' && this.#dialRetries < MAX_DIAL_RETRIES) {
       this.#dialRetries++;
       this.#deps.logger.debug({ fn: this.#target.key, requestId: this.#requestId, code }, 'instance unreachable before the request was sent; trying another');
-      this.#lease = undefined;
-      this.#abortUpstream = undefined;
-      this.#acquire();
+      this.#tryAgain(0);
       return;
     }
     const why = code === 'UPSTREAM_BAD_RESPONSE' ? err.message : `its instance failed the connection (${code || err.message})`;
     this.#fail('FLINT_ERR_FUNCTION_UNREACHABLE', `function '${name}' is unreachable: ${why}`);
+  }
+
+  /** Nothing of the request reached the instance (its lease is given back): asks for an instance again, after `delayMs`. */
+  #tryAgain(delayMs: number): void {
+    this.#lease = undefined;
+    this.#abortUpstream = undefined;
+    if (delayMs === 0) this.#acquire();
+    else setTimeout(() => this.#acquire(), delayMs);
   }
 
   // ---- endings ----------------------------------------------------------------

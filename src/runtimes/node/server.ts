@@ -46,7 +46,6 @@ server.on('error', (err) => {
   process.exit(1);
 });
 
-/** One request to ourselves through the whole request path; errors are ignored. */
 /**
  * The router opens a connection per request in flight, so a new instance gets as many at once as requests waited
  * for it, and Node accepts one per pass of its loop. A Unix socket refuses a connect outright once this queue is full
@@ -54,6 +53,7 @@ server.on('error', (err) => {
  */
 const BACKLOG = 4096;
 
+/** One request to ourselves through the whole request path; errors are ignored. */
 function selfWarm(): void {
   const body = JSON.stringify({ warm: true });
   // A wildcard listener answers on the IPv4 loopback (a `::` one too); a specific address only on itself.
