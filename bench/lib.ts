@@ -3,6 +3,7 @@
 // ratios mean something even on a noisy 2-core box.
 import { execFile, spawn } from 'node:child_process';
 import { once } from 'node:events';
+import fs from 'node:fs';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { Pool } from 'undici';
@@ -115,6 +116,23 @@ export async function timedFirstCall(router: Pool, name: string): Promise<number
   const us = Number(process.hrtime.bigint() - t0) / 1000;
   if (res.statusCode !== 200) throw new Error(`first call of ${name}: ${res.statusCode} ${text}`);
   return us;
+}
+
+/** What /proc counts CPU time in: clock ticks (USER_HZ, 100 on Linux). */
+export const TICKS_PER_S = 100;
+
+/** Busy and total ticks of the whole machine, every core (/proc/stat; Linux only). */
+export function machineTicks(): { busy: number; total: number } {
+  const [user, nice, system, idle, iowait, irq, softirq, steal] = fs.readFileSync('/proc/stat', 'utf8').split('\n')[0].trim().split(/\s+/).slice(1).map(Number);
+  const total = user + nice + system + idle + iowait + irq + softirq + steal;
+  return { busy: total - idle - iowait, total };
+}
+
+/** `body`'s result, and the CPU the whole machine spent while it ran (every process, the kernel's own work too), in ms. */
+export async function machineCpuDuring<T>(body: () => Promise<T>): Promise<{ result: T; cpuMs: number }> {
+  const before = machineTicks().busy;
+  const result = await body();
+  return { result, cpuMs: ((machineTicks().busy - before) * 1000) / TICKS_PER_S };
 }
 
 export interface WrkResult {

@@ -1,13 +1,13 @@
 import assert from 'node:assert/strict';
-import { execFileSync } from 'node:child_process';
+import { execFileSync, spawn, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { describe, it } from 'node:test';
 import { writeCharts } from './charts.ts';
-import { median, spread, type WrkResult } from './lib.ts';
+import { machineCpuDuring, median, spread, startBareServer, type WrkResult } from './lib.ts';
 import { BARE, FLINT, type PeersResult, paceScript, peerRows, peerTable, rotation, summarizePeers } from './peers.ts';
-import { findProgram, goFailure, haproxyConfig, nginxConfig } from './proxies.ts';
+import { findProgram, goFailure, haproxyConfig, nginxConfig, startNodePipe } from './proxies.ts';
 
 const w = (rps: number, p50Us: number, p99Us: number, non2xx = 0, errors = 0): WrkResult => ({ rps, requests: rps * 4, goodput: rps, p50Us, p99Us, non2xx, errors });
 
@@ -93,7 +93,7 @@ describe('peer table math', () => {
   it('writes the charts as SVG', async () => {
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'flint-charts-'));
     try {
-      const storms = [20, 100].map((n) => ({ runtime: 'node', n, burst: 'first' as const, calls: [9000, 30000, 60000], forks: [50000, 90000, 120000], failed: 0 }));
+      const storms = [20, 100].map((n) => ({ runtime: 'node', n, burst: 'first' as const, calls: [9000, 30000, 60000], forks: [50000, 90000, 120000], failed: 0, cpuMsPerCall: 80, cpuMsPerFork: 35 }));
       const files = await writeCharts({ peers: result, cold: { flintUs: [6000, 6500, 9000], forkUs: [40000, 42000, 45000] }, storms }, dir);
       assert.deepEqual(files.map((f) => path.basename(f)).sort(), ['cold-start-storms.svg', 'cold-start.svg', 'peers-latency.svg', 'peers-throughput.svg']);
       for (const f of files) {
@@ -105,6 +105,42 @@ describe('peer table math', () => {
     } finally {
       fs.rmSync(dir, { recursive: true, force: true });
     }
+  });
+});
+
+describe('the Node socket pipe peer', () => {
+  it('carries keep-alive requests to the upstream, a connection of its own per client', async () => {
+    const bare = await startBareServer({ body: 'through the pipe\n' });
+    try {
+      const pipe = await startNodePipe({ upstreamPort: bare.port });
+      try {
+        for (let i = 0; i < 3; i++) {
+          const res = await fetch(pipe.url);
+          assert.equal(res.status, 200);
+          assert.equal(await res.text(), 'through the pipe\n');
+        }
+      } finally {
+        await pipe.stop();
+      }
+    } finally {
+      await bare.stop();
+    }
+  });
+
+  it('refuses an upstream port that is not one, naming it', () => {
+    const main = path.join(import.meta.dirname, 'peers', 'node-pipe', 'main.ts');
+    for (const bad of ['0', '70000', 'x']) {
+      const r = spawnSync(process.execPath, [main, bad], { encoding: 'utf8', timeout: 10_000 });
+      assert.equal(r.status, 2);
+      assert.match(r.stderr, new RegExp(`got '${bad}'`));
+    }
+  });
+});
+
+describe('machine CPU during a body', () => {
+  it('counts CPU spent by other processes', async () => {
+    const busy = await machineCpuDuring(() => new Promise<void>((resolve) => spawn(process.execPath, ['-e', 'const t = Date.now(); while (Date.now() - t < 300);']).on('exit', () => resolve())));
+    assert.ok(busy.cpuMs >= 200, `a child spinning 300 ms: ${busy.cpuMs} ms counted`);
   });
 });
 

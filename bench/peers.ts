@@ -7,7 +7,11 @@
 //   - nginx and HAProxy (Debian), one worker each, keep-alive upstream;
 //   - Go's httputil.ReverseProxy (bench/peers/goproxy, GOMAXPROCS=1), which
 //     Fission's router is built on;
-//   - Knative's queue-proxy, when it builds from the module proxy as released.
+//   - Knative's queue-proxy, when it builds from the module proxy as released;
+//   - a Node socket pipe (bench/peers/node-pipe): each client connection piped
+//     to an upstream connection of its own, no HTTP parsed. Not a proxy one
+//     could deploy, but the floor under any written in Node: the gap between
+//     it and Flint is the router's own work, the rest is Node's.
 // wrk (1 thread, 32 connections) runs against each in turn, in rounds whose
 // order rotates, twice: at full load (as fast as each answers: throughput,
 // and latency that is mostly queueing, 32 / req/s by Little's law) and paced
@@ -27,12 +31,13 @@ import { startServer } from '../test/helpers/server.ts';
 import { deployHello, fmt, hasWrk, type Spread, spread, startBareServer, waitFor200, type WrkResult, wrk } from './lib.ts';
 import { writeCharts } from './charts.ts';
 import { readKnobs } from './knobs.ts';
-import { buildQueueProxy, findProgram, type RunningProxy, startGoProxy, startHaproxy, startNginx } from './proxies.ts';
+import { buildQueueProxy, findProgram, type RunningProxy, startGoProxy, startHaproxy, startNginx, startNodePipe } from './proxies.ts';
 
 const execFileP = promisify(execFile);
 
 export const BARE = 'bare node:http';
 export const FLINT = 'Flint router';
+export const NODE_PIPE = 'Node socket pipe (floor, no HTTP)';
 /** Idle keep-alive connections each proxy keeps to the upstream (more than wrk's 32). */
 const KEEPALIVE = 64;
 /** The paced runs' mean wait between a connection's requests: 32 connections then offer at most 3,200 req/s. */
@@ -244,6 +249,7 @@ export async function peersBench(o: { sandbox: string; seconds: number; rounds: 
       if ('reason' in built) return `not built: ${built.reason}`;
       return `built (${built.bin}) but not run: the bench does not start it yet (it needs a Knative revision's SERVING_* environment)`;
     });
+    await peer(NODE_PIPE, () => startNodePipe(upstream));
 
     // The worker's warm pool settles, then every path warms under the load
     // (a proxy's first seconds under 32 connections are not its rate).

@@ -1,8 +1,9 @@
 // The proxies the benchmarks put beside Flint's router, each in front of a
 // node:http upstream on a loopback TCP port, one worker each: nginx and
 // HAProxy from Debian, Go's httputil.ReverseProxy (bench/peers/goproxy,
-// built with the machine's Go), and an attempt at Knative's queue-proxy as
-// released. The config generators are pure, for the tests.
+// built with the machine's Go), an attempt at Knative's queue-proxy as
+// released, and a Node socket pipe (bench/peers/node-pipe), the floor under
+// any proxy written in Node. The config generators are pure, for the tests.
 import { type ChildProcess, execFile, spawn } from 'node:child_process';
 import { once } from 'node:events';
 import fs from 'node:fs';
@@ -139,6 +140,15 @@ export async function startGoProxy(go: string, c: Omit<ProxyConfig, 'listenPort'
   const child = spawn(bin, ['-upstream', `http://127.0.0.1:${c.upstreamPort}`, '-idle', String(c.keepalive)], {
     stdio: ['ignore', 'pipe', 'inherit'],
     env: { ...process.env, GOMAXPROCS: '1' },
+  });
+  const [chunk] = (await once(child.stdout!, 'data')) as [Buffer];
+  return whenServing(child, `http://127.0.0.1:${chunk.toString().trim()}/`, 'SIGTERM');
+}
+
+/** The Node socket pipe (bench/peers/node-pipe): a connection to the upstream per client connection, no HTTP parsed. */
+export async function startNodePipe(c: Omit<ProxyConfig, 'listenPort' | 'dir' | 'keepalive'>): Promise<RunningProxy> {
+  const child = spawn(process.execPath, [path.join(import.meta.dirname, 'peers', 'node-pipe', 'main.ts'), String(c.upstreamPort)], {
+    stdio: ['ignore', 'pipe', 'inherit'],
   });
   const [chunk] = (await once(child.stdout!, 'data')) as [Buffer];
   return whenServing(child, `http://127.0.0.1:${chunk.toString().trim()}/`, 'SIGTERM');

@@ -24,7 +24,7 @@ import { sandboxAvailable } from '../src/sandbox/bwrap.ts';
 import { FUNCTION_NAMESPACE, startTestCluster, type TestCluster } from '../test/helpers/kube-cluster.ts';
 import { eventually, startServer, type TestServer } from '../test/helpers/server.ts';
 import { type SplitCluster, startSplitCluster } from '../test/helpers/split-cluster.ts';
-import { createFunction, deployHello, fmt, hasWrk, percentiles, timedFirstCall, type WrkResult, wrk } from './lib.ts';
+import { createFunction, deployHello, fmt, hasWrk, machineTicks, percentiles, TICKS_PER_S, timedFirstCall, type WrkResult, wrk } from './lib.ts';
 
 const run = promisify(execFile);
 const POOL = 3;
@@ -47,8 +47,6 @@ export interface ScaleOutOptions {
 }
 
 // ---- CPU accounting, from /proc: what each process used of the 2 cores during a run.
-
-const TICKS_PER_S = 100;
 
 function statFields(pid: number | 'self'): string[] | undefined {
   try {
@@ -82,13 +80,6 @@ function controlPlanePids(): number[] {
 function childTicks(): number {
   const f = statFields('self');
   return f ? Number(f[13]) + Number(f[14]) : Number.NaN;
-}
-
-/** Busy and total jiffies of the whole machine (every core). */
-function machineTicks(): { busy: number; total: number } {
-  const [user, nice, system, idle, iowait, irq, softirq, steal] = fs.readFileSync('/proc/stat', 'utf8').split('\n')[0].trim().split(/\s+/).slice(1).map(Number);
-  const total = user + nice + system + idle + iowait + irq + softirq + steal;
-  return { busy: total - idle - iowait, total };
 }
 
 /**

@@ -10,7 +10,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { Pool } from 'undici';
 import { startServer, type TestServer } from '../test/helpers/server.ts';
-import { createFunction, createResource, fmt, forkNodeOnce, forkPythonOnce, percentiles, timedFirstCall } from './lib.ts';
+import { createFunction, createResource, fmt, forkNodeOnce, forkPythonOnce, machineCpuDuring, percentiles, timedFirstCall } from './lib.ts';
 
 export interface StormRuntime {
   name: 'node' | 'python';
@@ -46,6 +46,13 @@ export interface StormResult {
   forks: number[];
   failed: number;
   firstError?: string;
+  /**
+   * The whole machine's CPU during the burst, and during the forks, per call, ms: every process (server, spawner,
+   * sandboxes, workers) and the kernel's own work. On a machine whose cores a burst saturates, the ratio of the two
+   * is the floor of the storm's ratio.
+   */
+  cpuMsPerCall: number;
+  cpuMsPerFork: number;
 }
 
 async function settle(ms: number): Promise<void> {
@@ -53,26 +60,29 @@ async function settle(ms: number): Promise<void> {
 }
 
 /** The first calls of `names` all at once. */
-async function burst(server: TestServer, names: string[]): Promise<{ calls: number[]; failed: number; firstError?: string }> {
+async function burst(server: TestServer, names: string[]): Promise<{ calls: number[]; failed: number; firstError?: string; cpuMsPerCall: number }> {
   const router = new Pool(server.routerUrl, { connections: names.length, pipelining: 0 });
   const calls: number[] = [];
   let failed = 0;
   let firstError: string | undefined;
+  let cpuMs: number;
   try {
-    await Promise.all(
-      names.map(async (name) => {
-        try {
-          calls.push(await timedFirstCall(router, name));
-        } catch (err) {
-          failed++;
-          firstError ??= (err as Error).message;
-        }
-      }),
-    );
+    ({ cpuMs } = await machineCpuDuring(() =>
+      Promise.all(
+        names.map(async (name) => {
+          try {
+            calls.push(await timedFirstCall(router, name));
+          } catch (err) {
+            failed++;
+            firstError ??= (err as Error).message;
+          }
+        }),
+      ),
+    ));
   } finally {
     await router.close();
   }
-  return { calls, failed, firstError };
+  return { calls, failed, firstError, cpuMsPerCall: cpuMs / names.length };
 }
 
 async function deploy(server: TestServer, rt: StormRuntime, env: string, names: string[]): Promise<void> {
@@ -93,7 +103,12 @@ export async function storm(server: TestServer, rt: StormRuntime, n: number, rou
   await deploy(server, rt, env, first);
   // The pool fills and the deployments unpack before anyone is timed.
   await settle(3000);
-  const forkAll = () => Promise.all(first.map((_, i) => rt.fork(work, round * 1000 + i)));
+  let cpuMsPerFork = Number.NaN;
+  const forkAll = async () => {
+    const { result, cpuMs } = await machineCpuDuring(() => Promise.all(first.map((_, i) => rt.fork(work, round * 1000 + i))));
+    cpuMsPerFork = cpuMs / n;
+    return result;
+  };
   let forks: number[] = [];
   if (round % 2 === 1) {
     forks = await forkAll();
@@ -109,8 +124,8 @@ export async function storm(server: TestServer, rt: StormRuntime, n: number, rou
     forks = await forkAll();
   }
   return [
-    { runtime: rt.name, n, burst: 'first', forks, ...a },
-    { runtime: rt.name, n, burst: 'next', forks, ...b },
+    { runtime: rt.name, n, burst: 'first', forks, cpuMsPerFork, ...a },
+    { runtime: rt.name, n, burst: 'next', forks, cpuMsPerFork, ...b },
   ];
 }
 
@@ -122,7 +137,7 @@ export function stormRow(r: StormResult): string[] {
   return [
     `cold-start storm, ${r.n} ${r.runtime} functions at once, ${which} / ${r.n} concurrent ${r.runtime === 'node' ? 'node' : 'python3'} forks`,
     r.failed > 0 ? `${r.failed} failed` : `${fmt(ratio, 2)}x`,
-    `storm p50 ${fmt(c.p50 / 1000, 0)} ms, p99 ${fmt(c.p99 / 1000, 0)} ms; forks p50 ${fmt(f.p50 / 1000, 0)} ms, p99 ${fmt(f.p99 / 1000, 0)} ms${r.firstError ? `; first error: ${r.firstError}` : ''}`,
+    `storm p50 ${fmt(c.p50 / 1000, 0)} ms, p99 ${fmt(c.p99 / 1000, 0)} ms; forks p50 ${fmt(f.p50 / 1000, 0)} ms, p99 ${fmt(f.p99 / 1000, 0)} ms; machine CPU per call ${fmt(r.cpuMsPerCall, 0)} ms, per fork ${fmt(r.cpuMsPerFork, 0)} ms${r.firstError ? `; first error: ${r.firstError}` : ''}`,
     '≤ 1.0x',
   ];
 }
