@@ -109,8 +109,8 @@ export async function interleavedLatency(a: () => Promise<void>, b: () => Promis
  * neither side pays fetch()'s own overhead (milliseconds in a process that has
  * not called fetch much). Throws unless the answer is 200.
  */
-export async function timedFirstCall(router: Pool, name: string): Promise<number> {
-  const t0 = process.hrtime.bigint();
+export async function timedFirstCall(router: Pool, name: string, since?: bigint): Promise<number> {
+  const t0 = since ?? process.hrtime.bigint();
   const res = await router.request({ path: `/flint-function/${name}`, method: 'GET' });
   const text = await res.body.text();
   const us = Number(process.hrtime.bigint() - t0) / 1000;
@@ -229,13 +229,17 @@ export function fmt(n: number, digits = 0): string {
 }
 
 /**
- * Microseconds from spawning `command` until it has answered one HTTP
- * request on the Unix socket `sock`: the cold-start baselines. The child
- * prints a line once it listens; the request follows at once (on a new
- * connection: a fresh server has none), so no polling adds to the figure.
+ * Microseconds from spawning `command` (or from `since`, a burst's start)
+ * until it has answered one HTTP request on the Unix socket `sock`: the
+ * cold-start baselines. The child prints a line once it listens; the request
+ * follows at once (on a new connection: a fresh server has none), so no
+ * polling adds to the figure. Node spawns synchronously, one child after
+ * another, so in a burst of forks the last starts well after the first:
+ * timed from `since`, that wait counts, as the server's own spawning does
+ * in a storm's calls.
  */
-export async function forkUntilServed(command: string, args: string[], sock: string): Promise<number> {
-  const t0 = process.hrtime.bigint();
+export async function forkUntilServed(command: string, args: string[], sock: string, since?: bigint): Promise<number> {
+  const t0 = since ?? process.hrtime.bigint();
   const child = spawn(command, args, { stdio: ['ignore', 'pipe', 'inherit'] });
   try {
     const listening = once(child.stdout!, 'data');
@@ -255,14 +259,14 @@ export async function forkUntilServed(command: string, args: string[], sock: str
 }
 
 /** A fresh node process until it has answered one HTTP request on a Unix socket `name`.sock in `dir`: the Node cold-start baseline. */
-export function forkNodeOnce(dir: string, name: string): Promise<number> {
+export function forkNodeOnce(dir: string, name: string, since?: bigint): Promise<number> {
   const sock = path.join(dir, `${name}.sock`);
   const code = `require('node:http').createServer((q, s) => s.end('hello')).listen(${JSON.stringify(sock)}, () => process.stdout.write('listening\\n'))`;
-  return forkUntilServed(process.execPath, ['-e', code], sock);
+  return forkUntilServed(process.execPath, ['-e', code], sock, since);
 }
 
 /** A fresh python3 until it has answered one HTTP request on a Unix socket `name`.sock in `dir`: the Python cold-start baseline. */
-export function forkPythonOnce(dir: string, name: string): Promise<number> {
+export function forkPythonOnce(dir: string, name: string, since?: bigint): Promise<number> {
   const sock = path.join(dir, `${name}.sock`);
   const code = `import http.server, socketserver
 class H(http.server.BaseHTTPRequestHandler):
@@ -272,5 +276,5 @@ class H(http.server.BaseHTTPRequestHandler):
 s = socketserver.UnixStreamServer(${JSON.stringify(sock)}, H)
 print('listening', flush=True)
 s.handle_request()`;
-  return forkUntilServed('/usr/bin/python3', ['-c', code], sock);
+  return forkUntilServed('/usr/bin/python3', ['-c', code], sock, since);
 }

@@ -16,21 +16,22 @@ export interface StormRuntime {
   name: 'node' | 'python';
   image: string;
   code: string;
-  fork(dir: string, i: number): Promise<number>;
+  /** One fork until it has served a request, timed from `since`, the burst's start. */
+  fork(dir: string, i: number, since: bigint): Promise<number>;
 }
 
 const NODE: StormRuntime = {
   name: 'node',
   image: 'flint/node-env',
   code: 'module.exports = async () => ({ status: 200, body: "hello\\n" });',
-  fork: (dir, i) => forkNodeOnce(dir, `storm-node-${i}`),
+  fork: (dir, i, since) => forkNodeOnce(dir, `storm-node-${i}`, since),
 };
 
 const PYTHON: StormRuntime = {
   name: 'python',
   image: 'flint/python-env',
   code: 'def main():\n    return "hello"\n',
-  fork: (dir, i) => forkPythonOnce(dir, `storm-py-${i}`),
+  fork: (dir, i, since) => forkPythonOnce(dir, `storm-py-${i}`, since),
 };
 
 export const STORM_RUNTIMES = { node: NODE, python: PYTHON };
@@ -67,18 +68,19 @@ async function burst(server: TestServer, names: string[]): Promise<{ calls: numb
   let firstError: string | undefined;
   let cpuMs: number;
   try {
-    ({ cpuMs } = await machineCpuDuring(() =>
-      Promise.all(
+    ({ cpuMs } = await machineCpuDuring(() => {
+      const since = process.hrtime.bigint();
+      return Promise.all(
         names.map(async (name) => {
           try {
-            calls.push(await timedFirstCall(router, name));
+            calls.push(await timedFirstCall(router, name, since));
           } catch (err) {
             failed++;
             firstError ??= (err as Error).message;
           }
         }),
-      ),
-    ));
+      );
+    }));
   } finally {
     await router.close();
   }
@@ -105,7 +107,10 @@ export async function storm(server: TestServer, rt: StormRuntime, n: number, rou
   await settle(3000);
   let cpuMsPerFork = Number.NaN;
   const forkAll = async () => {
-    const { result, cpuMs } = await machineCpuDuring(() => Promise.all(first.map((_, i) => rt.fork(work, round * 1000 + i))));
+    const { result, cpuMs } = await machineCpuDuring(() => {
+      const since = process.hrtime.bigint();
+      return Promise.all(first.map((_, i) => rt.fork(work, round * 1000 + i, since)));
+    });
     cpuMsPerFork = cpuMs / n;
     return result;
   };
