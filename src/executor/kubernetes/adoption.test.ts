@@ -28,14 +28,16 @@ function pkg(name: string, body: string): Package {
   return { apiVersion: 'flint.dev/v1', kind: 'Package', metadata: { name, namespace: 'default' } as Package['metadata'], spec: { environment: { name: 'node' }, deployment: literal(body) } };
 }
 
-function fn(name: string): FunctionResource {
+function fn(name: string, spec: Partial<FunctionResource['spec']> = {}): FunctionResource {
   return {
     apiVersion: 'flint.dev/v1',
     kind: 'Function',
     metadata: { name, namespace: 'default' } as FunctionResource['metadata'],
-    spec: { environment: { name: 'node' }, package: { packageref: { name } } },
+    spec: { environment: { name: 'node' }, package: { packageref: { name } }, ...spec },
   };
 }
+
+const NEWDEPLOY = { invokeStrategy: { strategyType: 'execution', executionStrategy: { executorType: 'newdeploy', minScale: 1, maxScale: 2 } } } as Partial<FunctionResource['spec']>;
 
 async function call(lease: Lease): Promise<string> {
   const res = await fetch(`http://${lease.address}/`);
@@ -114,6 +116,50 @@ describe('adopting the pool pods an earlier executor specialized', { skip: !usab
     const fresh = await next.acquire((await store.get('Function', 'default', 'changed')) as FunctionResource);
     assert.equal(fresh.coldStart, true);
     assert.equal(await call(fresh), '200 changed v2');
+    fresh.release();
+  });
+
+  it("adopts a newdeploy function's specialized pods, and replaces those of a function changed meanwhile", async () => {
+    // One executor at a time, as the Lease has it: the last test's would hand out these pods too.
+    for (const e of running.splice(0)) await e.stop();
+    const first = executor();
+    await first.start();
+    const served = new Map<string, string>();
+    const fns = new Map<string, FunctionResource>();
+    for (const name of ['nd-kept', 'nd-changed']) {
+      await store.create(pkg(name, `${name} v1`));
+      const f = await store.create(fn(name, NEWDEPLOY));
+      fns.set(name, f);
+      const lease = await first.acquire(f);
+      assert.equal(await call(lease), `200 ${name} v1`);
+      lease.release();
+      served.set(name, lease.instanceId);
+      const pod = fake.objects('pods', FN_NS).find((p) => p.metadata.name === lease.instanceId);
+      assert.equal(pod.metadata.labels.executorType, 'newdeploy');
+      assert.match(pod.metadata.annotations[SPECIALIZED_FOR], new RegExp(`^${f.metadata.uid}:`), 'the hand-out says what the pod is specialized for');
+    }
+    await first.stop();
+    assert.ok([...served.values()].every((pod) => podNames().includes(pod)), 'a stopping executor leaves the newdeploy pods it specialized');
+
+    const changed = (await store.get('Package', 'default', 'nd-changed')) as Package;
+    await store.update({ ...changed, spec: { ...changed.spec, deployment: literal('nd-changed v2') } });
+
+    const next = executor();
+    await next.start();
+    const warm = next.tryAcquire(fns.get('nd-kept') as FunctionResource);
+    assert.ok(warm, 'the current pod is leased at once, without a cold start');
+    assert.equal(warm.instanceId, served.get('nd-kept'));
+    assert.equal(await call(warm), '200 nd-kept v1');
+    // Busy, so a second request must be handed another pod: the adopted one is never handed out twice.
+    const second = await next.acquire(fns.get('nd-kept') as FunctionResource);
+    assert.notEqual(second.instanceId, warm.instanceId);
+    assert.equal(await call(second), '200 nd-kept v1');
+    warm.release();
+    second.release();
+    await eventually(() => !podNames().includes(served.get('nd-changed') as string), "the changed function's pod deleted");
+    const fresh = await next.acquire((await store.get('Function', 'default', 'nd-changed')) as FunctionResource);
+    assert.notEqual(fresh.instanceId, served.get('nd-changed'));
+    assert.equal(await call(fresh), '200 nd-changed v2');
     fresh.release();
   });
 });

@@ -8,14 +8,20 @@
 // an HPA would add and remove pods the executor did not choose. Replicas and
 // template go out as a server-side apply only when they changed
 // (apply-deployment.ts); pods are handed out from the namespace's pod watch
-// (function-pods.ts).
+// (function-pods.ts). A pod handed out is annotated with the function version
+// it is about to be specialized for, as a claimed pool pod is, so that the
+// next executor (a failover, a restart) adopts it (adoption.ts) instead of
+// replacing a warm pod.
 import { createHash } from 'node:crypto';
 import { FlintError } from '../../api/errors.ts';
 import type { Environment, FunctionResource } from '../../api/kinds.ts';
-import type { KubeClient, KubeObject } from '../../store/kube-client.ts';
+import type { GroupVersionResource, KubeClient, KubeObject } from '../../store/kube-client.ts';
+import { SPECIALIZED_FOR } from './adoption.ts';
 import { applyDeployment, DEPLOYMENTS } from './apply-deployment.ts';
 import { type FunctionPods, isReady } from './function-pods.ts';
 import { dnsName, genericPodTemplate } from './pool-deployment.ts';
+
+const PODS: GroupVersionResource = { group: '', version: 'v1', resource: 'pods' };
 
 export interface FunctionDeploymentOptions {
   client: KubeClient;
@@ -88,15 +94,31 @@ export class FunctionDeployments {
     await applyDeployment(this.#o.client, functionDeployment(fn, env, replicas, this.#o));
   }
 
-  /** A ready pod of the function not yet handed out; waits for one until the deadline. */
-  async takePod(fn: FunctionResource, env: Environment, deadline: number, stopped: () => boolean): Promise<{ name: string; ip: string }> {
+  /**
+   * A ready pod of the function not yet handed out, annotated with `version` (what it is about to be specialized
+   * for); waits for one until the deadline. A pod whose annotation could not be written (changed meanwhile, or
+   * deleted) is tried again once the watch shows it anew.
+   */
+  async takePod(fn: FunctionResource, env: Environment, version: string, deadline: number, stopped: () => boolean): Promise<{ name: string; ip: string }> {
     const labels = { executorType: 'newdeploy', functionUid: fn.metadata.uid, environmentHash: environmentHash(env) };
     const free = await this.#o.pods.waitFor(
-      () => {
-        const pod = this.#o.pods.list(labels).find((p) => isReady(p) && !this.#taken.has(p.metadata.name));
-        // Taken at once: other waiters look at the same change before this one's caller runs again.
-        if (pod) this.#taken.add(pod.metadata.name);
-        return pod;
+      async () => {
+        // A pod already annotated is another executor's: adopted (and so taken) or about to be deleted.
+        const pods = this.#o.pods.list(labels).filter((p) => isReady(p) && !this.#taken.has(p.metadata.name) && !p.metadata.annotations?.[SPECIALIZED_FOR]);
+        for (const pod of pods) {
+          const name = pod.metadata.name as string;
+          // Taken at once: other waiters look at the same change before this one's write returns.
+          this.#taken.add(name);
+          try {
+            await this.#o.client.replace(PODS, this.#o.namespace, name, { ...pod, metadata: { ...pod.metadata, annotations: { ...pod.metadata.annotations, [SPECIALIZED_FOR]: version } } });
+            return pod;
+          } catch (err) {
+            this.#taken.delete(name);
+            const code = (err as { code?: string }).code;
+            if (code !== 'FLINT_ERR_CONFLICT' && code !== 'FLINT_ERR_NOT_FOUND') throw err;
+          }
+        }
+        return undefined;
       },
       deadline,
       stopped,
@@ -105,6 +127,11 @@ export class FunctionDeployments {
       throw new FlintError('FLINT_ERR_SPECIALIZE_FAILED', `function '${fn.metadata.name}': no ready pod in its Deployment ${functionDeploymentName(fn)} within specializationTimeout`);
     }
     return { name: free.metadata.name, ip: free.status.podIP };
+  }
+
+  /** A pod an earlier executor specialized and this one adopted: never handed out again. */
+  adopted(pod: string): void {
+    this.#taken.add(pod);
   }
 
   /** The pod is gone (deleted by the executor): it may not be handed out again, and needs no memory. */

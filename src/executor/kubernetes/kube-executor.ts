@@ -14,9 +14,9 @@
 // environment container log is followed into the function's log file, with
 // the executor's own lines about the pod, so `flint fn log` reads the same
 // in both modes. Pods are known from one watch of the function namespace
-// (function-pods.ts), never by listing them while something waits. Pool
-// pods outlive the executor: the next one adopts those still current
-// (adoption.ts).
+// (function-pods.ts), never by listing them while something waits.
+// Specialized pods, pool and newdeploy alike, outlive the executor: the next
+// one adopts those still current (adoption.ts).
 import { createHash, randomBytes } from 'node:crypto';
 import type { Logger } from 'pino';
 import { FlintError } from '../../api/errors.ts';
@@ -157,8 +157,6 @@ export class KubeExecutor extends CoreExecutor<PodInstance> {
     const { store } = this.#o;
     this.#fetcherToken = await this.#ensureFetcherToken();
     await this.#pods.start();
-    // A newdeploy function's pods are specialized anew, from its Deployment (its minScale, below).
-    await this.#deletePods('executorType=newdeploy');
     const envs = await store.list('Environment');
     const pkgs = await store.list('Package');
     const fns = await store.list('Function');
@@ -167,7 +165,7 @@ export class KubeExecutor extends CoreExecutor<PodInstance> {
     for (const e of envs.items) this.#upsertEnv(e);
     const newdeploys = fns.items.filter(isNewdeploy);
     await this.#functionDeployments.removeAllBut(new Set(newdeploys.map(functionDeploymentName)));
-    // Pool pods an earlier executor specialized: adopted while they serve current code, else deleted (adoption.ts).
+    // Pool and newdeploy pods an earlier executor specialized: adopted while they serve current code, else deleted (adoption.ts).
     await this.#adoptPods();
     for (const f of fns.items) this.core.upsertFunction(f);
     this.watches.push(
@@ -210,9 +208,9 @@ export class KubeExecutor extends CoreExecutor<PodInstance> {
       this.stopped = true;
       clearInterval(this.#reaper);
       for (const w of this.watches.splice(0)) w.close();
-      // Pool pods stay for the next executor to adopt (in an upgrade it runs already, and serves on them); a newdeploy
-      // function's pods are replaced when the next one starts.
-      const left = new Set([...this.core.slots()].filter((st) => !isNewdeploy(st.fn)).flatMap((st) => [...st.instances].map((i) => i.id)));
+      // Specialized pods stay for the next executor to adopt (in an upgrade or a failover it runs already, and serves on
+      // them); those still starting are deleted, as the next one would.
+      const left = new Set([...this.core.slots()].flatMap((st) => [...st.instances].map((i) => i.id)));
       const instances = this.core.stop();
       // Requests under way finish first (bounded: a stuck one does not hold the stop forever).
       const deadline = Date.now() + 10_000;
@@ -300,16 +298,21 @@ export class KubeExecutor extends CoreExecutor<PodInstance> {
     await Promise.all(pods.map((p) => this.#deletePod(p.metadata.name)));
   }
 
-  /** Takes over the specialized pool pods an earlier executor left, or deletes them: see adoption.ts. */
+  /**
+   * Takes over the specialized pods an earlier executor left, or deletes them (see adoption.ts): claimed pool pods,
+   * and newdeploy pods it annotated. A newdeploy pod without the annotation was never handed out, and is left to be.
+   */
   async #adoptPods(): Promise<void> {
-    const match = parseLabelSelector('executorType=poolmgr,managed=false');
-    const pods = this.#pods.list().filter((p) => match(p.metadata.labels) && !p.metadata.deletionTimestamp);
+    const pool = parseLabelSelector('executorType=poolmgr,managed=false');
+    const dedicated = parseLabelSelector('executorType=newdeploy');
+    const pods = this.#pods.list().filter((p) => !p.metadata.deletionTimestamp && (pool(p.metadata.labels) || (dedicated(p.metadata.labels) && p.metadata.annotations?.[SPECIALIZED_FOR])));
     await Promise.all(
       pods.map(async (pod: any) => {
         const l = pod.metadata.labels ?? {};
         const fn = this.functions.get(keyOf(l.functionNamespace, l.functionName));
         const version = fn && this.#versionOf(fn);
-        const current = fn !== undefined && fn.metadata.uid === l.functionUid && !isNewdeploy(fn) && pod.metadata.annotations?.[SPECIALIZED_FOR] === version;
+        const kindMatches = fn !== undefined && isNewdeploy(fn) === (l.executorType === 'newdeploy');
+        const current = fn !== undefined && kindMatches && fn.metadata.uid === l.functionUid && pod.metadata.annotations?.[SPECIALIZED_FOR] === version;
         const ip: string = pod.status?.podIP ?? '';
         const host = ip.includes(':') ? `[${ip}]` : ip;
         if (current && isReady(pod) && (await fetcherState(host)) === 'specialized') await this.#adopt(fn, pod.metadata.name, host, version as string);
@@ -319,7 +322,9 @@ export class KubeExecutor extends CoreExecutor<PodInstance> {
   }
 
   async #adopt(fn: FunctionResource, pod: string, podHost: string, version: string): Promise<void> {
-    const host = this.#o.enableIstio ? await this.#ensureService(fn) : podHost;
+    // A newdeploy function's pods are reached directly, mesh or not (#newInstance).
+    const host = this.#o.enableIstio && !isNewdeploy(fn) ? await this.#ensureService(fn) : podHost;
+    if (isNewdeploy(fn)) this.#functionDeployments.adopted(pod);
     this.core.adopt(fn, new PodInstance(pod, `${host}:${ENV_PORT}`, version));
     // The pod's output from its start: a log kept across the restart gets it again, one that was lost gets it back.
     this.#followLog(fn, pod, fn.spec.environment.name);
@@ -453,7 +458,7 @@ export class KubeExecutor extends CoreExecutor<PodInstance> {
     if (isNewdeploy(fn)) {
       // Its own pods, reached directly (the mesh still sees pod-to-pod traffic): the executor picks which pod serves.
       await this.#functionDeployments.ensure(fn, env, this.#wantedReplicas(st));
-      pod = await this.#functionDeployments.takePod(fn, env, deadline, () => this.stopped);
+      pod = await this.#functionDeployments.takePod(fn, env, version, deadline, () => this.stopped);
     } else {
       // With the mesh, the function's Service must front only the pod about to be specialized.
       if (this.#o.enableIstio) await this.#deletePods(`functionName=${fn.metadata.name},functionNamespace=${ns},executorType=poolmgr`);
