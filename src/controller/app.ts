@@ -26,7 +26,7 @@ import { registerInfoRoutes, type ServerInfo } from './info.ts';
 import { registerInvokeRoute } from './invoke.ts';
 import { controllerMetrics, registerMetricsRoute } from './metrics.ts';
 import { registerInstanceRoutes } from './instances.ts';
-import { registerLogRoutes } from './logs.ts';
+import { type FunctionLogSource, localLogSource, registerLogRoutes } from './logs.ts';
 import { addCommonErrors, ErrorBody, OPENAPI_INFO, OPENAPI_INFO_WITH_AUTH, refResolver } from './openapi.ts';
 import { registerRebuildRoute } from './rebuild.ts';
 import { DEFAULT_ARCHIVE_LIMITS, registerResourceRoutes } from './resources.ts';
@@ -62,6 +62,8 @@ export interface ControllerOptions {
   metrics?: Registry;
   /** A function's instances (local mode); absent: the instances route answers 501. */
   instances?: InstancesSource;
+  /** Where function logs are read when the executor writes them elsewhere (roles apart); the data directory's otherwise. */
+  functionLogs?: FunctionLogSource;
   /** The routers' request counters sampled over the last minutes (the dashboard's charts); absent: the metrics route answers 501. */
   functionMetrics?: FunctionMetricsSource;
 }
@@ -170,7 +172,7 @@ export async function createController(opts: ControllerOptions): Promise<Fastify
   registerInfoRoutes(app, opts.info);
   registerResourceRoutes(app, opts);
   registerWatchRoutes(app, opts.store);
-  registerLogRoutes(app, opts.store, opts.layout);
+  registerLogRoutes(app, opts.store, opts.functionLogs ?? localLogSource(opts.layout));
   registerInstanceRoutes(app, opts.store, opts.instances);
   registerFunctionMetricsRoute(app, opts.store, opts.functionMetrics, opts.instances);
   registerInvokeRoute(app, opts.store, () => opts.info().routerUrl, opts.issueToken);

@@ -2,20 +2,30 @@
 // its last lines, and with follow=true everything appended after them. The
 // file is read without following a link (src/fsafe): a link planted there
 // is refused, not served. Lines may be picked by request or instance; the
-// instance field is shown only as --detail's headers.
-import fs from 'node:fs';
+// instance field is shown only as --detail's headers. The executor writes
+// the file: where it runs apart (kubernetes mode, roles apart) the log is
+// read from the executor leader's (FunctionLogSource), the same way.
 import { Type } from '@sinclair/typebox';
 import type { FastifyInstance } from 'fastify';
 import { FlintError } from '../api/errors.ts';
 import { formatLogLine, matchesLogFilter, parseLogLine } from '../api/function-log-line.ts';
 import { LogQuery, NameParams } from '../api/params.ts';
 import { type DataLayout, functionLogFile } from '../config/layout.ts';
-import { openNoFollow, readStreamNoFollow } from '../fsafe/open.ts';
+import { type FileRange, readRangeNoFollow } from '../fsafe/open.ts';
 import type { Store } from '../store/store.ts';
 import { errorResponses } from './openapi.ts';
 
 const FOLLOW_POLL_MS = 250;
-const TAIL_READ_LIMIT = 4 * 1024 * 1024;
+/** The most of a log read at once: the tail a request starts from, and each read of a follow. */
+export const LOG_READ_LIMIT = 4 * 1024 * 1024;
+
+/** Reads a function's log from byte `from` (its last LOG_READ_LIMIT bytes without it), at most LOG_READ_LIMIT bytes. */
+export type FunctionLogSource = (namespace: string, name: string, from: number | undefined) => Promise<FileRange>;
+
+/** The log files in this process's data directory. */
+export function localLogSource(layout: DataLayout): FunctionLogSource {
+  return async (namespace, name, from) => readRangeNoFollow(functionLogFile(layout, namespace, name), from, LOG_READ_LIMIT);
+}
 
 interface LogFilter {
   requestId?: string;
@@ -59,31 +69,17 @@ class LogView {
   }
 }
 
-function lastLines(file: string, count: number, view: LogView): { text: string; size: number } {
-  let fd: number;
-  try {
-    fd = openNoFollow(file, 'read');
-  } catch (err) {
-    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return { text: '', size: 0 };
-    throw err;
-  }
-  try {
-    const { size } = fs.fstatSync(fd);
-    const len = Math.min(size, TAIL_READ_LIMIT);
-    const buf = Buffer.alloc(len);
-    fs.readSync(fd, buf, 0, len, size - len);
-    const lines = buf.toString('utf8').split('\n');
-    if (lines[lines.length - 1] === '') lines.pop();
-    // A read that starts inside the file starts inside a line.
-    if (len < size) lines.shift();
-    const kept = count === 0 ? [] : lines.filter((l) => view.keeps(l)).slice(-count);
-    return { text: view.render(kept), size };
-  } finally {
-    fs.closeSync(fd);
-  }
+async function lastLines(source: FunctionLogSource, namespace: string, name: string, count: number, view: LogView): Promise<{ text: string; size: number }> {
+  const { text, start, size } = await source(namespace, name, undefined);
+  const lines = text.split('\n');
+  if (lines[lines.length - 1] === '') lines.pop();
+  // A read that starts inside the file starts inside a line.
+  if (start > 0) lines.shift();
+  const kept = count === 0 ? [] : lines.filter((l) => view.keeps(l)).slice(-count);
+  return { text: view.render(kept), size };
 }
 
-export function registerLogRoutes(app: FastifyInstance, store: Store, layout: DataLayout): void {
+export function registerLogRoutes(app: FastifyInstance, store: Store, source: FunctionLogSource): void {
   app.get<{ Params: { namespace: string; name: string }; Querystring: { follow?: 'true' | 'false'; tail?: string; requestId?: string; instance?: string; detail?: 'true' | 'false' } }>(
     '/v1/namespaces/:namespace/functions/:name/logs',
     {
@@ -109,8 +105,7 @@ export function registerLogRoutes(app: FastifyInstance, store: Store, layout: Da
       // Fission's --detail header, with the instance where Fission names the pod, container and node.
       const header = detail === 'true' ? (i: string) => `\n=== Function=${name} Environment=${fn.spec.environment.name} Namespace=${namespace} Instance=${i}\n` : undefined;
       const view = new LogView({ requestId, instance }, header);
-      const file = functionLogFile(layout, namespace, name);
-      const { text, size } = lastLines(file, count, view);
+      const { text, size } = await lastLines(source, namespace, name, count, view);
       if (follow !== 'true') {
         reply.type('text/plain; charset=utf-8');
         return text;
@@ -119,36 +114,30 @@ export function registerLogRoutes(app: FastifyInstance, store: Store, layout: Da
       reply.raw.writeHead(200, { 'content-type': 'text/plain; charset=utf-8', 'cache-control': 'no-cache' });
       reply.raw.write(text);
       // Polling keeps this simple and works for files that appear later or
-      // are rotated; a follower is an interactive user, not a hot path.
+      // are rotated, here or at the executor; a follower is an interactive
+      // user, not a hot path.
       let offset = size;
       let partial = '';
+      let reading = false;
       const timer = setInterval(() => {
-        let st: fs.Stats;
-        try {
-          st = fs.lstatSync(file);
-        } catch {
-          return;
-        }
-        if (st.size < offset) {
-          offset = 0;
-          partial = '';
-        }
-        if (st.size === offset) return;
-        let stream: fs.ReadStream;
-        try {
-          stream = readStreamNoFollow(file, { start: offset, end: st.size - 1 });
-        } catch {
-          return;
-        }
-        offset = st.size;
-        // Whole lines only: a line is filtered and shown once its end is written.
-        stream.setEncoding('utf8');
-        stream.on('data', (chunk) => {
-          const lines = (partial + String(chunk)).split('\n');
-          partial = lines.pop() ?? '';
-          const shown = view.render(lines.filter((l) => view.keeps(l)));
-          if (shown !== '') reply.raw.write(shown);
-        });
+        if (reading) return;
+        reading = true;
+        source(namespace, name, offset)
+          .then((r) => {
+            // Cut or replaced: from its start again.
+            if (r.start < offset) partial = '';
+            offset = r.start + Buffer.byteLength(r.text);
+            // Whole lines only: a line is filtered and shown once its end is written.
+            const lines = (partial + r.text).split('\n');
+            partial = lines.pop() ?? '';
+            const shown = view.render(lines.filter((l) => view.keeps(l)));
+            if (shown !== '') reply.raw.write(shown);
+          })
+          // The next poll tries again (an executor leader moving, a file replaced under the read).
+          .catch(() => {})
+          .finally(() => {
+            reading = false;
+          });
       }, FOLLOW_POLL_MS);
       const stop = () => clearInterval(timer);
       req.raw.on('close', stop);

@@ -6,7 +6,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { appendStreamNoFollow, openNoFollow, readStreamNoFollow, writeFileNoFollow } from './open.ts';
+import { appendStreamNoFollow, openNoFollow, readRangeNoFollow, readStreamNoFollow, writeFileNoFollow } from './open.ts';
 
 let dir: string;
 let outside: string;
@@ -70,5 +70,27 @@ describe('openNoFollow', () => {
 
   it('refuses a directory', () => {
     assert.throws(() => openNoFollow(dir, 'read'), unsafe(/not a regular file/));
+  });
+});
+
+describe('readRangeNoFollow', () => {
+  it('reads the tail, or from an offset up to the cap ending on a whole line, and says where it started', () => {
+    const f = path.join(dir, 'range.log');
+    fs.writeFileSync(f, 'één\ntwee\ndrie\n');
+    const size = fs.statSync(f).size;
+    assert.deepEqual(readRangeNoFollow(f, undefined, 1024), { text: 'één\ntwee\ndrie\n', start: 0, size });
+    assert.deepEqual(readRangeNoFollow(f, undefined, 5), { text: 'drie\n', start: size - 5, size });
+    // From the start, capped inside the second line: only the first, whole, and so no character cut in two.
+    assert.deepEqual(readRangeNoFollow(f, 0, 8), { text: 'één\n', start: 0, size });
+    assert.deepEqual(readRangeNoFollow(f, size, 1024), { text: '', start: size, size });
+    assert.deepEqual(readRangeNoFollow(f, size + 10, 1024), { text: 'één\ntwee\ndrie\n', start: 0, size }, 'past the end: the file was replaced');
+    assert.deepEqual(readRangeNoFollow(path.join(dir, 'none.log'), undefined, 1024), { text: '', start: 0, size: 0 });
+  });
+
+  it('refuses a link planted at the name', () => {
+    const link = path.join(dir, 'range-link.log');
+    fs.symlinkSync(outside, link);
+    assert.throws(() => readRangeNoFollow(link, undefined, 1024), unsafe(/symbolic link/));
+    assert.throws(() => readRangeNoFollow(link, 0, 1024), unsafe(/symbolic link/));
   });
 });

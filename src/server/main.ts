@@ -8,7 +8,8 @@ import { Gauge, Registry } from 'prom-client';
 import { FlintError } from '../api/errors.ts';
 import { SYSTEM_NAMESPACE } from '../api/meta.ts';
 import { MQ_TYPES } from '../api/names.ts';
-import { dataLayout } from '../config/layout.ts';
+import { dataLayout, functionLogFile } from '../config/layout.ts';
+import { readRangeNoFollow } from '../fsafe/open.ts';
 import { loadValues, type Values, type ValuesSources } from '../config/values.ts';
 import { LocalArchiveStore } from '../archive/index.ts';
 import { BuildManager } from '../builder/manager.ts';
@@ -19,6 +20,7 @@ import { createController } from '../controller/app.ts';
 import { ArchiveGc } from '../controller/archive-gc.ts';
 import { MetricsSampler, type MetricsText } from '../controller/metrics-sampler.ts';
 import type { ServerInfo } from '../controller/info.ts';
+import { LOG_READ_LIMIT } from '../controller/logs.ts';
 import { ensureAdminToken } from '../auth/admin-token.ts';
 import { ensureInternalToken, readInternalToken } from '../auth/internal-token.ts';
 import { ARCHIVES_AUDIENCE } from '../auth/audiences.ts';
@@ -279,6 +281,8 @@ export async function startServer(
           token: await ensureInternalToken(store),
           leader: () => (serving ? started : undefined),
           logger: logger.child({ component: 'executor-service' }),
+          // The controller serves the logs this executor writes (roles apart, it has none of its own).
+          functionLogs: (ns, name, from) => readRangeNoFollow(functionLogFile(layout, ns, name), from, LOG_READ_LIMIT),
         });
         executorService = service;
         await service.start();
@@ -548,6 +552,7 @@ export async function startServer(
         maxUploadBytes: values.archives.maxUploadMB * MIB,
         archiveLimits: { maxEntries: 100_000, maxBytes: maxUnpackedBytes },
         instances: reports ? (ns, name) => reports.instances(ns, name) : undefined,
+        functionLogs: leaderClient ? (ns, name, from) => (leaderClient as ExecutorServiceClient).functionLog(ns, name, from) : undefined,
         functionMetrics: sampler,
       });
       limitNodeServer(controller.server, limitsOf('controller', values.controller), dropped('controller'));

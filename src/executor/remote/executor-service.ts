@@ -11,9 +11,11 @@ import type { Logger } from 'pino';
 import { FlintError, isFlintError } from '../../api/errors.ts';
 import type { InstancesReport } from '../../api/instances.ts';
 import type { FunctionResource } from '../../api/kinds.ts';
+import { DNS1123_LABEL } from '../../api/names.ts';
 import { secretMatcher } from '../../auth/secret-util.ts';
+import type { FileRange } from '../../fsafe/open.ts';
 import type { Lease } from '../types.ts';
-import { type AcquireRequest, type ExecutorEvent, type GrantAnswer, type GrantOpsRequest, HEARTBEAT_MS, PATHS, type ReattachRequest } from './protocol.ts';
+import { type AcquireRequest, type ExecutorEvent, type GrantAnswer, type GrantOpsRequest, HEARTBEAT_MS, LOG_HEADERS, PATHS, type ReattachRequest } from './protocol.ts';
 
 /** What the service needs of the executor it serves. */
 export interface GrantingExecutor {
@@ -29,7 +31,7 @@ const SWEEP_MS = 250;
 /** How long a release of a grant id not (yet) granted is remembered, and how many per router at most. */
 const GIVEN_UP_MS = 60_000;
 const MAX_GIVEN_UP = 10_000;
-/** What the service serves besides `GET /v1/executor/instances/<namespace>/<name>`, and with which method. */
+/** What the service serves besides `GET /v1/executor/{instances,logs}/<namespace>/<name>`, and with which method. */
 const ROUTES = new Map<string, 'GET' | 'POST'>([
   [PATHS.acquire, 'POST'],
   [PATHS.grants, 'POST'],
@@ -37,6 +39,7 @@ const ROUTES = new Map<string, 'GET' | 'POST'>([
   [PATHS.events, 'GET'],
 ]);
 const MAX_BODY = 1 << 20;
+const NAME = new RegExp(DNS1123_LABEL);
 
 interface Grant {
   readonly id: string;
@@ -70,6 +73,8 @@ export interface ExecutorServiceOptions {
   logger: Logger;
   /** SESSION_GRACE_MS unless set (tests). */
   sessionGraceMs?: number;
+  /** A function's log as this process wrote it (from byte `from`, or its tail): served to the controller. */
+  functionLogs?: (namespace: string, name: string, from: number | undefined) => FileRange;
 }
 
 export class ExecutorService {
@@ -135,21 +140,38 @@ export class ExecutorService {
       throw new FlintError('FLINT_ERR_UNAUTHORIZED', 'the executor service takes only the routers\' token (the Secret executor)');
     }
     // The path and the method first: a request that names nothing served is answered so before any body is read.
-    const method = url.pathname.startsWith(`${PATHS.instances}/`) ? 'GET' : ROUTES.get(url.pathname);
+    const perFunction = [PATHS.instances, PATHS.logs].find((p) => url.pathname.startsWith(`${p}/`));
+    const method = perFunction ? 'GET' : ROUTES.get(url.pathname);
     if (!method) throw new FlintError('FLINT_ERR_NOT_FOUND', `${url.pathname} not found`);
     if (req.method !== method) throw new FlintError('FLINT_ERR_METHOD_NOT_ALLOWED', `${req.method} ${url.pathname} is not served: ${method} only`);
     const executor = this.#o.leader();
     if (!executor) throw new FlintError('FLINT_ERR_UNAVAILABLE', `executor ${this.#o.identity} is a standby, not the leader`, { retryAfterSeconds: 1 });
     if (url.pathname === PATHS.events) return this.#events(req, res, url.searchParams.get('router') ?? '');
-    if (method === 'GET') {
-      const [ns, name, ...rest] = url.pathname.slice(PATHS.instances.length + 1).split('/').map(decodeURIComponent);
-      if (!ns || !name || rest.length > 0) throw new FlintError('FLINT_ERR_VALIDATION', `expected ${PATHS.instances}/<namespace>/<name>`);
-      return this.#json(res, 200, executor.instances(ns, name));
+    if (perFunction) {
+      const [ns, name, ...rest] = url.pathname.slice(perFunction.length + 1).split('/').map(decodeURIComponent);
+      // Names as the API takes them: a log's path is made of them.
+      if (!ns || !name || rest.length > 0 || !NAME.test(ns) || !NAME.test(name)) {
+        throw new FlintError('FLINT_ERR_VALIDATION', `expected ${perFunction}/<namespace>/<name>, each a DNS-1123 label`);
+      }
+      if (perFunction === PATHS.instances) return this.#json(res, 200, executor.instances(ns, name));
+      return this.#log(res, ns, name, url.searchParams.get('from'));
     }
     const body = await readJson(req);
     if (url.pathname === PATHS.acquire) return this.#acquire(executor, res, body as AcquireRequest);
     if (url.pathname === PATHS.grants) return this.#ops(res, body as GrantOpsRequest);
     return this.#reattach(executor, res, body as ReattachRequest);
+  }
+
+  #log(res: http.ServerResponse, ns: string, name: string, fromText: string | null): void {
+    const from = fromText === null ? undefined : Number(fromText);
+    if (from !== undefined && (fromText === '' || !Number.isSafeInteger(from) || from < 0)) {
+      throw new FlintError('FLINT_ERR_VALIDATION', `from must be a byte offset (a whole number, 0 or more), got '${fromText}'`);
+    }
+    const read = this.#o.functionLogs;
+    if (!read) throw new FlintError('FLINT_ERR_NOT_FOUND', 'this executor keeps no function logs');
+    const r = read(ns, name, from);
+    res.writeHead(200, { 'content-type': 'text/plain; charset=utf-8', [LOG_HEADERS.start]: String(r.start), [LOG_HEADERS.size]: String(r.size) });
+    res.end(r.text);
   }
 
   async #acquire(executor: GrantingExecutor, res: http.ServerResponse, body: AcquireRequest): Promise<void> {

@@ -16,7 +16,12 @@ export const PATHS = {
   reattach: '/v1/executor/reattach',
   events: '/v1/executor/events',
   instances: '/v1/executor/instances',
+  /** `/<namespace>/<name>?from=<byte>`: the function's log, which the leader writes (the controller serves it). */
+  logs: '/v1/executor/logs',
 } as const;
+
+/** Headers of a log read: where in the file its text starts, and the file's size. */
+export const LOG_HEADERS = { start: 'x-flint-log-start', size: 'x-flint-log-size' } as const;
 
 export interface AcquireRequest {
   router: string;

@@ -5,8 +5,9 @@
 // deadline.
 import { errorFromBody, FlintError } from '../../api/errors.ts';
 import type { InstancesReport } from '../../api/instances.ts';
+import type { FileRange } from '../../fsafe/open.ts';
 import type { AcquireRequest, GrantAnswer, GrantOpsRequest, ReattachAnswer, ReattachRequest } from './protocol.ts';
-import { PATHS } from './protocol.ts';
+import { LOG_HEADERS, PATHS } from './protocol.ts';
 
 export interface ServiceClientOptions {
   /** The leader's URL as its Lease names it; undefined while there is none. */
@@ -47,7 +48,8 @@ export class ExecutorServiceClient {
     }
   }
 
-  async #call<T>(method: 'GET' | 'POST', path: string, body: unknown, signal?: AbortSignal): Promise<T> {
+  /** `read` takes a successful answer that is not JSON. */
+  async #call<T>(method: 'GET' | 'POST', path: string, body: unknown, signal?: AbortSignal, read?: (res: Response) => Promise<T>): Promise<T> {
     const deadline = Date.now() + this.#o.reachMs;
     let last: unknown;
     for (;;) {
@@ -61,6 +63,7 @@ export class ExecutorServiceClient {
           signal,
         });
         if (res.status === 204) return undefined as T;
+        if (res.ok && read) return await read(res);
         const answer = (await res.json().catch(() => undefined)) as unknown;
         if (res.ok) return answer as T;
         if (!notLeader(res, answer)) {
@@ -90,6 +93,16 @@ export class ExecutorServiceClient {
 
   grants(req: GrantOpsRequest): Promise<void> {
     return this.#call('POST', PATHS.grants, req);
+  }
+
+  /** A function's log as the leader wrote it, from byte `from` (its tail without it): see FunctionLogSource. */
+  functionLog(namespace: string, name: string, from: number | undefined): Promise<FileRange> {
+    const query = from === undefined ? '' : `?from=${from}`;
+    return this.#call('GET', `${PATHS.logs}/${encodeURIComponent(namespace)}/${encodeURIComponent(name)}${query}`, undefined, undefined, async (res) => ({
+      text: await res.text(),
+      start: Number(res.headers.get(LOG_HEADERS.start)),
+      size: Number(res.headers.get(LOG_HEADERS.size)),
+    }));
   }
 
   reattach(req: ReattachRequest): Promise<ReattachAnswer> {
