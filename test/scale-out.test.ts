@@ -94,10 +94,20 @@ describe('kubernetes mode as separate roles: executor failover and trigger failo
     for (const r of split.routerUrls) {
       await eventually(async () => (await fetch(`${r}/hello`).then((x) => x.text())) === 'hello from a pod\n', `hello through ${r}`, 120_000);
     }
+    // The leader writes the function's log; the controller, a process of its own, serves it.
+    await eventually(async () => /\[flint\] pod \S+ specialized/.test(await ok(['fn', 'log', '--name', 'hello'])), "the leader's lines in fn log, through the controller", 30_000);
+    // A newdeploy function (its own Deployment, one pod): the next test's failover must keep it warm too.
+    await ok(['fn', 'create', '--name', 'dedicated', '--env', 'nodejs', '--code', path.join(work, 'hello.js'), '--executortype', 'newdeploy', '--minscale', '1', '--maxscale', '1', '--requestsperpod', '10']);
+    for (const r of split.routerUrls) {
+      await eventually(async () => (await fetch(`${r}/flint-function/dedicated`).then((x) => x.text())) === 'hello from a pod\n', `dedicated through ${r}`, 120_000);
+    }
   });
 
   it('keeps warm calls answering through both routers while the executor leader is killed and the standby takes over', async () => {
     const traffic = steadyTraffic(split.routerUrls, '/hello', 'hello from a pod\n');
+    // A newdeploy function's callers too. The routers retry a request whose pod refused it, so what tells an adopted
+    // pod from a replaced one is the new leader's log of the function (below).
+    const dedicated = steadyTraffic(split.routerUrls, '/flint-function/dedicated', 'hello from a pod\n');
     await new Promise((r) => setTimeout(r, 2000));
     const leader = (await split.leaderOf()) as TestServer;
     const killedAt = Date.now();
@@ -108,9 +118,14 @@ describe('kubernetes mode as separate roles: executor failover and trigger failo
     // Traffic on past the takeover, so requests needing the new leader (grants it hands out) are counted too.
     await new Promise((r) => setTimeout(r, 5000));
     await traffic.stop();
-    console.log(`executor failover: the standby led ${tookOverS.toFixed(1)} s after the leader was killed; ${traffic.ok} requests answered, ${traffic.failed.length} failed`);
+    await dedicated.stop();
+    console.log(`executor failover: the standby led ${tookOverS.toFixed(1)} s after the leader was killed; ${traffic.ok} requests answered, ${traffic.failed.length} failed; newdeploy ${dedicated.ok} answered, ${dedicated.failed.length} failed`);
     assert.deepEqual(traffic.failed, [], `warm calls failed during the failover:\n${split.diagnostics()}`);
     assert.ok(traffic.ok > 50, `traffic flowed (${traffic.ok} answers)`);
+    assert.deepEqual(dedicated.failed, [], `warm newdeploy calls failed during the failover:\n${split.diagnostics()}`);
+    assert.ok(dedicated.ok > 50, `newdeploy traffic flowed (${dedicated.ok} answers)`);
+    // The new leader's log of the function, through the controller: the pod it adopted.
+    await eventually(async () => /adopted from an earlier control plane/.test(await ok(['fn', 'log', '--name', 'dedicated'])), 'the adoption in fn log', 30_000);
     // A cold call needs the new leader: a function made after the failover.
     await ok(['fn', 'create', '--name', 'after', '--env', 'nodejs', '--code', path.join(work, 'hello.js')]);
     for (const r of split.routerUrls) {
