@@ -69,14 +69,20 @@ class LogView {
   }
 }
 
-async function lastLines(source: FunctionLogSource, namespace: string, name: string, count: number, view: LogView): Promise<{ text: string; size: number }> {
-  const { text, start, size } = await source(namespace, name, undefined);
+/** Each whole line of a read; a line cut at the read's cap counts as one. */
+function linesOf(text: string): string[] {
   const lines = text.split('\n');
   if (lines[lines.length - 1] === '') lines.pop();
+  return lines;
+}
+
+async function lastLines(source: FunctionLogSource, namespace: string, name: string, count: number, view: LogView): Promise<{ text: string; next: number; file: string }> {
+  const { text, start, next, file } = await source(namespace, name, undefined);
+  const lines = linesOf(text);
   // A read that starts inside the file starts inside a line.
   if (start > 0) lines.shift();
   const kept = count === 0 ? [] : lines.filter((l) => view.keeps(l)).slice(-count);
-  return { text: view.render(kept), size };
+  return { text: view.render(kept), next, file };
 }
 
 export function registerLogRoutes(app: FastifyInstance, store: Store, source: FunctionLogSource): void {
@@ -105,32 +111,34 @@ export function registerLogRoutes(app: FastifyInstance, store: Store, source: Fu
       // Fission's --detail header, with the instance where Fission names the pod, container and node.
       const header = detail === 'true' ? (i: string) => `\n=== Function=${name} Environment=${fn.spec.environment.name} Namespace=${namespace} Instance=${i}\n` : undefined;
       const view = new LogView({ requestId, instance }, header);
-      const { text, size } = await lastLines(source, namespace, name, count, view);
+      const last = await lastLines(source, namespace, name, count, view);
       if (follow !== 'true') {
         reply.type('text/plain; charset=utf-8');
-        return text;
+        return last.text;
       }
       reply.hijack();
       reply.raw.writeHead(200, { 'content-type': 'text/plain; charset=utf-8', 'cache-control': 'no-cache' });
-      reply.raw.write(text);
+      reply.raw.write(last.text);
       // Polling keeps this simple and works for files that appear later or
-      // are rotated, here or at the executor; a follower is an interactive
-      // user, not a hot path.
-      let offset = size;
-      let partial = '';
+      // are replaced, here or at the executor; a follower is an interactive
+      // user, not a hot path. Reads end on whole lines (readRangeNoFollow),
+      // so a line is filtered and shown once its end is written.
+      let offset = last.next;
+      let file = last.file;
       let reading = false;
       const timer = setInterval(() => {
         if (reading) return;
         reading = true;
         source(namespace, name, offset)
           .then((r) => {
-            // Cut or replaced: from its start again.
-            if (r.start < offset) partial = '';
-            offset = r.start + Buffer.byteLength(r.text);
-            // Whole lines only: a line is filtered and shown once its end is written.
-            const lines = (partial + r.text).split('\n');
-            partial = lines.pop() ?? '';
-            const shown = view.render(lines.filter((l) => view.keeps(l)));
+            // Another file (it appeared, was replaced, or a new executor leader started its own): from its start.
+            if (r.file !== file) {
+              file = r.file;
+              offset = 0;
+              return;
+            }
+            offset = r.next;
+            const shown = view.render(linesOf(r.text).filter((l) => view.keeps(l)));
             if (shown !== '') reply.raw.write(shown);
           })
           // The next poll tries again (an executor leader moving, a file replaced under the read).

@@ -74,17 +74,33 @@ describe('openNoFollow', () => {
 });
 
 describe('readRangeNoFollow', () => {
-  it('reads the tail, or from an offset up to the cap ending on a whole line, and says where it started', () => {
+  it('reads whole lines only: the tail, or from an offset up to the cap, saying where the next read goes on', () => {
     const f = path.join(dir, 'range.log');
     fs.writeFileSync(f, 'één\ntwee\ndrie\n');
-    const size = fs.statSync(f).size;
-    assert.deepEqual(readRangeNoFollow(f, undefined, 1024), { text: 'één\ntwee\ndrie\n', start: 0, size });
-    assert.deepEqual(readRangeNoFollow(f, undefined, 5), { text: 'drie\n', start: size - 5, size });
+    const { size, dev, ino } = fs.statSync(f);
+    const file = `${dev}:${ino}`;
+    assert.deepEqual(readRangeNoFollow(f, undefined, 1024), { text: 'één\ntwee\ndrie\n', start: 0, next: size, size, file });
+    assert.deepEqual(readRangeNoFollow(f, undefined, 5), { text: 'drie\n', start: size - 5, next: size, size, file });
     // From the start, capped inside the second line: only the first, whole, and so no character cut in two.
-    assert.deepEqual(readRangeNoFollow(f, 0, 8), { text: 'één\n', start: 0, size });
-    assert.deepEqual(readRangeNoFollow(f, size, 1024), { text: '', start: size, size });
-    assert.deepEqual(readRangeNoFollow(f, size + 10, 1024), { text: 'één\ntwee\ndrie\n', start: 0, size }, 'past the end: the file was replaced');
-    assert.deepEqual(readRangeNoFollow(path.join(dir, 'none.log'), undefined, 1024), { text: '', start: 0, size: 0 });
+    assert.deepEqual(readRangeNoFollow(f, 0, 8), { text: 'één\n', start: 0, next: 6, size, file });
+    assert.deepEqual(readRangeNoFollow(f, size, 1024), { text: '', start: size, next: size, size, file });
+    assert.deepEqual(readRangeNoFollow(f, size + 10, 1024), { text: 'één\ntwee\ndrie\n', start: 0, next: size, size, file }, 'past the end: the file was cut');
+    assert.deepEqual(readRangeNoFollow(path.join(dir, 'none.log'), undefined, 1024), { text: '', start: 0, next: 0, size: 0, file: '' });
+  });
+
+  it('leaves a line still being written, cut inside a character, for the next read', () => {
+    const f = path.join(dir, 'partial.log');
+    // The last line stops after the first byte of a two-byte character.
+    fs.writeFileSync(f, Buffer.concat([Buffer.from('whole\nhalf '), Buffer.from('é').subarray(0, 1)]));
+    const first = readRangeNoFollow(f, 0, 1024);
+    assert.deepEqual([first.text, first.next], ['whole\n', 6]);
+    fs.appendFileSync(f, Buffer.concat([Buffer.from('é').subarray(1), Buffer.from(' done\n')]));
+    assert.equal(readRangeNoFollow(f, first.next, 1024).text, 'half é done\n');
+    // A line longer than the cap comes in pieces, the offsets exact.
+    const long = path.join(dir, 'long.log');
+    fs.writeFileSync(long, `${'x'.repeat(10)}\n`);
+    const piece = readRangeNoFollow(long, 0, 4);
+    assert.deepEqual([piece.text, piece.next], ['xxxx', 4]);
   });
 
   it('refuses a link planted at the name', () => {

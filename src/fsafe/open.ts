@@ -77,38 +77,41 @@ export function readStreamNoFollow(file: string, opts: { start?: number; end?: n
   return fs.createReadStream(file, { ...opts, fd: openNoFollow(file, 'read') });
 }
 
-/** Bytes [start, start + text's length) of a file `size` bytes long, as UTF-8. */
+/** A read of a file `size` bytes long: `text` is bytes [start, next), as UTF-8. */
 export interface FileRange {
   text: string;
   start: number;
+  /** The byte after the last one read: where the next read goes on. */
+  next: number;
   size: number;
+  /** Which file this is (device and inode; empty when it does not exist): a reader that sees it change starts over. */
+  file: string;
 }
 
 /**
  * Up to `maxBytes` of `file` from byte `from`, or its last `maxBytes` when `from` is undefined, opened as
- * openNoFollow does. A read from `from` that stops short of the end stops after its last whole line, so a UTF-8
- * character is never cut in two; one from the end may start inside a line (the caller drops that line). A `from`
- * past the end (the file was cut or replaced) reads from the start. A missing file reads as empty.
+ * openNoFollow does. A read ends after its last whole line, so a line being written is read once it is whole and no
+ * UTF-8 character is cut in two (only a line longer than `maxBytes` is cut, at the cap). One from the end may start
+ * inside a line (the caller drops that line). A `from` past the end (the file was cut) reads from the start. A
+ * missing file reads as empty.
  */
 export function readRangeNoFollow(file: string, from: number | undefined, maxBytes: number): FileRange {
   let fd: number;
   try {
     fd = openNoFollow(file, 'read');
   } catch (err) {
-    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return { text: '', start: 0, size: 0 };
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return { text: '', start: 0, next: 0, size: 0, file: '' };
     throw err;
   }
   try {
-    const { size } = fs.fstatSync(fd);
+    const st = fs.fstatSync(fd);
+    const size = st.size;
     const start = from === undefined ? Math.max(0, size - maxBytes) : from > size ? 0 : from;
     const buf = Buffer.alloc(Math.min(size - start, maxBytes));
     const read = fs.readSync(fd, buf, 0, buf.length, start);
-    let end = read;
-    if (from !== undefined && start + read < size) {
-      const lastNewline = buf.lastIndexOf(0x0a, read - 1);
-      if (lastNewline >= 0) end = lastNewline + 1;
-    }
-    return { text: buf.toString('utf8', 0, end), start, size };
+    const lastNewline = read > 0 ? buf.lastIndexOf(0x0a, read - 1) : -1;
+    const end = lastNewline >= 0 ? lastNewline + 1 : read === maxBytes ? read : 0;
+    return { text: buf.toString('utf8', 0, end), start, next: start + end, size, file: `${st.dev}:${st.ino}` };
   } finally {
     fs.closeSync(fd);
   }

@@ -162,4 +162,31 @@ describe('adopting the pool pods an earlier executor specialized', { skip: !usab
     assert.equal(await call(fresh), '200 nd-changed v2');
     fresh.release();
   });
+
+  it("sets a newdeploy function's Deployment to the pods it adopted", async () => {
+    for (const e of running.splice(0)) await e.stop();
+    const first = executor();
+    await first.start();
+    await store.create(pkg('nd-two', 'nd-two v1'));
+    const f = await store.create(fn('nd-two', { ...NEWDEPLOY, requestsPerPod: 1 }));
+    const deployment = () => fake.objects('deployments.apps', FN_NS).find((d) => d.metadata.labels?.functionUid === f.metadata.uid);
+    // Two requests at once on one request per pod: two pods, two replicas.
+    const [a, b] = await Promise.all([first.acquire(f), first.acquire(f)]);
+    assert.notEqual(a.instanceId, b.instanceId);
+    a.release();
+    b.release();
+    assert.equal(deployment()?.spec.replicas, 2);
+    await first.stop();
+    // While no executor runs, one of them goes (an eviction); its Deployment puts a generic pod in its place.
+    await client.delete({ group: '', version: 'v1', resource: 'pods' }, FN_NS, b.instanceId);
+    await eventually(() => !podNames().includes(b.instanceId), 'the evicted pod gone');
+
+    const next = executor();
+    await next.start();
+    const warm = next.tryAcquire(f);
+    assert.ok(warm, 'the remaining pod adopted');
+    assert.equal(warm.instanceId, a.instanceId);
+    warm.release();
+    await eventually(() => deployment()?.spec.replicas === 1, 'the Deployment down to the one pod adopted (minScale 1), not the two the last leader had');
+  });
 });

@@ -107,15 +107,23 @@ export class FunctionDeployments {
         const pods = this.#o.pods.list(labels).filter((p) => isReady(p) && !this.#taken.has(p.metadata.name) && !p.metadata.annotations?.[SPECIALIZED_FOR]);
         for (const pod of pods) {
           const name = pod.metadata.name as string;
+          // Another waiter may have taken it while this one awaited a write.
+          if (this.#taken.has(name)) continue;
           // Taken at once: other waiters look at the same change before this one's write returns.
           this.#taken.add(name);
           try {
             await this.#o.client.replace(PODS, this.#o.namespace, name, { ...pod, metadata: { ...pod.metadata, annotations: { ...pod.metadata.annotations, [SPECIALIZED_FOR]: version } } });
             return pod;
           } catch (err) {
-            this.#taken.delete(name);
             const code = (err as { code?: string }).code;
-            if (code !== 'FLINT_ERR_CONFLICT' && code !== 'FLINT_ERR_NOT_FOUND') throw err;
+            if (code === 'FLINT_ERR_CONFLICT' || code === 'FLINT_ERR_NOT_FOUND') {
+              this.#taken.delete(name);
+              continue;
+            }
+            // The write may have landed all the same: a pod marked for nobody would hold a replica of the function's
+            // forever. Deleted, its Deployment makes a fresh one; it stays taken, never handed out while it goes.
+            await this.#o.client.delete(PODS, this.#o.namespace, name).catch(() => {});
+            throw err;
           }
         }
         return undefined;

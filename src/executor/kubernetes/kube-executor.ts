@@ -168,6 +168,9 @@ export class KubeExecutor extends CoreExecutor<PodInstance> {
     // Pool and newdeploy pods an earlier executor specialized: adopted while they serve current code, else deleted (adoption.ts).
     await this.#adoptPods();
     for (const f of fns.items) this.core.upsertFunction(f);
+    // The replicas the last leader left count pods it was starting or draining, and those just deleted: each newdeploy
+    // Deployment is set to the pods adopted (and any started for minScale), or its spare pods would run on unused.
+    for (const st of this.core.slots()) if (isNewdeploy(st.fn)) this.#resizeFunctionDeployment(st);
     this.watches.push(
       store.watch({ kind: 'Environment', sinceResourceVersion: envs.resourceVersion }, (ev) => {
         const env = ev.object as Environment;
@@ -208,9 +211,12 @@ export class KubeExecutor extends CoreExecutor<PodInstance> {
       this.stopped = true;
       clearInterval(this.#reaper);
       for (const w of this.watches.splice(0)) w.close();
-      // Specialized pods stay for the next executor to adopt (in an upgrade or a failover it runs already, and serves on
-      // them); those still starting are deleted, as the next one would.
-      const left = new Set([...this.core.slots()].flatMap((st) => [...st.instances].map((i) => i.id)));
+      // Pods serving current code stay for the next executor to adopt (in an upgrade or a failover it runs already, and
+      // serves on them); draining ones go, as the next one would delete them. A pod still being specialized is not an
+      // instance yet: the next executor finds it unfinished and deletes it.
+      const left = new Set(
+        [...this.core.slots()].flatMap((st) => [...st.instances].filter((i) => !i.draining && i.version === st.version).map((i) => i.id)),
+      );
       const instances = this.core.stop();
       // Requests under way finish first (bounded: a stuck one does not hold the stop forever).
       const deadline = Date.now() + 10_000;

@@ -170,7 +170,14 @@ export class ExecutorService {
     const read = this.#o.functionLogs;
     if (!read) throw new FlintError('FLINT_ERR_NOT_FOUND', 'this executor keeps no function logs');
     const r = read(ns, name, from);
-    res.writeHead(200, { 'content-type': 'text/plain; charset=utf-8', [LOG_HEADERS.start]: String(r.start), [LOG_HEADERS.size]: String(r.size) });
+    res.writeHead(200, {
+      'content-type': 'text/plain; charset=utf-8',
+      [LOG_HEADERS.start]: String(r.start),
+      [LOG_HEADERS.next]: String(r.next),
+      [LOG_HEADERS.size]: String(r.size),
+      // Another leader's file is another file, whatever its inode.
+      [LOG_HEADERS.file]: encodeURIComponent(`${this.#o.identity}/${r.file}`),
+    });
     res.end(r.text);
   }
 

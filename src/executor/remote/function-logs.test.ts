@@ -108,17 +108,28 @@ describe('function logs through the executor leader (roles apart)', () => {
     const reader = (res.body as ReadableStream<Uint8Array>).getReader();
     let seen = '';
     const until = async (want: string) => {
-      while (!seen.includes(want)) seen += new TextDecoder().decode((await reader.read()).value);
+      while (!seen.includes(want)) {
+        const { done, value } = await reader.read();
+        assert.ok(!done, `the follow ended before ${JSON.stringify(want)}; it had: ${JSON.stringify(seen)}`);
+        seen += new TextDecoder().decode(value);
+      }
     };
-    // A line written in two pieces shows once whole.
-    fs.appendFileSync(file, 't4 instance=pod-a [stdout] fo');
-    fs.appendFileSync(file, 'ur\n');
-    await until('four\n');
-    // The file replaced by a shorter one (a new leader starts its log afresh): followed from its start.
+    // A line written in two pieces, the first cut inside a character and read by polls before the rest comes, shows once whole.
+    const piece = Buffer.from('t4 instance=pod-a [stdout] vier ü');
+    fs.appendFileSync(file, piece.subarray(0, piece.length - 1));
+    await new Promise((r) => setTimeout(r, 700));
+    fs.appendFileSync(file, Buffer.concat([piece.subarray(piece.length - 1), Buffer.from('\n')]));
+    await until('ü\n');
+    // Cut and written anew (same file, shorter): followed from its start.
     fs.writeFileSync(file, 't5 [flint] pod pod-b adopted\n');
     await until('adopted\n');
+    // Another file in its place, longer than what was read (a new leader's own log): from its start too.
+    const other = `${file}.new`;
+    fs.writeFileSync(other, `${'t6 [stdout] from the new file\n'.repeat(3)}`);
+    fs.renameSync(other, file);
+    await until('t6 [stdout] from the new file\n'.repeat(3));
     ac.abort();
-    assert.equal(seen, 't4 [stdout] four\nt5 [flint] pod pod-b adopted\n');
+    assert.equal(seen, `t4 [stdout] vier ü\nt5 [flint] pod pod-b adopted\n${'t6 [stdout] from the new file\n'.repeat(3)}`);
   });
 
   it('answers 503 with a JSON body while no executor leads, and the log again once one does', async () => {
@@ -165,10 +176,13 @@ describe('function logs through the executor leader (roles apart)', () => {
     // A link planted where the log goes is refused, not followed.
     const planted = functionLogFile(executorLayout, 'default', 'planted');
     fs.symlinkSync('/etc/passwd', planted);
+    await store.create({ ...(await store.get('Function', 'default', 'hello')), metadata: { name: 'planted', namespace: 'default' } } as FunctionResource);
     const res = await get(`${PATHS.logs}/default/planted`);
     assert.equal(res.status, 500);
     assert.equal(((await res.json()) as { code: string }).code, 'FLINT_ERR_UNSAFE_PATH');
-    assert.doesNotMatch(await (await fetch(`${base}${NS}/planted/logs`)).text(), /root:/, 'nor is it served by the controller');
+    const served = await fetch(`${base}${NS}/planted/logs`);
+    assert.equal(served.status, 500, 'nor is it served by the controller');
+    assert.equal(((await served.json()) as { code: string }).code, 'FLINT_ERR_UNSAFE_PATH');
   });
 
   it('reads from an offset, whole lines only, and says where its text starts', async () => {
@@ -176,7 +190,10 @@ describe('function logs through the executor leader (roles apart)', () => {
     const res = await fetch(`${serviceUrl}${PATHS.logs}/default/hello?from=2`, { headers: { authorization: `Bearer ${TOKEN}` } });
     assert.equal(await res.text(), 'bb\nccc\n');
     assert.equal(res.headers.get(LOG_HEADERS.start), '2');
+    assert.equal(res.headers.get(LOG_HEADERS.next), '9');
     assert.equal(res.headers.get(LOG_HEADERS.size), '9');
+    const { dev, ino } = fs.statSync(file);
+    assert.equal(decodeURIComponent(res.headers.get(LOG_HEADERS.file) ?? ''), `leader/${dev}:${ino}`, "the leader's identity is part of the file's");
     const past = await fetch(`${serviceUrl}${PATHS.logs}/default/hello?from=100`, { headers: { authorization: `Bearer ${TOKEN}` } });
     assert.equal(past.headers.get(LOG_HEADERS.start), '0', 'an offset past the end (a replaced file) reads from the start');
     assert.equal(await past.text(), 'a\nbb\nccc\n');

@@ -20,8 +20,8 @@ export const PATHS = {
   logs: '/v1/executor/logs',
 } as const;
 
-/** Headers of a log read: where in the file its text starts, and the file's size. */
-export const LOG_HEADERS = { start: 'x-flint-log-start', size: 'x-flint-log-size' } as const;
+/** Headers of a log read (FileRange): where its text starts and the next read goes on, the file's size, and which file (on which leader) it is. */
+export const LOG_HEADERS = { start: 'x-flint-log-start', next: 'x-flint-log-next', size: 'x-flint-log-size', file: 'x-flint-log-file' } as const;
 
 export interface AcquireRequest {
   router: string;

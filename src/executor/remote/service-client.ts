@@ -101,7 +101,9 @@ export class ExecutorServiceClient {
     return this.#call('GET', `${PATHS.logs}/${encodeURIComponent(namespace)}/${encodeURIComponent(name)}${query}`, undefined, undefined, async (res) => ({
       text: await res.text(),
       start: Number(res.headers.get(LOG_HEADERS.start)),
+      next: Number(res.headers.get(LOG_HEADERS.next)),
       size: Number(res.headers.get(LOG_HEADERS.size)),
+      file: res.headers.get(LOG_HEADERS.file) ?? '',
     }));
   }
 
