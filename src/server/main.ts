@@ -8,8 +8,7 @@ import { Gauge, Registry } from 'prom-client';
 import { FlintError } from '../api/errors.ts';
 import { SYSTEM_NAMESPACE } from '../api/meta.ts';
 import { MQ_TYPES } from '../api/names.ts';
-import { dataLayout, functionLogFile } from '../config/layout.ts';
-import { readRangeNoFollow } from '../fsafe/open.ts';
+import { dataLayout } from '../config/layout.ts';
 import { loadValues, type Values, type ValuesSources } from '../config/values.ts';
 import { LocalArchiveStore } from '../archive/index.ts';
 import { BuildManager } from '../builder/manager.ts';
@@ -20,7 +19,7 @@ import { createController } from '../controller/app.ts';
 import { ArchiveGc } from '../controller/archive-gc.ts';
 import { MetricsSampler, type MetricsText } from '../controller/metrics-sampler.ts';
 import type { ServerInfo } from '../controller/info.ts';
-import { LOG_READ_LIMIT } from '../controller/logs.ts';
+import { localLogSource } from '../controller/logs.ts';
 import { ensureAdminToken } from '../auth/admin-token.ts';
 import { ensureInternalToken, readInternalToken } from '../auth/internal-token.ts';
 import { ARCHIVES_AUDIENCE } from '../auth/audiences.ts';
@@ -282,7 +281,7 @@ export async function startServer(
           leader: () => (serving ? started : undefined),
           logger: logger.child({ component: 'executor-service' }),
           // The controller serves the logs this executor writes (roles apart, it has none of its own).
-          functionLogs: (ns, name, from) => readRangeNoFollow(functionLogFile(layout, ns, name), from, LOG_READ_LIMIT),
+          functionLogs: localLogSource(layout),
         });
         executorService = service;
         await service.start();

@@ -15,13 +15,11 @@
 import { createHash } from 'node:crypto';
 import { FlintError } from '../../api/errors.ts';
 import type { Environment, FunctionResource } from '../../api/kinds.ts';
-import type { GroupVersionResource, KubeClient, KubeObject } from '../../store/kube-client.ts';
+import type { KubeClient, KubeObject } from '../../store/kube-client.ts';
 import { SPECIALIZED_FOR } from './adoption.ts';
 import { applyDeployment, DEPLOYMENTS } from './apply-deployment.ts';
-import { type FunctionPods, isReady } from './function-pods.ts';
+import { type FunctionPods, isReady, PODS } from './function-pods.ts';
 import { dnsName, genericPodTemplate } from './pool-deployment.ts';
-
-const PODS: GroupVersionResource = { group: '', version: 'v1', resource: 'pods' };
 
 export interface FunctionDeploymentOptions {
   client: KubeClient;

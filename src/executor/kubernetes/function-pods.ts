@@ -6,7 +6,8 @@
 import type { GroupVersionResource, KubeClient, KubeObject } from '../../store/kube-client.ts';
 import { Informer } from '../../store/kube-informer.ts';
 
-const PODS: GroupVersionResource = { group: '', version: 'v1', resource: 'pods' };
+/** The pods resource, which every part of the executor that reads or writes pods names. */
+export const PODS: GroupVersionResource = { group: '', version: 'v1', resource: 'pods' };
 
 export interface FunctionPodsOptions {
   client: KubeClient;

@@ -34,11 +34,10 @@ import { FunctionLogs } from '../function-log.ts';
 import { fetcherState, SPECIALIZED_FOR } from './adoption.ts';
 import { applyDeployment, DEPLOYMENTS } from './apply-deployment.ts';
 import { FunctionDeployments, functionDeploymentName, isNewdeploy, scaleBounds } from './function-deployment.ts';
-import { FunctionPods, isReady } from './function-pods.ts';
+import { FunctionPods, isReady, PODS } from './function-pods.ts';
 import { dnsName, ENV_PORT, FETCHER_PORT, FETCHER_TOKEN_SECRET, poolDeployment, poolDeploymentName, poolLabels } from './pool-deployment.ts';
 import { specializeRequest } from './specialize-request.ts';
 
-const PODS: GroupVersionResource = { group: '', version: 'v1', resource: 'pods' };
 const SERVICES: GroupVersionResource = { group: '', version: 'v1', resource: 'services' };
 const SECRETS: GroupVersionResource = { group: '', version: 'v1', resource: 'secrets' };
 

@@ -74,7 +74,7 @@ export interface ExecutorServiceOptions {
   /** SESSION_GRACE_MS unless set (tests). */
   sessionGraceMs?: number;
   /** A function's log as this process wrote it (from byte `from`, or its tail): served to the controller. */
-  functionLogs?: (namespace: string, name: string, from: number | undefined) => FileRange;
+  functionLogs?: (namespace: string, name: string, from: number | undefined) => Promise<FileRange>;
 }
 
 export class ExecutorService {
@@ -154,7 +154,7 @@ export class ExecutorService {
         throw new FlintError('FLINT_ERR_VALIDATION', `expected ${perFunction}/<namespace>/<name>, each a DNS-1123 label`);
       }
       if (perFunction === PATHS.instances) return this.#json(res, 200, executor.instances(ns, name));
-      return this.#log(res, ns, name, url.searchParams.get('from'));
+      return await this.#log(res, ns, name, url.searchParams.get('from'));
     }
     const body = await readJson(req);
     if (url.pathname === PATHS.acquire) return this.#acquire(executor, res, body as AcquireRequest);
@@ -162,14 +162,14 @@ export class ExecutorService {
     return this.#reattach(executor, res, body as ReattachRequest);
   }
 
-  #log(res: http.ServerResponse, ns: string, name: string, fromText: string | null): void {
+  async #log(res: http.ServerResponse, ns: string, name: string, fromText: string | null): Promise<void> {
     const from = fromText === null ? undefined : Number(fromText);
     if (from !== undefined && (fromText === '' || !Number.isSafeInteger(from) || from < 0)) {
       throw new FlintError('FLINT_ERR_VALIDATION', `from must be a byte offset (a whole number, 0 or more), got '${fromText}'`);
     }
     const read = this.#o.functionLogs;
     if (!read) throw new FlintError('FLINT_ERR_NOT_FOUND', 'this executor keeps no function logs');
-    const r = read(ns, name, from);
+    const r = await read(ns, name, from);
     res.writeHead(200, {
       'content-type': 'text/plain; charset=utf-8',
       [LOG_HEADERS.start]: String(r.start),

@@ -13,8 +13,7 @@ import { pino } from 'pino';
 import type { FunctionResource } from '../../api/kinds.ts';
 import { type DataLayout, dataLayout, functionLogFile } from '../../config/layout.ts';
 import { createController } from '../../controller/app.ts';
-import { LOG_READ_LIMIT } from '../../controller/logs.ts';
-import { readRangeNoFollow } from '../../fsafe/open.ts';
+import { localLogSource } from '../../controller/logs.ts';
 import { openSqliteStore } from '../../store/sqlite.ts';
 import type { Store } from '../../store/store.ts';
 import { ExecutorService, type GrantingExecutor } from './executor-service.ts';
@@ -54,7 +53,7 @@ describe('function logs through the executor leader (roles apart)', () => {
       leader: () => (leading ? executor : undefined),
       functionLogs: (ns, name, from) => {
         reads++;
-        return readRangeNoFollow(functionLogFile(executorLayout, ns, name), from, LOG_READ_LIMIT);
+        return localLogSource(executorLayout)(ns, name, from);
       },
     });
     serviceUrl = await service.start();
