@@ -6,6 +6,7 @@ import type { InstanceBudget } from './instance-budget.ts';
 
 export interface InstanceCounts {
   status(): { functions: Record<string, { instances: number; starting: number }>; pools: Record<string, number> };
+  starts(): { starting: number; waiting: number; limit: number };
 }
 
 export function registerExecutorMetrics(registry: Registry, executor: InstanceCounts, budget: InstanceBudget | undefined): void {
@@ -32,6 +33,18 @@ export function registerExecutorMetrics(registry: Registry, executor: InstanceCo
     collect() {
       this.reset();
       for (const [env, n] of Object.entries(executor.status().pools)) this.set({ environment: env }, n);
+    },
+  });
+  new Gauge({
+    name: 'flint_executor_worker_starts',
+    help: 'Worker processes starting (state="starting"), waiting for their turn to start (state="waiting"), and how many may start at once (state="limit", executor.concurrentStarts)',
+    labelNames: ['state'],
+    registers: [registry],
+    collect() {
+      const s = executor.starts();
+      this.set({ state: 'starting' }, s.starting);
+      this.set({ state: 'waiting' }, s.waiting);
+      this.set({ state: 'limit' }, s.limit);
     },
   });
   if (!budget) return;

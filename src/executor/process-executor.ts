@@ -6,6 +6,7 @@
 // package changes while the old ones drain.
 import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
+import os from 'node:os';
 import path from 'node:path';
 import type { Logger } from 'pino';
 import { FlintError } from '../api/errors.ts';
@@ -28,6 +29,7 @@ import { FunctionLogs } from './function-log.ts';
 import type { InstanceBudget, Reservation } from './instance-budget.ts';
 import { type CodeSource, materialize } from './materialize.ts';
 import { startWorker, type WorkerHandle } from './process/worker-process.ts';
+import { StartGate } from './start-gate.ts';
 
 export interface ProcessExecutorOptions {
   store: Store;
@@ -50,7 +52,12 @@ export interface ProcessExecutorOptions {
   budget?: InstanceBudget;
   /** Requests waiting for one function's instances: how many at most, and how long one waits for a free slot (default 1000, 10 s). */
   queue?: { maxLength: number; timeoutMs: number };
+  /** Worker processes starting at once (default: the machine's cores plus one); see start-gate.ts. */
+  concurrentStarts?: number;
 }
+
+/** The longest one worker's start holds its place among the concurrent starts. */
+const START_HOLD_CAP_MS = 1000;
 
 /** A specialized worker, as the instance core tracks it. */
 class WorkerInstance extends InstanceState {
@@ -113,12 +120,14 @@ export class ProcessExecutor extends CoreExecutor<WorkerInstance> {
   #processStarts = 0;
 
   readonly #code: CodeSource;
+  readonly #gate: StartGate;
 
   constructor(opts: ProcessExecutorOptions) {
     super();
     this.#o = opts;
     this.#log = opts.logger;
     this.#logs = new FunctionLogs(opts.layout, (namespace, name, err) => this.#log.error({ namespace, fn: name, err: err.message }, "refusing to write this function's log: its file or directory is not the server's own"));
+    this.#gate = new StartGate(opts.concurrentStarts ?? os.availableParallelism() + 1, START_HOLD_CAP_MS);
     this.#code = { store: opts.store, archives: opts.archives, deployCache: new DeployCache(opts.layout.deployCache, opts.maxUnpackedBytes ?? 2 * 1024 ** 3) };
     this.core = new InstanceCore<WorkerInstance>({
       queue: opts.queue,
@@ -198,6 +207,11 @@ export class ProcessExecutor extends CoreExecutor<WorkerInstance> {
     return this.#logs.write(namespace, name, 'flint', line);
   }
 
+  /** Worker processes starting now (holding one of the concurrent starts), waiting for their turn, and how many may start at once. */
+  starts(): { starting: number; waiting: number; limit: number } {
+    return { starting: this.#gate.held, waiting: this.#gate.waiting, limit: this.#gate.slots };
+  }
+
   /** Counts for tests and status: instances of a function, warm workers of an environment. */
   status(): { functions: Record<string, { instances: number; starting: number }>; pools: Record<string, number> } {
     const pools: Record<string, number> = {};
@@ -263,7 +277,10 @@ export class ProcessExecutor extends CoreExecutor<WorkerInstance> {
     const id = `${env.metadata.name}-${randomBytes(4).toString('hex')}`;
     const instanceDir = path.join(this.#o.layout.instances, id);
     const box = { sink };
-    const handle = startWorker({
+    const handle = this.#gate.run(background ? 'background' : 'demand', async () => {
+      // Its turn came after the executor stopped: no process is started any more.
+      if (this.stopped) throw START_ABANDONED;
+      return startWorker({
       id,
       runtime,
       instanceDir,
@@ -280,6 +297,7 @@ export class ProcessExecutor extends CoreExecutor<WorkerInstance> {
       // A worker a request waits for (not in the background) skips the runtime's warm-up: the request pays for what it uses.
       warmUp: background,
       onOutput: (line, stream) => (box.sink ?? outputSinks.get(id))?.(line, stream, id),
+      });
     });
     return handle.then(
       (w) => {

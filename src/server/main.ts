@@ -258,6 +258,7 @@ export async function startServer(
             egress: sandboxEgress,
             memoryMB: values.executor.memoryMB,
             poolSize: values.executor.poolSize,
+            concurrentStarts: values.executor.concurrentStarts || undefined,
             reapIntervalMs: values.executor.reapIntervalSeconds * 1000,
             budget,
             queue: { maxLength: values.executor.maxQueueLength, timeoutMs: values.executor.queueTimeoutSeconds * 1000 },

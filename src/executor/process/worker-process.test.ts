@@ -385,6 +385,27 @@ describe('worker process (bubblewrap)', async () => {
     assert.equal(fs.existsSync(path.join(w.hostDirs.userfunc, 'new-file')), false);
   });
 
+  it("refuses to write the sandbox's shared /etc/passwd and /etc/group through a planted link", { skip }, async () => {
+    for (const plant of ['dir', 'file'] as const) {
+      // A directory of instance directories of its own, so that no earlier start has written its identity files.
+      const parent = fs.mkdtempSync(path.join(root, 'etc-'));
+      const victim = path.join(parent, 'victim');
+      fs.writeFileSync(victim, 'untouched');
+      if (plant === 'dir') fs.symlinkSync(parent, path.join(parent, '.sandbox-etc'));
+      else {
+        fs.mkdirSync(path.join(parent, '.sandbox-etc'));
+        fs.symlinkSync(victim, path.join(parent, '.sandbox-etc', 'passwd'));
+      }
+      await assert.rejects(
+        startWorker({ id: `w${++seq}-${process.pid}`, runtime: 'node', instanceDir: path.join(parent, 'i'), sandbox: 'bubblewrap', allowNetwork: false, memoryMB: 128, onOutput() {} }),
+        { code: 'FLINT_ERR_UNSAFE_PATH' },
+        plant,
+      );
+      assert.equal(fs.readFileSync(victim, 'utf8'), 'untouched', plant);
+      assert.equal(fs.existsSync(path.join(parent, 'passwd')), false, plant);
+    }
+  });
+
   it('with network allowed but no way to give it a namespace of its own, refuses to start rather than share the host network', { skip }, async () => {
     const id = `w${++seq}-${process.pid}`;
     await assert.rejects(

@@ -9,8 +9,9 @@
 //   // proxy requests to w.socketPath ... then:
 //   await w.kill();
 //
-// The worker owns `instanceDir` (userfunc/, secrets/, configs/, tmp/, usually
-// sock/, and etc/ or package.json); the caller removes it after `exited`.
+// The worker owns `instanceDir` (userfunc/, secrets/, configs/, usually sock/,
+// and unsandboxed tmp/ and package.json); the caller removes it after
+// `exited`. Sandboxed workers share one read-only .sandbox-etc/ beside it.
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -139,6 +140,26 @@ function socketDir(instanceDir: string): { dir: string; temporary: boolean } {
   return { dir, temporary: true };
 }
 
+const identityFiles = new Map<string, { passwd: string; group: string }>();
+
+/**
+ * The sandbox's /etc/passwd and /etc/group, which name its one user: the same
+ * for every worker, so written once per directory of instance directories
+ * (again should they be gone) and bound read-only into each sandbox, rather
+ * than a directory and two files per worker, each a blocking write on the
+ * server's loop in a cold start.
+ */
+function sandboxIdentity(instancesDir: string): { passwd: string; group: string } {
+  const known = identityFiles.get(instancesDir);
+  if (known && fs.existsSync(known.passwd) && fs.existsSync(known.group)) return known;
+  const etc = mkdirUnder(instancesDir, '.sandbox-etc');
+  const files = { passwd: path.join(etc, 'passwd'), group: path.join(etc, 'group') };
+  writeFileNoFollow(files.passwd, `nobody:x:${SANDBOX_UID}:${SANDBOX_UID}:nobody:/tmp:/usr/sbin/nologin\n`, 'replace');
+  writeFileNoFollow(files.group, `nogroup:x:${SANDBOX_UID}:\n`, 'replace');
+  identityFiles.set(instancesDir, files);
+  return files;
+}
+
 // Workers of this process that have not exited yet. Should this process exit
 // first (a worker still starting when the server stopped, say), they would
 // die anyway with their parent, but their cgroups would be left behind.
@@ -224,8 +245,10 @@ export async function startWorker(opts: WorkerOptions): Promise<WorkerHandle> {
     configs: path.join(instanceDir, 'configs'),
   };
   const hostTmp = path.join(instanceDir, 'tmp');
-  // A function writes its tmp/ (and a previous one may have left links there): the server's own directories are made following no link.
-  for (const d of [...Object.values(hostDirs), hostTmp]) mkdirUnder(instanceDir, path.basename(d));
+  // A function writes its tmp/ (and a previous one may have left links there): the server's own directories are made
+  // following no link. In the sandbox /tmp is a tmpfs of its own, so the host's tmp/ is made only for an unsandboxed worker.
+  for (const d of [...Object.values(hostDirs), ...(sandboxed ? [] : [hostTmp])]) mkdirUnder(instanceDir, path.basename(d));
+  const identity = sandboxed ? sandboxIdentity(path.dirname(instanceDir)) : undefined;
   const sock = socketDir(instanceDir);
   const socketPath = path.join(sock.dir, SOCKET_NAME);
   fs.rmSync(socketPath, { force: true });
@@ -233,12 +256,7 @@ export async function startWorker(opts: WorkerOptions): Promise<WorkerHandle> {
     ? { userfunc: SANDBOX_PATHS.userfunc, secrets: SANDBOX_PATHS.secrets, configs: SANDBOX_PATHS.configs }
     : { ...hostDirs };
 
-  const etc = path.join(instanceDir, 'etc');
-  if (sandboxed) {
-    mkdirUnder(instanceDir, 'etc');
-    writeFileNoFollow(path.join(etc, 'passwd'), `nobody:x:${SANDBOX_UID}:${SANDBOX_UID}:nobody:/tmp:/usr/sbin/nologin\n`, 'replace');
-    writeFileNoFollow(path.join(etc, 'group'), `nogroup:x:${SANDBOX_UID}:\n`, 'replace');
-  } else {
+  if (!sandboxed) {
     // Module format is decided by the nearest package.json above the code; a
     // data directory inside some "type": "module" project would turn the
     // function's CommonJS into ESM. A neutral one here stops that search.
@@ -297,7 +315,7 @@ export async function startWorker(opts: WorkerOptions): Promise<WorkerHandle> {
           { host: sock.dir, at: SANDBOX_PATHS.sock, writable: true },
         ],
         binaries: rt.binaries(),
-        passwd: { passwd: path.join(etc, 'passwd'), group: path.join(etc, 'group') },
+        passwd: identity,
         network: netns && { netnsPath: netns.path, resolvConf: netns.resolvConf },
         tmpSizeBytes: Math.max(opts.memoryMB, MIN_CGROUP_MB) * MIB,
         hostname: opts.id,

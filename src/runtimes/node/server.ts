@@ -2,7 +2,6 @@
 // Serves on a Unix socket (FLINT_SOCKET or --socket: local mode, where the
 // executor starts it in a sandbox) or on a TCP port (--port, default 8888:
 // kubernetes mode, as Fission's environment containers do).
-import { randomUUID } from 'node:crypto';
 import fs from 'node:fs';
 import http from 'node:http';
 import { closeWebSockets, createRuntimeServer, WARMUP_HEADER, WARMUP_PATH } from './app.ts';
@@ -13,7 +12,9 @@ import { warmUp } from './warmup.ts';
 const opts = parseOptions(process.argv.slice(2), process.env);
 tagRequestOutput(process.stdout);
 tagRequestOutput(process.stderr);
-const warmupToken = randomUUID();
+// Only a worker that warms up calls itself, so only it needs the token. node:crypto is loaded for it alone: its
+// first load is about a tenth of the runtime's start-up CPU, which a worker a request waits for should not pay.
+const warmupToken = opts.warmUp ? process.getBuiltinModule('node:crypto').randomUUID() : undefined;
 const server = createRuntimeServer(opts, warmupToken);
 
 let stopping = false;
@@ -54,20 +55,20 @@ server.on('error', (err) => {
 const BACKLOG = 4096;
 
 /** One request to ourselves through the whole request path; errors are ignored. */
-function selfWarm(): void {
+function selfWarm(token: string): void {
   const body = JSON.stringify({ warm: true });
   // A wildcard listener answers on the IPv4 loopback (a `::` one too); a specific address only on itself.
   const host = opts.host === '0.0.0.0' || opts.host === '::' || opts.host === '' ? '127.0.0.1' : opts.host;
   const target = opts.socket ? { socketPath: opts.socket } : { host, port: opts.port };
-  const headers = { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body), [WARMUP_HEADER]: warmupToken };
+  const headers = { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body), [WARMUP_HEADER]: token };
   const req = http.request({ ...target, method: 'POST', path: `${WARMUP_PATH}?a=1`, agent: false, headers }, (res) => res.resume());
   req.on('error', () => {});
   req.end(body);
 }
 
 // Not a top-level await: the bundle (server.bundle.cjs) is CommonJS.
-void (opts.warmUp ? warmUp() : Promise.resolve()).then(() => {
-  const listening = opts.warmUp ? selfWarm : undefined;
+void (warmupToken !== undefined ? warmUp() : Promise.resolve()).then(() => {
+  const listening = warmupToken !== undefined ? () => selfWarm(warmupToken) : undefined;
   if (opts.socket) {
     // A socket file left by an earlier worker would make listen fail with EADDRINUSE.
     fs.rmSync(opts.socket, { force: true });

@@ -1,0 +1,88 @@
+// The process executor starts at most executor.concurrentStarts worker
+// processes at once: a burst of first calls to different functions queues
+// the rest, and every call is still served.
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { after, before, describe, it } from 'node:test';
+import { pino } from 'pino';
+import type { Environment, FunctionResource, Package } from '../api/kinds.ts';
+import { LocalArchiveStore } from '../archive/index.ts';
+import { dataLayout } from '../config/layout.ts';
+import { openSqliteStore } from '../store/sqlite.ts';
+import type { Store } from '../store/store.ts';
+import { unixRequest } from './process/unix-http.ts';
+import { createProcessExecutor, type ProcessExecutor } from './process-executor.ts';
+
+const CODE = "module.exports = async () => ({ status: 200, body: 'hi' });";
+
+let root: string;
+let store: Store;
+let executor: ProcessExecutor;
+
+before(async () => {
+  root = fs.mkdtempSync(path.join(os.tmpdir(), 'flint-starts-'));
+  const layout = dataLayout(root);
+  store = openSqliteStore(layout.db);
+  // No warm pool: every first call starts a process.
+  await store.create<Environment>({ apiVersion: 'flint.dev/v1', kind: 'Environment', metadata: { name: 'node', namespace: 'default' }, spec: { runtime: { image: 'flint/node-env' }, poolsize: 0 } } as Environment);
+  await store.create<Package>({ apiVersion: 'flint.dev/v1', kind: 'Package', metadata: { name: 'pkg', namespace: 'default' }, spec: { environment: { name: 'node' }, deployment: { type: 'literal', literal: Buffer.from(CODE).toString('base64') } } } as Package);
+  executor = createProcessExecutor({
+    store,
+    layout,
+    logger: pino({ level: 'silent' }),
+    sandbox: 'none',
+    memoryMB: 128,
+    poolSize: 0,
+    concurrentStarts: 2,
+    reapIntervalMs: 60_000,
+    archives: new LocalArchiveStore(layout.archives),
+  });
+  await executor.start();
+});
+
+after(async () => {
+  await executor.stop();
+  await store.close();
+  fs.rmSync(root, { recursive: true, force: true });
+});
+
+describe('process executor: concurrent starts', () => {
+  it('starts at most concurrentStarts workers at once in a burst of first calls, queues the others, and serves every call', async () => {
+    assert.deepEqual(executor.starts(), { starting: 0, waiting: 0, limit: 2 });
+    const fns = await Promise.all(
+      Array.from({ length: 6 }, (_, i) =>
+        store.create<FunctionResource>({ apiVersion: 'flint.dev/v1', kind: 'Function', metadata: { name: `f${i}`, namespace: 'default' }, spec: { environment: { name: 'node' }, package: { packageref: { name: 'pkg' } } } } as FunctionResource),
+      ),
+    );
+    const seen: Array<{ starting: number; waiting: number }> = [];
+    let done = false;
+    const sample = (async () => {
+      while (!done) {
+        seen.push(executor.starts());
+        await new Promise((r) => setTimeout(r, 2));
+      }
+    })();
+    try {
+      const bodies = await Promise.all(
+        fns.map(async (fn) => {
+          const lease = await executor.acquire(fn);
+          try {
+            const r = await unixRequest(lease.socketPath as string, 'GET', '/', { timeoutMs: 10_000 });
+            return r.text;
+          } finally {
+            lease.release();
+          }
+        }),
+      );
+      assert.deepEqual(bodies, Array(6).fill('hi'));
+    } finally {
+      done = true;
+      await sample;
+    }
+    assert.ok(Math.max(...seen.map((s) => s.starting)) <= 2, `never more than 2 starting: ${JSON.stringify(seen)}`);
+    assert.ok(seen.some((s) => s.waiting > 0), 'some starts waited for their turn');
+    assert.deepEqual(executor.starts(), { starting: 0, waiting: 0, limit: 2 });
+  });
+});
