@@ -66,6 +66,31 @@ describe('start gate', () => {
     assert.deepEqual(began, ['pool-0', 'call-1', 'call-2', 'pool-1', 'pool-2']);
   });
 
+  it('never lets warm workers for a pool hold up a start a request waits for, and starts them only once no such start runs', async () => {
+    const gate = new StartGate(1, 60_000);
+    const began: string[] = [];
+    const run = (name: string, priority: 'demand' | 'background', p: Promise<string>) =>
+      gate.run(priority, () => {
+        began.push(name);
+        return p;
+      });
+    const pool = pending();
+    const all = [run('pool-0', 'background', pool.promise)];
+    await tick();
+    const call = pending();
+    all.push(run('call-1', 'demand', call.promise));
+    await tick();
+    assert.deepEqual(began, ['pool-0', 'call-1'], 'the call did not wait for the pool worker holding the slot');
+    all.push(run('pool-1', 'background', Promise.resolve('pool-1')));
+    pool.finish('pool-0');
+    await tick();
+    assert.deepEqual(began, ['pool-0', 'call-1'], 'no pool worker starts while a call\'s start runs');
+    call.finish('call-1');
+    await Promise.all(all);
+    assert.deepEqual(began, ['pool-0', 'call-1', 'pool-1']);
+    assert.equal(gate.held, 0);
+  });
+
   it('takes the slot back from a start that holds it past the cap, and its late release frees nothing', async () => {
     const gate = new StartGate(1, 20);
     const stuck = pending();

@@ -5,12 +5,16 @@
 // burst; starting about as many as there are cores, in arrival order,
 // finishes the same work in the same total time (less, without the
 // thrashing), but the first ones are ready after one start's time, the
-// median after half the burst's. Starts a request waits for go before warm
-// workers for a pool. The executor's default is the cores plus one: a start
-// also waits (its exec, its socket appearing), and one more start keeps the
-// cores busy meanwhile. On 2 cores a 20-function storm measured p50 1.52x
-// of 20 concurrent forks with 2 slots, 1.07-1.41x with 3, 1.36x with 4, and
-// 2.63x without the gate (bench/RESULTS.md).
+// median after half the burst's. The executor's default is the cores plus
+// one: a start also waits (its exec, its socket appearing), and one more
+// start keeps the cores busy meanwhile. On 2 cores a 20-function storm
+// measured p50 1.52x of 20 concurrent forks with 2 slots, 1.07-1.41x with 3,
+// 1.36x with 4, and 2.63x without the gate (bench/RESULTS.md).
+//
+// Warm workers for a pool (started at nice 10, off any request's path) wait
+// while any start a request waits for runs or waits, and never take its
+// place: refilling a pool the moment a burst emptied it had two of them
+// holding two of the three places for 250 ms of the burst's first 300.
 //
 // A start that holds its slot longer than `holdCapMs` (a runtime slow to boot
 // on this machine, a sandbox waiting on I/O) gives it up and goes on
@@ -21,16 +25,13 @@ export type StartPriority = 'demand' | 'background';
 /** Gives the slot back; idempotent. */
 export type Release = () => void;
 
-interface Waiter {
-  grant: (release: Release) => void;
-}
+type Grant = (release: Release) => void;
 
 export class StartGate {
   readonly #slots: number;
   readonly #holdCapMs: number;
-  #held = 0;
-  readonly #demand: Waiter[] = [];
-  readonly #background: Waiter[] = [];
+  readonly #held: Record<StartPriority, number> = { demand: 0, background: 0 };
+  readonly #waiters: Record<StartPriority, Grant[]> = { demand: [], background: [] };
 
   /** `slots`: starts at once (at least 1); `holdCapMs`: the longest one start keeps its slot. */
   constructor(slots: number, holdCapMs: number) {
@@ -39,25 +40,29 @@ export class StartGate {
     this.#holdCapMs = holdCapMs;
   }
 
-  /** How many starts may hold a slot at once. */
+  /** How many starts of a kind may hold a slot at once. */
   get slots(): number {
     return this.#slots;
   }
 
   /** Starts holding a slot now. */
   get held(): number {
-    return this.#held;
+    return this.#held.demand + this.#held.background;
   }
 
   /** Starts waiting for a slot now. */
   get waiting(): number {
-    return this.#demand.length + this.#background.length;
+    return this.#waiters.demand.length + this.#waiters.background.length;
   }
 
-  /** Resolves with a release once a slot is free; demand waiters are served before background ones, each in arrival order. */
+  /**
+   * Resolves with a release once the start may go, each kind in arrival order. A start a request waits for goes
+   * while fewer than `slots` of its kind run: warm workers being started for a pool run at a lower priority and do
+   * not hold it up. Those wait until no start a request waits for runs or waits, and then also take `slots` at most.
+   */
   acquire(priority: StartPriority): Promise<Release> {
-    if (this.#held < this.#slots && this.waiting === 0) return Promise.resolve(this.#take());
-    return new Promise((grant) => (priority === 'demand' ? this.#demand : this.#background).push({ grant }));
+    if (this.#waiters[priority].length === 0 && this.#mayStart(priority)) return Promise.resolve(this.#take(priority));
+    return new Promise((grant) => this.#waiters[priority].push(grant));
   }
 
   /** `start` while holding a slot: the slot goes back when it settles, or after `holdCapMs`. */
@@ -70,14 +75,19 @@ export class StartGate {
     }
   }
 
-  #take(): Release {
-    this.#held++;
+  #mayStart(priority: StartPriority): boolean {
+    if (priority === 'demand') return this.#held.demand < this.#slots;
+    return this.#held.demand === 0 && this.#waiters.demand.length === 0 && this.#held.background < this.#slots;
+  }
+
+  #take(priority: StartPriority): Release {
+    this.#held[priority]++;
     let released = false;
     const release = () => {
       if (released) return;
       released = true;
       clearTimeout(cap);
-      this.#held--;
+      this.#held[priority]--;
       this.#next();
     };
     const cap = setTimeout(release, this.#holdCapMs);
@@ -86,10 +96,9 @@ export class StartGate {
   }
 
   #next(): void {
-    while (this.#held < this.#slots) {
-      const w = this.#demand.shift() ?? this.#background.shift();
-      if (!w) return;
-      w.grant(this.#take());
+    for (const priority of ['demand', 'background'] as const) {
+      const queue = this.#waiters[priority];
+      while (queue.length > 0 && this.#mayStart(priority)) queue.shift()?.(this.#take(priority));
     }
   }
 }

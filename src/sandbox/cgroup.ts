@@ -179,39 +179,39 @@ function handle(dirs: string[], procsFiles: string[], memory: boolean, pids: boo
   };
 }
 
+/** One v1 controller's child cgroup with its settings written, or undefined where it cannot be made or set. */
+async function v1Child(controller: string, probe: string, own: Map<string, string>, name: string, settings: Array<[string, string]>): Promise<string | undefined> {
+  const mount = path.join(ROOT, controller);
+  if (!fs.existsSync(path.join(mount, probe))) return undefined;
+  const dir = await makeChild(mount, own.get(controller), name);
+  if (!dir) return undefined;
+  for (const [file, value] of settings) {
+    if (!(await tryWrite(path.join(dir, file), value))) {
+      await rmdirQuiet(dir);
+      return undefined;
+    }
+  }
+  return dir;
+}
+
 async function v1(name: string, limits: CgroupLimits, own: Map<string, string>): Promise<WorkerCgroups | undefined> {
-  const dirs: string[] = [];
-  let memory = false;
-  let pids = false;
-  const memMount = path.join(ROOT, 'memory');
-  if (fs.existsSync(path.join(memMount, 'memory.limit_in_bytes'))) {
-    const dir = await makeChild(memMount, own.get('memory'), name);
-    if (dir && (await tryWrite(path.join(dir, 'memory.limit_in_bytes'), String(limits.memoryBytes)))) {
-      // With swap accounting, also cap memory+swap, or the limit only moves pages to swap.
-      await tryWrite(path.join(dir, 'memory.memsw.limit_in_bytes'), String(limits.memoryBytes));
-      dirs.push(dir);
-      memory = true;
-    } else if (dir) await rmdirQuiet(dir);
-  }
-  const pidsMount = path.join(ROOT, 'pids');
-  if (fs.existsSync(path.join(pidsMount, 'cgroup.procs'))) {
-    const dir = await makeChild(pidsMount, own.get('pids'), name);
-    if (dir && (await tryWrite(path.join(dir, 'pids.max'), String(limits.pidsMax)))) {
-      dirs.push(dir);
-      pids = true;
-    } else if (dir) await rmdirQuiet(dir);
-  }
-  let cpu = false;
-  const cpuMount = path.join(ROOT, 'cpu');
-  if (limits.cpuMillis !== undefined && fs.existsSync(path.join(cpuMount, 'cpu.cfs_quota_us'))) {
-    const dir = await makeChild(cpuMount, own.get('cpu'), name);
-    if (dir && (await tryWrite(path.join(dir, 'cpu.cfs_period_us'), String(CPU_PERIOD_US))) && (await tryWrite(path.join(dir, 'cpu.cfs_quota_us'), String(cpuQuotaUs(limits.cpuMillis))))) {
-      dirs.push(dir);
-      cpu = true;
-    } else if (dir) await rmdirQuiet(dir);
-  }
+  // The controllers' hierarchies are apart: their cgroups are made at once, not one after another (each step is a
+  // trip through libuv's thread pool, and in a burst of cold starts a slow one).
+  const [memoryDir, pidsDir, cpuDir] = await Promise.all([
+    v1Child('memory', 'memory.limit_in_bytes', own, name, [['memory.limit_in_bytes', String(limits.memoryBytes)]]),
+    v1Child('pids', 'cgroup.procs', own, name, [['pids.max', String(limits.pidsMax)]]),
+    limits.cpuMillis === undefined
+      ? undefined
+      : v1Child('cpu', 'cpu.cfs_quota_us', own, name, [
+          ['cpu.cfs_period_us', String(CPU_PERIOD_US)],
+          ['cpu.cfs_quota_us', String(cpuQuotaUs(limits.cpuMillis))],
+        ]),
+  ]);
+  // With swap accounting, also cap memory+swap, or the limit only moves pages to swap.
+  if (memoryDir) await tryWrite(path.join(memoryDir, 'memory.memsw.limit_in_bytes'), String(limits.memoryBytes));
+  const dirs = [memoryDir, pidsDir, cpuDir].filter((d): d is string => d !== undefined);
   if (dirs.length === 0) return undefined;
-  return handle(dirs, dirs.map((d) => path.join(d, 'cgroup.procs')), memory, pids, cpu);
+  return handle(dirs, dirs.map((d) => path.join(d, 'cgroup.procs')), memoryDir !== undefined, pidsDir !== undefined, cpuDir !== undefined);
 }
 
 async function v2(name: string, limits: CgroupLimits, own: Map<string, string>): Promise<WorkerCgroups | undefined> {
