@@ -125,6 +125,8 @@ export class EnvPool {
         },
         (err) => {
           this.#starting--;
+          // Its turn to start came after the pool was closed (the executor stopping): nothing went wrong.
+          if (this.#closed) return;
           // The same failure every 2 s (an environment this server cannot run, such as one with external
           // network on a server without the privilege) is said once, until it changes.
           const message = String((err as Error)?.message ?? err);
