@@ -52,7 +52,7 @@ export interface ProcessExecutorOptions {
   budget?: InstanceBudget;
   /** Requests waiting for one function's instances: how many at most, and how long one waits for a free slot (default 1000, 10 s). */
   queue?: { maxLength: number; timeoutMs: number };
-  /** Worker processes starting at once (default: the machine's cores plus one); see start-gate.ts. */
+  /** Worker processes starting at once (default: twice the machine's cores); see start-gate.ts. */
   concurrentStarts?: number;
 }
 
@@ -127,7 +127,7 @@ export class ProcessExecutor extends CoreExecutor<WorkerInstance> {
     this.#o = opts;
     this.#log = opts.logger;
     this.#logs = new FunctionLogs(opts.layout, (namespace, name, err) => this.#log.error({ namespace, fn: name, err: err.message }, "refusing to write this function's log: its file or directory is not the server's own"));
-    this.#gate = new StartGate(opts.concurrentStarts ?? os.availableParallelism() + 1, START_HOLD_CAP_MS);
+    this.#gate = new StartGate(opts.concurrentStarts ?? os.availableParallelism() * 2, START_HOLD_CAP_MS);
     this.#code = { store: opts.store, archives: opts.archives, deployCache: new DeployCache(opts.layout.deployCache, opts.maxUnpackedBytes ?? 2 * 1024 ** 3) };
     this.core = new InstanceCore<WorkerInstance>({
       queue: opts.queue,

@@ -5,11 +5,12 @@
 // burst; starting about as many as there are cores, in arrival order,
 // finishes the same work in the same total time (less, without the
 // thrashing), but the first ones are ready after one start's time, the
-// median after half the burst's. The executor's default is the cores plus
-// one: a start also waits (its exec, its socket appearing), and one more
-// start keeps the cores busy meanwhile. On 2 cores a 20-function storm
-// measured p50 1.52x of 20 concurrent forks with 2 slots, 1.07-1.41x with 3,
-// 1.36x with 4, and 2.63x without the gate (bench/RESULTS.md).
+// median after half the burst's. The executor's default is twice the cores:
+// a start also waits (its exec, cgroupfs, its socket appearing) and keeps a
+// core only half to two thirds busy. On 2 cores a 20-function storm measured
+// p50 1.5x of 20 concurrent forks with 2 slots, 1.1-1.4x with 3 or 4, and
+// 2.6x without the gate; a 100-function one 0.92-0.95x with 4 and 1.02-1.07x
+// with 3 (bench/RESULTS.md).
 //
 // Warm workers for a pool (started at nice 10, off any request's path) wait
 // while any start a request waits for runs or waits, and never take its
