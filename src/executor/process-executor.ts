@@ -58,6 +58,8 @@ export interface ProcessExecutorOptions {
 
 /** The longest one worker's start holds its place among the concurrent starts. */
 const START_HOLD_CAP_MS = 1000;
+/** The longest a background start (a pool's, a rollout's) waits behind starts requests wait for. */
+const START_PROMOTE_MS = 5000;
 
 /** A specialized worker, as the instance core tracks it. */
 class WorkerInstance extends InstanceState {
@@ -127,7 +129,7 @@ export class ProcessExecutor extends CoreExecutor<WorkerInstance> {
     this.#o = opts;
     this.#log = opts.logger;
     this.#logs = new FunctionLogs(opts.layout, (namespace, name, err) => this.#log.error({ namespace, fn: name, err: err.message }, "refusing to write this function's log: its file or directory is not the server's own"));
-    this.#gate = new StartGate(opts.concurrentStarts ?? os.availableParallelism() * 2, START_HOLD_CAP_MS);
+    this.#gate = new StartGate(opts.concurrentStarts ?? os.availableParallelism() * 2, { holdCapMs: START_HOLD_CAP_MS, promoteAfterMs: START_PROMOTE_MS });
     this.#code = { store: opts.store, archives: opts.archives, deployCache: new DeployCache(opts.layout.deployCache, opts.maxUnpackedBytes ?? 2 * 1024 ** 3) };
     this.core = new InstanceCore<WorkerInstance>({
       queue: opts.queue,

@@ -17,7 +17,7 @@ const tick = () => new Promise((r) => setImmediate(r));
 
 describe('start gate', () => {
   it('runs at most `slots` starts at once; the others wait and run as slots free, each start getting its own result', async () => {
-    const gate = new StartGate(2, 60_000);
+    const gate = new StartGate(2, { holdCapMs: 60_000, promoteAfterMs: 60_000 });
     const starts = Array.from({ length: 5 }, () => pending());
     const began: number[] = [];
     const results = starts.map((s, i) =>
@@ -48,7 +48,7 @@ describe('start gate', () => {
   });
 
   it('gives a free slot to starts a request waits for before warm workers for a pool, each kind in arrival order', async () => {
-    const gate = new StartGate(1, 60_000);
+    const gate = new StartGate(1, { holdCapMs: 60_000, promoteAfterMs: 60_000 });
     const first = pending();
     const began: string[] = [];
     const run = (name: string, priority: 'demand' | 'background', p: Promise<string>) =>
@@ -67,7 +67,7 @@ describe('start gate', () => {
   });
 
   it('never lets warm workers for a pool hold up a start a request waits for, and starts them only once no such start runs', async () => {
-    const gate = new StartGate(1, 60_000);
+    const gate = new StartGate(1, { holdCapMs: 60_000, promoteAfterMs: 60_000 });
     const began: string[] = [];
     const run = (name: string, priority: 'demand' | 'background', p: Promise<string>) =>
       gate.run(priority, () => {
@@ -91,8 +91,31 @@ describe('start gate', () => {
     assert.equal(gate.held, 0);
   });
 
+  it('lets a background start that has waited too long queue behind the demand already waiting, so endless demand cannot stall it', async () => {
+    const gate = new StartGate(1, { holdCapMs: 60_000, promoteAfterMs: 30 });
+    const began: string[] = [];
+    const run = (name: string, priority: 'demand' | 'background', p: Promise<string>) =>
+      gate.run(priority, () => {
+        began.push(name);
+        return p;
+      });
+    const first = pending();
+    const all = [run('call-0', 'demand', first.promise), run('rollout', 'background', Promise.resolve('rollout'))];
+    const queued = pending();
+    all.push(run('call-1', 'demand', queued.promise));
+    await new Promise((r) => setTimeout(r, 60));
+    // Demand that arrives after the promotion queues behind the promoted start.
+    all.push(run('call-2', 'demand', Promise.resolve('call-2')));
+    first.finish('call-0');
+    await tick();
+    assert.deepEqual(began, ['call-0', 'call-1']);
+    queued.finish('call-1');
+    await Promise.all(all);
+    assert.deepEqual(began, ['call-0', 'call-1', 'rollout', 'call-2']);
+  });
+
   it('takes the slot back from a start that holds it past the cap, and its late release frees nothing', async () => {
-    const gate = new StartGate(1, 20);
+    const gate = new StartGate(1, { holdCapMs: 20, promoteAfterMs: 60_000 });
     const stuck = pending();
     const began: string[] = [];
     const run = (name: string, p: Promise<string>) =>
@@ -112,6 +135,6 @@ describe('start gate', () => {
   });
 
   it('refuses a gate without a slot', () => {
-    for (const bad of [0, -1, 1.5, Number.NaN]) assert.throws(() => new StartGate(bad, 1000), RangeError, String(bad));
+    for (const bad of [0, -1, 1.5, Number.NaN]) assert.throws(() => new StartGate(bad, { holdCapMs: 1000, promoteAfterMs: 1000 }), RangeError, String(bad));
   });
 });

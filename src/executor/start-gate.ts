@@ -20,6 +20,10 @@
 // A start that holds its slot longer than `holdCapMs` (a runtime slow to boot
 // on this machine, a sandbox waiting on I/O) gives it up and goes on
 // unthrottled, so that one slow start never holds up the others for long.
+// A background start that has waited `promoteAfterMs` joins the queue of
+// those a request waits for: cold starts without end (more functions called
+// for the first time than the machine can start) must not stall a rollout's
+// new instances, or a pool, for good.
 
 export type StartPriority = 'demand' | 'background';
 
@@ -28,17 +32,26 @@ export type Release = () => void;
 
 type Grant = (release: Release) => void;
 
+export interface StartGateOptions {
+  /** The longest one start keeps its slot. */
+  holdCapMs: number;
+  /** How long a background start waits before it queues as a start a request waits for. */
+  promoteAfterMs: number;
+}
+
 export class StartGate {
   readonly #slots: number;
   readonly #holdCapMs: number;
+  readonly #promoteAfterMs: number;
   readonly #held: Record<StartPriority, number> = { demand: 0, background: 0 };
   readonly #waiters: Record<StartPriority, Grant[]> = { demand: [], background: [] };
 
-  /** `slots`: starts at once (at least 1); `holdCapMs`: the longest one start keeps its slot. */
-  constructor(slots: number, holdCapMs: number) {
+  /** `slots`: starts of a kind at once (at least 1). */
+  constructor(slots: number, o: StartGateOptions) {
     if (!Number.isSafeInteger(slots) || slots < 1) throw new RangeError(`a start gate needs at least one slot, got ${slots}`);
     this.#slots = slots;
-    this.#holdCapMs = holdCapMs;
+    this.#holdCapMs = o.holdCapMs;
+    this.#promoteAfterMs = o.promoteAfterMs;
   }
 
   /** How many starts of a kind may hold a slot at once. */
@@ -63,7 +76,10 @@ export class StartGate {
    */
   acquire(priority: StartPriority): Promise<Release> {
     if (this.#waiters[priority].length === 0 && this.#mayStart(priority)) return Promise.resolve(this.#take(priority));
-    return new Promise((grant) => this.#waiters[priority].push(grant));
+    return new Promise((grant) => {
+      this.#waiters[priority].push(grant);
+      if (priority === 'background') setTimeout(() => this.#promote(grant), this.#promoteAfterMs).unref();
+    });
   }
 
   /** `start` while holding a slot: the slot goes back when it settles, or after `holdCapMs`. */
@@ -94,6 +110,15 @@ export class StartGate {
     const cap = setTimeout(release, this.#holdCapMs);
     cap.unref();
     return release;
+  }
+
+  /** A background waiter still waiting joins the end of the demand queue. */
+  #promote(grant: Grant): void {
+    const i = this.#waiters.background.indexOf(grant);
+    if (i < 0) return;
+    this.#waiters.background.splice(i, 1);
+    this.#waiters.demand.push(grant);
+    this.#next();
   }
 
   #next(): void {
