@@ -16,6 +16,7 @@ describe('benchmark knobs', () => {
       kafka: true,
       overload: true,
       storm: true,
+      stormRounds: 3,
       cli: true,
       cliRounds: 15,
       tracing: true,
@@ -38,6 +39,7 @@ describe('benchmark knobs', () => {
       BENCH_KAFKA: '1',
       BENCH_OVERLOAD: '0',
       BENCH_STORM: '0',
+      BENCH_STORM_ROUNDS: '2',
       BENCH_CLI: '0',
       BENCH_CLI_ROUNDS: '7',
       BENCH_TRACING: '0',
@@ -57,6 +59,7 @@ describe('benchmark knobs', () => {
       kafka: true,
       overload: false,
       storm: false,
+      stormRounds: 2,
       cli: false,
       cliRounds: 7,
       tracing: false,
@@ -80,6 +83,7 @@ describe('benchmark knobs', () => {
       [{ BENCH_CLI_ROUNDS: '2' }, /BENCH_CLI_ROUNDS must be a whole number of at least 3, not '2'/],
       [{ BENCH_SCALE_OUT: 'yes' }, /BENCH_SCALE_OUT must be 0 \(skip\) or 1 \(run\), not 'yes'/],
       [{ BENCH_PEERS: 'off' }, /BENCH_PEERS must be 0 \(skip\) or 1 \(run\), not 'off'/],
+      [{ BENCH_STORM_ROUNDS: '0' }, /BENCH_STORM_ROUNDS must be a whole number of at least 1, not '0'/],
       [{ BENCH_GRANT_ROUNDS: '1' }, /BENCH_GRANT_ROUNDS must be a whole number of at least 2, not '1'/],
     ];
     for (const [env, message] of cases) assert.throws(() => readKnobs(env), message, JSON.stringify(env));

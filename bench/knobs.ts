@@ -22,6 +22,8 @@ export interface BenchKnobs {
   overload: boolean;
   /** Bursts of 20 and 100 first calls against as many concurrent forks (bench/storm.ts). */
   storm: boolean;
+  /** Rounds of each storm (each a server of its own). */
+  stormRounds: number;
   /** CLI start times against `node -e 0` (bench/cli-start.ts). */
   cli: boolean;
   /** Rounds of the CLI start figures (each runs every form of every command once). */
@@ -66,6 +68,7 @@ export function readKnobs(env: NodeJS.ProcessEnv = process.env): BenchKnobs {
     kafka: toggle(env, 'BENCH_KAFKA'),
     overload: toggle(env, 'BENCH_OVERLOAD'),
     storm: toggle(env, 'BENCH_STORM'),
+    stormRounds: whole(env, 'BENCH_STORM_ROUNDS', 3, 1),
     cli: toggle(env, 'BENCH_CLI'),
     cliRounds: whole(env, 'BENCH_CLI_ROUNDS', 15, 3),
     tracing: toggle(env, 'BENCH_TRACING'),

@@ -93,7 +93,7 @@ describe('peer table math', () => {
   it('writes the charts as SVG', async () => {
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'flint-charts-'));
     try {
-      const storms = [20, 100].map((n) => ({ runtime: 'node', n, burst: 'first' as const, calls: [9000, 30000, 60000], forks: [50000, 90000, 120000], failed: 0, cpuMsPerCall: 80, cpuMsPerFork: 35 }));
+      const storms = [20, 100].map((n) => ({ runtime: 'node', n, round: 0, burst: 'first' as const, calls: [9000, 30000, 60000], forks: [50000, 90000, 120000], failed: 0, cpuMsPerCall: 80, cpuMsPerFork: 35 }));
       const files = await writeCharts({ peers: result, cold: { flintUs: [6000, 6500, 9000], forkUs: [40000, 42000, 45000] }, storms }, dir);
       assert.deepEqual(files.map((f) => path.basename(f)).sort(), ['cold-start-storms.svg', 'cold-start.svg', 'peers-latency.svg', 'peers-throughput.svg']);
       for (const f of files) {

@@ -240,7 +240,7 @@ if (knobs.overload) {
 
 if (knobs.storm) {
   try {
-    const storm = await stormBench(sandbox, [20, 100]);
+    const storm = await stormBench(sandbox, [20, 100], undefined, knobs.stormRounds);
     storms = storm.results;
     rows.push(...storm.rows);
   } catch (err) {

@@ -10,6 +10,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { Pool } from 'undici';
 import { startServer, type TestServer } from '../test/helpers/server.ts';
+import { readKnobs } from './knobs.ts';
 import { createFunction, createResource, fmt, forkNodeOnce, forkPythonOnce, machineCpuDuring, percentiles, timedFirstCall } from './lib.ts';
 
 export interface StormRuntime {
@@ -39,6 +40,8 @@ export const STORM_RUNTIMES = { node: NODE, python: PYTHON };
 export interface StormResult {
   runtime: string;
   n: number;
+  /** Which round of the bench (each storm of each round on a server of its own). */
+  round: number;
   /** 'first': a new environment's first burst (its pool holds its size); 'next': a burst 10 s after another (the pool has grown). */
   burst: 'first' | 'next';
   /** Each first call's time from the storm's start, µs. */
@@ -97,7 +100,7 @@ async function deploy(server: TestServer, rt: StormRuntime, env: string, names: 
  * once, while the pool still remembers the first burst; and N forks at once
  * (before the bursts in odd rounds, after them in even ones).
  */
-export async function storm(server: TestServer, rt: StormRuntime, n: number, round: number, work: string): Promise<StormResult[]> {
+export async function storm(server: TestServer, rt: StormRuntime, n: number, round: number, work: string): Promise<Omit<StormResult, 'round'>[]> {
   const env = `storm-${rt.name}-${n}-${round}`;
   await createResource(server.controllerUrl, 'environments', { metadata: { name: env }, spec: { runtime: { image: rt.image } } });
   const first = Array.from({ length: n }, (_, i) => `${env}-a${i}`);
@@ -134,49 +137,69 @@ export async function storm(server: TestServer, rt: StormRuntime, n: number, rou
   ];
 }
 
-export function stormRow(r: StormResult): string[] {
-  const c = percentiles(r.calls);
-  const f = percentiles(r.forks);
-  const ratio = r.calls.length > 0 ? c.p50 / f.p50 : Number.NaN;
-  const which = r.burst === 'first' ? "a new environment's first burst" : 'the next burst (pool grown)';
-  return [
-    `cold-start storm, ${r.n} ${r.runtime} functions at once, ${which} / ${r.n} concurrent ${r.runtime === 'node' ? 'node' : 'python3'} forks`,
-    r.failed > 0 ? `${r.failed} failed` : `${fmt(ratio, 2)}x`,
-    `storm p50 ${fmt(c.p50 / 1000, 0)} ms, p99 ${fmt(c.p99 / 1000, 0)} ms; forks p50 ${fmt(f.p50 / 1000, 0)} ms, p99 ${fmt(f.p99 / 1000, 0)} ms; machine CPU per call ${fmt(r.cpuMsPerCall, 0)} ms, per fork ${fmt(r.cpuMsPerFork, 0)} ms${r.firstError ? `; first error: ${r.firstError}` : ''}`,
-    '≤ 1.0x',
-  ];
+/** A storm's p50 over its forks' p50. */
+export const stormRatio = (r: StormResult) => (r.calls.length > 0 ? percentiles(r.calls).p50 / percentiles(r.forks).p50 : Number.NaN);
+
+/** One row per runtime, size and burst: the round with the median ratio, and the ratios of all rounds. */
+export function stormRows(results: StormResult[]): string[][] {
+  const groups = new Map<string, StormResult[]>();
+  for (const r of results) {
+    const key = `${r.runtime}/${r.n}/${r.burst}`;
+    groups.set(key, [...(groups.get(key) ?? []), r]);
+  }
+  return [...groups.values()].map((rounds) => {
+    const failed = rounds.reduce((a, r) => a + r.failed, 0);
+    const byRatio = [...rounds].sort((a, b) => stormRatio(a) - stormRatio(b));
+    const mid = byRatio[(byRatio.length - 1) >> 1];
+    const { runtime, n, burst } = mid;
+    const c = percentiles(mid.calls);
+    const f = percentiles(mid.forks);
+    const ratios = rounds.map(stormRatio);
+    const which = burst === 'first' ? "a new environment's first burst" : 'the next burst (pool grown)';
+    const spreadText = rounds.length > 1 ? ` (${fmt(Math.min(...ratios), 2)}-${fmt(Math.max(...ratios), 2)}x over ${rounds.length} rounds)` : '';
+    const firstError = rounds.find((r) => r.firstError)?.firstError;
+    return [
+      `cold-start storm, ${n} ${runtime} functions at once, ${which} / ${n} concurrent ${runtime === 'node' ? 'node' : 'python3'} forks`,
+      failed > 0 ? `${failed} failed` : `${fmt(stormRatio(mid), 2)}x${spreadText}`,
+      `median round: storm p50 ${fmt(c.p50 / 1000, 0)} ms, p99 ${fmt(c.p99 / 1000, 0)} ms; forks p50 ${fmt(f.p50 / 1000, 0)} ms, p99 ${fmt(f.p99 / 1000, 0)} ms; machine CPU per call ${fmt(mid.cpuMsPerCall, 0)} ms, per fork ${fmt(mid.cpuMsPerFork, 0)} ms${firstError ? `; first error: ${firstError}` : ''}`,
+      '≤ 1.0x',
+    ];
+  });
 }
 
 /**
  * Storms of each size for each runtime, each on a server of its own: instances an earlier storm left (up to twice
  * its size, idle but not yet reaped) would otherwise hold the instance budget the next one starts from.
  */
-export async function stormBench(sandbox: 'bubblewrap' | 'none', sizes: number[], runtimes: StormRuntime[] = [NODE, PYTHON]): Promise<{ rows: string[][]; results: StormResult[] }> {
+export async function stormBench(sandbox: 'bubblewrap' | 'none', sizes: number[], runtimes: StormRuntime[] = [NODE, PYTHON], rounds = 1): Promise<{ rows: string[][]; results: StormResult[] }> {
   const work = fs.mkdtempSync(path.join(os.tmpdir(), 'flint-storm-'));
   const results: StormResult[] = [];
   try {
-    let round = 0;
-    for (const rt of runtimes) {
-      for (const n of sizes) {
-        // Workers get 128 MiB each so that the largest storm fits the derived instance budget of a small machine.
-        const server = await startServer({ sets: [`executor.sandbox=${sandbox}`, 'logLevel=error', 'executor.memoryMB=128'] });
-        try {
-          results.push(...(await storm(server, rt, n, round++, work)));
-        } finally {
-          await server.stop();
+    let seq = 0;
+    for (let round = 0; round < rounds; round++) {
+      for (const rt of runtimes) {
+        for (const n of sizes) {
+          // Workers get 128 MiB each so that the largest storm fits the derived instance budget of a small machine.
+          const server = await startServer({ sets: [`executor.sandbox=${sandbox}`, 'logLevel=error', 'executor.memoryMB=128'] });
+          try {
+            for (const r of await storm(server, rt, n, seq++, work)) results.push({ ...r, round });
+          } finally {
+            await server.stop();
+          }
         }
       }
     }
   } finally {
     fs.rmSync(work, { recursive: true, force: true });
   }
-  return { rows: results.map(stormRow), results };
+  return { rows: stormRows(results), results };
 }
 
 if (import.meta.main) {
   const sizes = process.argv.slice(2).map(Number);
   const which = process.env.STORM_RUNTIMES?.split(',').map((r) => STORM_RUNTIMES[r as keyof typeof STORM_RUNTIMES]);
-  const { rows, results } = await stormBench((process.env.BENCH_SANDBOX as 'none') ?? 'bubblewrap', sizes.length > 0 ? sizes : [20, 100], which);
+  const knobs = readKnobs();
+  const { rows, results } = await stormBench(knobs.sandbox, sizes.length > 0 ? sizes : [20, 100], which, knobs.stormRounds);
   for (const r of rows) console.log(`| ${r.join(' | ')} |`);
   const { writeCharts } = await import('./charts.ts');
   for (const file of await writeCharts({ storms: results })) console.log(`chart: ${path.relative(process.cwd(), file)}`);

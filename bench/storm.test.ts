@@ -1,0 +1,41 @@
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { type StormResult, stormRatio, stormRows } from './storm.ts';
+
+const result = (round: number, p50CallMs: number, p50ForkMs: number, more: Partial<StormResult> = {}): StormResult => ({
+  runtime: 'node',
+  n: 3,
+  round,
+  burst: 'first',
+  calls: [p50CallMs / 2, p50CallMs, p50CallMs * 2].map((ms) => ms * 1000),
+  forks: [p50ForkMs / 2, p50ForkMs, p50ForkMs * 2].map((ms) => ms * 1000),
+  failed: 0,
+  cpuMsPerCall: 60 + round,
+  cpuMsPerFork: 40,
+  ...more,
+});
+
+describe('storm rows', () => {
+  it('reports the round with the median ratio, and the range of all rounds', () => {
+    const rows = stormRows([result(0, 300, 200), result(1, 100, 200), result(2, 200, 200)]);
+    assert.equal(rows.length, 1);
+    assert.equal(rows[0][1], '1.00x (0.50-1.50x over 3 rounds)');
+    assert.match(rows[0][2], /^median round: storm p50 200 ms, .* machine CPU per call 62 ms, per fork 40 ms$/);
+    assert.equal(stormRatio(result(0, 300, 200)), 1.5);
+  });
+
+  it('keeps runtimes, sizes and bursts apart, and counts the failures of every round', () => {
+    const rows = stormRows([
+      result(0, 100, 100),
+      result(0, 10, 100, { burst: 'next' }),
+      result(0, 100, 100, { runtime: 'python' }),
+      result(1, 100, 100, { failed: 2, firstError: 'first call of f: 503' }),
+    ]);
+    assert.equal(rows.length, 3);
+    assert.equal(rows[0][1], '2 failed');
+    assert.match(rows[0][2], /first error: first call of f: 503/);
+    assert.equal(rows[1][1], '0.10x');
+    assert.match(rows[1][0], /the next burst/);
+    assert.match(rows[2][0], /3 python functions .* python3 forks/);
+  });
+});
