@@ -38,4 +38,10 @@ describe('storm rows', () => {
     assert.match(rows[1][0], /the next burst/);
     assert.match(rows[2][0], /3 python functions .* python3 forks/);
   });
+
+  it('takes the median of the rounds that measured something when one failed whole', () => {
+    const rows = stormRows([result(0, 100, 100), result(1, 0, 100, { calls: [], failed: 3, firstError: 'boom' }), result(2, 300, 100)]);
+    assert.equal(rows[0][1], '3 failed');
+    assert.match(rows[0][2], /^median round: storm p50 100 ms/);
+  });
 });

@@ -149,14 +149,16 @@ export function stormRows(results: StormResult[]): string[][] {
   }
   return [...groups.values()].map((rounds) => {
     const failed = rounds.reduce((a, r) => a + r.failed, 0);
-    const byRatio = [...rounds].sort((a, b) => stormRatio(a) - stormRatio(b));
+    // A round whose calls all failed has no ratio: the median is of the others (its failures are counted above).
+    const measured = rounds.filter((r) => Number.isFinite(stormRatio(r)));
+    const byRatio = (measured.length > 0 ? measured : rounds).sort((a, b) => stormRatio(a) - stormRatio(b));
     const mid = byRatio[(byRatio.length - 1) >> 1];
     const { runtime, n, burst } = mid;
     const c = percentiles(mid.calls);
     const f = percentiles(mid.forks);
-    const ratios = rounds.map(stormRatio);
+    const ratios = measured.map(stormRatio);
     const which = burst === 'first' ? "a new environment's first burst" : 'the next burst (pool grown)';
-    const spreadText = rounds.length > 1 ? ` (${fmt(Math.min(...ratios), 2)}-${fmt(Math.max(...ratios), 2)}x over ${rounds.length} rounds)` : '';
+    const spreadText = ratios.length > 1 ? ` (${fmt(Math.min(...ratios), 2)}-${fmt(Math.max(...ratios), 2)}x over ${ratios.length} rounds)` : '';
     const firstError = rounds.find((r) => r.firstError)?.firstError;
     return [
       `cold-start storm, ${n} ${runtime} functions at once, ${which} / ${n} concurrent ${runtime === 'node' ? 'node' : 'python3'} forks`,

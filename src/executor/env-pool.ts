@@ -12,6 +12,7 @@
 // A minute without one and the extra idle workers are stopped again.
 import type { Logger } from 'pino';
 import type { Environment } from '../api/kinds.ts';
+import { START_ABANDONED } from './core/types.ts';
 import type { WorkerHandle } from './process/worker-process.ts';
 
 const REFILL_DELAY_MS = 150;
@@ -125,8 +126,9 @@ export class EnvPool {
         },
         (err) => {
           this.#starting--;
-          // Its turn to start came after the pool was closed (the executor stopping): nothing went wrong.
-          if (this.#closed) return;
+          // Given up when its turn to start came (the pool closed or changed, or a function needed its budget):
+          // nothing went wrong, and the pool refills when it has room again.
+          if (err === START_ABANDONED) return;
           // The same failure every 2 s (an environment this server cannot run, such as one with external
           // network on a server without the privilege) is said once, until it changes.
           const message = String((err as Error)?.message ?? err);

@@ -252,7 +252,7 @@ export class ProcessExecutor extends CoreExecutor<WorkerInstance> {
       if (this.#processStarts > 0) return false;
       return !b || (b.instances + 1 <= b.limits.maxInstances * GROWTH_BUDGET_SHARE && b.memoryMB + mb <= b.limits.maxMemoryMB * GROWTH_BUDGET_SHARE);
     };
-    const pool = new EnvPool(env, this.#o.poolSize, (e) => this.#startPoolWorker(e), this.#log, hasRoom);
+    const pool = new EnvPool(env, this.#o.poolSize, (e) => this.#startPoolWorker(key, e), this.#log, hasRoom);
     this.#pools.set(key, pool);
     pool.refill();
   }
@@ -263,14 +263,24 @@ export class ProcessExecutor extends CoreExecutor<WorkerInstance> {
     this.#pools.delete(key);
   }
 
-  /** A warm worker for an environment's pool; the pool asks first whether the budget has room. */
-  #startPoolWorker(env: Environment): Promise<WorkerHandle> {
+  /**
+   * A warm worker for an environment's pool; the pool asks first whether the budget has room. Its start may wait
+   * seconds for its turn (start-gate.ts) while holding its share of the budget, so when the turn comes it is given
+   * up if a function now waits for that share, or if the environment was deleted or changed meanwhile.
+   */
+  #startPoolWorker(key: string, env: Environment): Promise<WorkerHandle> {
     const reservation = this.#o.budget?.reserve(memoryOf(env, this.#o.memoryMB));
     if (this.#o.budget && !reservation) return Promise.reject(new FlintError('FLINT_ERR_UNAVAILABLE', this.#o.budget.describe(memoryOf(env, this.#o.memoryMB))));
-    return this.#startWorker(env, reservation, undefined, true);
+    const spec = JSON.stringify(env.spec);
+    const wanted = () => {
+      const pool = this.#pools.get(key);
+      return this.#budgetDemand === 0 && pool !== undefined && JSON.stringify(pool.env.spec) === spec;
+    };
+    return this.#startWorker(env, reservation, undefined, true, wanted);
   }
 
-  #startWorker(env: Environment, reservation: Reservation | undefined, sink?: OutputSink, background = false): Promise<WorkerHandle> {
+  /** `wanted`: asked when the start's turn comes; false gives it up (START_ABANDONED) without starting a process. */
+  #startWorker(env: Environment, reservation: Reservation | undefined, sink?: OutputSink, background = false, wanted: () => boolean = () => true): Promise<WorkerHandle> {
     const runtime = runtimeForImage(env.spec.runtime.image);
     if (!runtime) {
       reservation?.release();
@@ -280,8 +290,8 @@ export class ProcessExecutor extends CoreExecutor<WorkerInstance> {
     const instanceDir = path.join(this.#o.layout.instances, id);
     const box = { sink };
     const handle = this.#gate.run(background ? 'background' : 'demand', async () => {
-      // Its turn came after the executor stopped: no process is started any more.
-      if (this.stopped) throw START_ABANDONED;
+      // Its turn came after the executor stopped, or when it was no longer wanted: no process is started.
+      if (this.stopped || !wanted()) throw START_ABANDONED;
       return startWorker({
       id,
       runtime,

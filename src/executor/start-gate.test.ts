@@ -112,6 +112,9 @@ describe('start gate', () => {
     queued.finish('call-1');
     await Promise.all(all);
     assert.deepEqual(began, ['call-0', 'call-1', 'rollout', 'call-2']);
+    assert.equal(gate.held, 0, 'the promoted start gave back the slot it took');
+    assert.equal(await run('pool', 'background', Promise.resolve('pool')), 'pool', 'and a background start runs as before');
+    assert.equal(gate.held, 0);
   });
 
   it('takes the slot back from a start that holds it past the cap, and its late release frees nothing', async () => {

@@ -385,25 +385,51 @@ describe('worker process (bubblewrap)', async () => {
     assert.equal(fs.existsSync(path.join(w.hostDirs.userfunc, 'new-file')), false);
   });
 
-  it("refuses to write the sandbox's shared /etc/passwd and /etc/group through a planted link", { skip }, async () => {
-    for (const plant of ['dir', 'file'] as const) {
-      // A directory of instance directories of its own, so that no earlier start has written its identity files.
+  it("never writes the sandbox's shared /etc/passwd and /etc/group through a planted link, before or after they were first written", { skip }, async () => {
+    // A directory of instance directories of its own, so that no earlier start has written its identity files.
+    const fresh = () => {
       const parent = fs.mkdtempSync(path.join(root, 'etc-'));
       const victim = path.join(parent, 'victim');
       fs.writeFileSync(victim, 'untouched');
-      if (plant === 'dir') fs.symlinkSync(parent, path.join(parent, '.sandbox-etc'));
-      else {
-        fs.mkdirSync(path.join(parent, '.sandbox-etc'));
-        fs.symlinkSync(victim, path.join(parent, '.sandbox-etc', 'passwd'));
-      }
-      await assert.rejects(
-        startWorker({ id: `w${++seq}-${process.pid}`, runtime: 'node', instanceDir: path.join(parent, 'i'), sandbox: 'bubblewrap', allowNetwork: false, memoryMB: 128, onOutput() {} }),
-        { code: 'FLINT_ERR_UNSAFE_PATH' },
-        plant,
-      );
-      assert.equal(fs.readFileSync(victim, 'utf8'), 'untouched', plant);
-      assert.equal(fs.existsSync(path.join(parent, 'passwd')), false, plant);
+      return { parent, victim, etc: path.join(parent, '.sandbox-etc') };
+    };
+    const startIn = (parent: string) =>
+      startWorker({ id: `w${++seq}-${process.pid}`, runtime: 'node', instanceDir: path.join(parent, `i${seq}`), sandbox: 'bubblewrap', allowNetwork: false, memoryMB: 128, onOutput() {} });
+    const regularFile = (file: string) => {
+      const st = fs.lstatSync(file);
+      return st.isFile() && st.nlink === 1;
+    };
+
+    // The directory itself planted as a link: refused.
+    const dir = fresh();
+    fs.symlinkSync(dir.parent, dir.etc);
+    await assert.rejects(startIn(dir.parent), { code: 'FLINT_ERR_UNSAFE_PATH' });
+    assert.equal(fs.readFileSync(dir.victim, 'utf8'), 'untouched');
+    assert.equal(fs.existsSync(path.join(dir.parent, 'passwd')), false);
+
+    // A link, or a second name of another file, in place of passwd before the first start: replaced, not written through.
+    for (const plant of [fs.symlinkSync, fs.linkSync]) {
+      const f = fresh();
+      fs.mkdirSync(f.etc);
+      plant(f.victim, path.join(f.etc, 'passwd'));
+      const w = await startIn(f.parent);
+      workers.push(w);
+      assert.equal(fs.readFileSync(f.victim, 'utf8'), 'untouched', plant.name);
+      assert.ok(regularFile(path.join(f.etc, 'passwd')), plant.name);
+      assert.match(fs.readFileSync(path.join(f.etc, 'passwd'), 'utf8'), /^nobody:x:65534:/);
     }
+
+    // Swapped for a link after a start wrote them: the next start notices and writes them again.
+    const later = fresh();
+    workers.push(await startIn(later.parent));
+    fs.rmSync(path.join(later.etc, 'group'));
+    fs.symlinkSync(later.victim, path.join(later.etc, 'group'));
+    const w = await startIn(later.parent);
+    workers.push(w);
+    assert.equal(fs.readFileSync(later.victim, 'utf8'), 'untouched');
+    assert.ok(regularFile(path.join(later.etc, 'group')));
+    await deploy(w, PROBE);
+    assert.equal((await probe(w)).user, 'nobody');
   });
 
   it('with network allowed but no way to give it a namespace of its own, refuses to start rather than share the host network', { skip }, async () => {

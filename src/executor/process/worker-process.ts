@@ -17,7 +17,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { FlintError } from '../../api/errors.ts';
 import { mkdirUnder } from '../../fsafe/mkdir.ts';
-import { writeFileNoFollow } from '../../fsafe/open.ts';
+import { unsafePath, writeFileNoFollow } from '../../fsafe/open.ts';
 import type { RuntimeName } from '../../api/images.ts';
 import { type RuntimeLaunch, runtimeLaunch } from '../../runtimes/index.ts';
 import { SANDBOX_PATHS, SANDBOX_UID, sandboxAvailable, sandboxBinaryPath, sandboxCommand } from '../../sandbox/bwrap.ts';
@@ -140,23 +140,45 @@ function socketDir(instanceDir: string): { dir: string; temporary: boolean } {
   return { dir, temporary: true };
 }
 
-const identityFiles = new Map<string, { passwd: string; group: string }>();
+const identityFiles = new Map<string, { passwd: string; group: string; inodes: [number, number] }>();
+const uid = process.getuid?.();
+
+/** The inode of `file` if it is a regular file of ours with one name, as this server wrote it; else undefined. */
+function ownFileInode(file: string): number | undefined {
+  const st = fs.lstatSync(file, { throwIfNoEntry: false });
+  if (!st?.isFile() || st.nlink !== 1 || (uid !== undefined && st.uid !== uid)) return undefined;
+  return st.ino;
+}
 
 /**
  * The sandbox's /etc/passwd and /etc/group, which name its one user: the same
  * for every worker, so written once per directory of instance directories
- * (again should they be gone) and bound read-only into each sandbox, rather
- * than a directory and two files per worker, each a blocking write on the
- * server's loop in a cold start.
+ * and bound read-only into each sandbox, rather than a directory and two
+ * files per worker, each a blocking write on the server's loop in a cold
+ * start. Before each use both must still be the files written (same inode,
+ * a regular file of ours, one link); else they are written again, each to a
+ * new file renamed into place, which replaces a planted link rather than
+ * writing through it and never truncates a file a running sandbox has bound.
  */
 function sandboxIdentity(instancesDir: string): { passwd: string; group: string } {
   const known = identityFiles.get(instancesDir);
-  if (known && fs.existsSync(known.passwd) && fs.existsSync(known.group)) return known;
+  if (known && ownFileInode(known.passwd) === known.inodes[0] && ownFileInode(known.group) === known.inodes[1]) return known;
   const etc = mkdirUnder(instancesDir, '.sandbox-etc');
   const files = { passwd: path.join(etc, 'passwd'), group: path.join(etc, 'group') };
-  writeFileNoFollow(files.passwd, `nobody:x:${SANDBOX_UID}:${SANDBOX_UID}:nobody:/tmp:/usr/sbin/nologin\n`, 'replace');
-  writeFileNoFollow(files.group, `nogroup:x:${SANDBOX_UID}:\n`, 'replace');
-  identityFiles.set(instancesDir, files);
+  const write = (file: string, text: string): number => {
+    const fresh = `${file}.${process.pid}.new`;
+    fs.rmSync(fresh, { force: true });
+    writeFileNoFollow(fresh, text, 'create');
+    fs.renameSync(fresh, file);
+    const ino = ownFileInode(file);
+    if (ino === undefined) throw unsafePath(file, 'it changed while it was written');
+    return ino;
+  };
+  const inodes: [number, number] = [
+    write(files.passwd, `nobody:x:${SANDBOX_UID}:${SANDBOX_UID}:nobody:/tmp:/usr/sbin/nologin\n`),
+    write(files.group, `nogroup:x:${SANDBOX_UID}:\n`),
+  ];
+  identityFiles.set(instancesDir, { ...files, inodes });
   return files;
 }
 
