@@ -400,12 +400,15 @@ describe('worker process (bubblewrap)', async () => {
       return st.isFile() && st.nlink === 1;
     };
 
-    // The directory itself planted as a link: refused.
+    // The directory itself planted as a link: refused, and the cgroups made meanwhile are removed.
     const dir = fresh();
     fs.symlinkSync(dir.parent, dir.etc);
     await assert.rejects(startIn(dir.parent), { code: 'FLINT_ERR_UNSAFE_PATH' });
     assert.equal(fs.readFileSync(dir.victim, 'utf8'), 'untouched');
     assert.equal(fs.existsSync(path.join(dir.parent, 'passwd')), false);
+    // They are made on the thread pool, and may appear after the refusal: give them time to, then to go again.
+    await new Promise((r) => setTimeout(r, 300));
+    await eventually(() => findCgroups(`flint-w${seq}-${process.pid}`).length === 0, "the refused worker's cgroups to be removed");
 
     // A link, or a second name of another file, in place of passwd before the first start: replaced, not written through.
     for (const plant of [fs.symlinkSync, fs.linkSync]) {
