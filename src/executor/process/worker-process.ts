@@ -213,7 +213,7 @@ const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
  * the directory cannot be watched it never does, and the backoff alone paces
  * the probe.
  */
-function socketAppearance(dir: string): { next(): Promise<void>; close(): void } {
+function socketAppearance(dir: string): { watching: boolean; next(): Promise<void>; close(): void } {
   let wake: (() => void) | undefined;
   // A change while no probe waited: the next wait ends at once.
   let missed = false;
@@ -229,6 +229,7 @@ function socketAppearance(dir: string): { next(): Promise<void>; close(): void }
     // e.g. out of inotify watches: the backoff still finds the socket.
   }
   return {
+    watching: watcher !== undefined,
     next: () => {
       if (!watcher) return new Promise<void>(() => {});
       if (missed) {
@@ -460,7 +461,10 @@ export async function startWorker(opts: WorkerOptions): Promise<WorkerHandle> {
   }
 
   async function probeUntilHealthy(): Promise<void> {
-    for (let delay = 5; ; delay = Math.min(delay * 2, 100)) {
+    // Watched, the socket's appearance ends the wait, and the backoff is only a fallback: probing every few
+    // milliseconds meanwhile cost the server's loop a failed connect each, four or five a start.
+    let delay = appeared.watching ? 50 : 5;
+    for (;;) {
       if (!alive || exit) {
         const e = await exited;
         const why = spawnError ? `could not be started: ${spawnError.message}` : `exited before it was ready (${describeExit(e)})`;
@@ -477,7 +481,9 @@ export async function startWorker(opts: WorkerOptions): Promise<WorkerHandle> {
         throw new FlintError('FLINT_ERR_UNAVAILABLE', `worker ${opts.id} did not answer its health probe within ${startTimeout} ms: ${tail.text() || 'no output'}`);
       }
       // The runtime listens once it is ready: its socket appearing ends the wait at once, the backoff is the fallback.
-      await Promise.race([sleep(delay), exited, appeared.next()]);
+      // A probe that a change woke and that still failed (bound, not yet listening) is retried soon.
+      const woke = await Promise.race([sleep(delay).then(() => false), exited.then(() => false), appeared.next().then(() => true)]);
+      delay = woke ? 5 : Math.min(delay * 2, 100);
     }
   }
 
