@@ -56,6 +56,10 @@ describe('instance budget', { timeout: 120_000 }, () => {
     assert.match(m, /flint_executor_budget_instances\{state="limit"\} 2/);
     assert.match(m, /flint_executor_budget_instances\{state="used"\} [12]\b/);
     assert.match(m, /flint_executor_instances\{[^}]*function="hello"[^}]*state="running"\} 1/);
+    // Starts in progress and waiting, and how many may run at once (twice the cores unless set).
+    assert.match(m, /flint_executor_worker_starts\{state="starting"\} \d+/);
+    assert.match(m, /flint_executor_worker_starts\{state="waiting"\} \d+/);
+    assert.match(m, new RegExp(`flint_executor_worker_starts\\{state="limit"\\} ${os.availableParallelism() * 2}\\b`));
     // fn pods shows the instances and the budget they draw from.
     const pods = flint(server, ['fn', 'pods', '--name', 'hello'], { cwd: work });
     assert.equal(pods.code, 0, pods.stderr);
