@@ -15,6 +15,17 @@ function pending(): { promise: Promise<string>; finish(v: string): void; fail(e:
 
 const tick = () => new Promise((r) => setImmediate(r));
 
+/** Starts through `gate` that note, by name, when each began. */
+function recorder(gate: StartGate) {
+  const began: string[] = [];
+  const run = (name: string, priority: 'demand' | 'background', p: Promise<string>) =>
+    gate.run(priority, () => {
+      began.push(name);
+      return p;
+    });
+  return { began, run };
+}
+
 describe('start gate', () => {
   it('runs at most `slots` starts at once; the others wait and run as slots free, each start getting its own result', async () => {
     const gate = new StartGate(2, { holdCapMs: 60_000, promoteAfterMs: 60_000 });
@@ -50,12 +61,7 @@ describe('start gate', () => {
   it('gives a free slot to starts a request waits for before warm workers for a pool, each kind in arrival order', async () => {
     const gate = new StartGate(1, { holdCapMs: 60_000, promoteAfterMs: 60_000 });
     const first = pending();
-    const began: string[] = [];
-    const run = (name: string, priority: 'demand' | 'background', p: Promise<string>) =>
-      gate.run(priority, () => {
-        began.push(name);
-        return p;
-      });
+    const { began, run } = recorder(gate);
     const all = [run('pool-0', 'background', first.promise)];
     await tick();
     for (const [name, priority] of [['pool-1', 'background'], ['call-1', 'demand'], ['pool-2', 'background'], ['call-2', 'demand']] as const) {
@@ -68,12 +74,7 @@ describe('start gate', () => {
 
   it('never lets warm workers for a pool hold up a start a request waits for, and starts them only once no such start runs', async () => {
     const gate = new StartGate(1, { holdCapMs: 60_000, promoteAfterMs: 60_000 });
-    const began: string[] = [];
-    const run = (name: string, priority: 'demand' | 'background', p: Promise<string>) =>
-      gate.run(priority, () => {
-        began.push(name);
-        return p;
-      });
+    const { began, run } = recorder(gate);
     const pool = pending();
     const all = [run('pool-0', 'background', pool.promise)];
     await tick();
@@ -93,12 +94,7 @@ describe('start gate', () => {
 
   it('lets a background start that has waited too long queue behind the demand already waiting, so endless demand cannot stall it', async () => {
     const gate = new StartGate(1, { holdCapMs: 60_000, promoteAfterMs: 30 });
-    const began: string[] = [];
-    const run = (name: string, priority: 'demand' | 'background', p: Promise<string>) =>
-      gate.run(priority, () => {
-        began.push(name);
-        return p;
-      });
+    const { began, run } = recorder(gate);
     const first = pending();
     const all = [run('call-0', 'demand', first.promise), run('rollout', 'background', Promise.resolve('rollout'))];
     const queued = pending();
@@ -120,14 +116,9 @@ describe('start gate', () => {
   it('takes the slot back from a start that holds it past the cap, and its late release frees nothing', async () => {
     const gate = new StartGate(1, { holdCapMs: 20, promoteAfterMs: 60_000 });
     const stuck = pending();
-    const began: string[] = [];
-    const run = (name: string, p: Promise<string>) =>
-      gate.run('demand', () => {
-        began.push(name);
-        return p;
-      });
-    const slow = run('slow', stuck.promise);
-    const next = run('next', Promise.resolve('n'));
+    const { began, run } = recorder(gate);
+    const slow = run('slow', 'demand', stuck.promise);
+    const next = run('next', 'demand', Promise.resolve('n'));
     await tick();
     assert.deepEqual(began, ['slow']);
     assert.equal(await next, 'n', 'the waiter ran once the cap had passed, the slow start still going');
