@@ -111,7 +111,7 @@ export async function runBuild(job: BuildJob): Promise<BuildOutcome> {
       argv.map((a, i) => (i === 0 && path.isAbsolute(a) ? sandboxBinaryPath(a) : a)),
     );
   }
-  const cg = await createWorkerCgroups(`build-${job.id}`.slice(0, 63), { memoryBytes: job.memoryMB * MIB, pidsMax: PIDS_MAX });
+  const cg = createWorkerCgroups(`build-${job.id}`.slice(0, 63), { memoryBytes: job.memoryMB * MIB, pidsMax: PIDS_MAX });
   argv = withLimits(argv, cg, undefined);
 
   try {
