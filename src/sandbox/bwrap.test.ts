@@ -1,4 +1,6 @@
 import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import path from 'node:path';
 import { describe, it } from 'node:test';
 import { BWRAP, sandboxCommand, type SandboxSpec } from './bwrap.ts';
 import { NSENTER } from './egress.ts';
@@ -12,6 +14,17 @@ describe('sandbox command line', () => {
     assert.ok(argv.includes('--unshare-all'));
     assert.equal(argv.includes('--share-net'), false);
     assert.equal(argv.includes('/etc/resolv.conf'), false);
+  });
+
+  it("shows the host's /etc/localtime as the same link into the zone database where the host has one, else the file", () => {
+    const argv = sandboxCommand(spec, ['/bin/true']);
+    const at = argv.indexOf('/etc/localtime', argv.indexOf('--hostname'));
+    let target: string | undefined;
+    try {
+      target = path.resolve('/etc', fs.readlinkSync('/etc/localtime'));
+    } catch {}
+    if (target?.startsWith('/usr/share/zoneinfo/') && fs.existsSync(target)) assert.deepEqual(argv.slice(at - 2, at + 1), ['--symlink', target, '/etc/localtime']);
+    else assert.deepEqual(argv.slice(at - 2, at + 1), ['--ro-bind-try', '/etc/localtime', '/etc/localtime']);
   });
 
   it('with network: bwrap entered into the egress namespace, keeping it, never the host network', () => {

@@ -125,19 +125,38 @@ const MIB = 1024 * 1024;
 const MIN_CGROUP_MB = 64;
 const PIDS_MAX = 512;
 
-function socketDir(instanceDir: string): { dir: string; temporary: boolean } {
-  const preferred = path.join(instanceDir, 'sock');
-  if (Buffer.byteLength(path.join(preferred, SOCKET_NAME)) <= MAX_SOCKET_PATH) {
-    mkdirUnder(instanceDir, 'sock');
-    return { dir: preferred, temporary: false };
-  }
-  // A deep data directory would make the socket path too long to bind.
+function socketFitsIn(instanceDir: string): boolean {
+  return Buffer.byteLength(path.join(instanceDir, 'sock', SOCKET_NAME)) <= MAX_SOCKET_PATH;
+}
+
+/** A directory for the socket outside a data directory too deep to bind a Unix socket in. */
+function temporarySocketDir(): { dir: string; temporary: boolean } {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'flint-s-'));
   if (Buffer.byteLength(path.join(dir, SOCKET_NAME)) > MAX_SOCKET_PATH) {
     fs.rmSync(dir, { recursive: true, force: true });
     throw new FlintError('FLINT_ERR_CONFIG', `the temporary directory ${os.tmpdir()} is too deep for a Unix socket path; set TMPDIR to a shorter one`);
   }
   return { dir, temporary: true };
+}
+
+/**
+ * Makes an instance's directory and its `children`; returns whether the directory was made anew. An instance's id is
+ * new, so its directory normally does not exist: made with a plain mkdir, which fails on anything already there (a
+ * link included), it holds nothing but what is made in it next, and the children need no checks. Each check was a
+ * system call on the server's event loop, about twenty a start. One that exists (an id used before, whose function
+ * wrote its tmp/ and may have left links there) is checked component by component instead, following no link.
+ */
+function makeInstanceDirs(instanceDir: string, children: string[]): boolean {
+  try {
+    fs.mkdirSync(instanceDir, 0o755);
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    if (code !== 'EEXIST' && code !== 'ENOENT') throw err;
+    for (const c of children) mkdirUnder(instanceDir, c);
+    return false;
+  }
+  for (const c of children) fs.mkdirSync(path.join(instanceDir, c), 0o755);
+  return true;
 }
 
 const identityFiles = new Map<string, { passwd: string; group: string; inodes: [number, number] }>();
@@ -273,12 +292,14 @@ export async function startWorker(opts: WorkerOptions): Promise<WorkerHandle> {
   let identity: { passwd: string; group: string } | undefined;
   let sock: { dir: string; temporary: boolean };
   try {
-    // A function writes its tmp/ (and a previous one may have left links there): the server's own directories are made
-    // following no link. In the sandbox /tmp is a tmpfs of its own, so the host's tmp/ is made only for an unsandboxed worker.
-    for (const d of [...Object.values(hostDirs), ...(sandboxed ? [] : [hostTmp])]) mkdirUnder(instanceDir, path.basename(d));
+    // In the sandbox /tmp is a tmpfs of its own, so the host's tmp/ is made only for an unsandboxed worker.
+    const children = [...Object.values(hostDirs), ...(sandboxed ? [] : [hostTmp])].map((d) => path.basename(d));
+    const sockInside = socketFitsIn(instanceDir);
+    if (sockInside) children.push('sock');
+    const fresh = makeInstanceDirs(instanceDir, children);
     identity = sandboxed ? sandboxIdentity(path.dirname(instanceDir)) : undefined;
-    sock = socketDir(instanceDir);
-    fs.rmSync(path.join(sock.dir, SOCKET_NAME), { force: true });
+    sock = sockInside ? { dir: path.join(instanceDir, 'sock'), temporary: false } : temporarySocketDir();
+    if (!fresh) fs.rmSync(path.join(sock.dir, SOCKET_NAME), { force: true });
     if (!sandboxed) {
       // Module format is decided by the nearest package.json above the code; a
       // data directory inside some "type": "module" project would turn the
