@@ -3,6 +3,7 @@ import { EventEmitter } from 'node:events';
 import { describe, it } from 'node:test';
 import pino from 'pino';
 import type { Environment } from '../api/kinds.ts';
+import { START_ABANDONED } from './core/types.ts';
 import { EnvPool, MAX_GROWTH } from './env-pool.ts';
 import type { WorkerHandle } from './process/worker-process.ts';
 
@@ -99,6 +100,34 @@ describe('EnvPool', () => {
     pool.refill();
     await settle();
     assert.equal(pool.idleCount, 10);
+    await pool.close();
+  });
+
+  it('starts a worker of the new settings when a start of the old ones is given up (the environment changed while it waited)', async () => {
+    const w = fakeWorkers();
+    let abandon = true;
+    const seen: string[] = [];
+    let finishFirst: (() => void) | undefined;
+    const factory = async (e: Environment): Promise<WorkerHandle> => {
+      seen.push(e.spec.runtime.image);
+      if (abandon) {
+        abandon = false;
+        // Waits its turn, which comes after the update, and is then given up.
+        await new Promise<void>((r) => (finishFirst = r));
+        throw START_ABANDONED;
+      }
+      return w.factory();
+    };
+    const pool = new EnvPool(env(1), 3, factory, log);
+    pool.refill();
+    await settle();
+    await pool.update({ ...env(1), spec: { runtime: { image: 'flint/node-env-2' }, poolsize: 1 } } as Environment);
+    // The old start still counts as on its way: nothing new yet.
+    assert.deepEqual(seen, ['flint/node-env']);
+    finishFirst?.();
+    await settle();
+    assert.deepEqual(seen, ['flint/node-env', 'flint/node-env-2']);
+    assert.equal(pool.idleCount, 1);
     await pool.close();
   });
 });

@@ -127,8 +127,13 @@ export class EnvPool {
         (err) => {
           this.#starting--;
           // Given up when its turn to start came (the pool closed or changed, or a function needed its budget):
-          // nothing went wrong, and the pool refills when it has room again.
-          if (err === START_ABANDONED) return;
+          // nothing went wrong. A pool that changed meanwhile counted this start as on its way and started none
+          // of the new settings: it does now. Without room (a function waits for its budget) refill() starts
+          // nothing, and the pool refills when the budget frees.
+          if (err === START_ABANDONED) {
+            if (!this.#closed) this.refill();
+            return;
+          }
           // The same failure every 2 s (an environment this server cannot run, such as one with external
           // network on a server without the privilege) is said once, until it changes.
           const message = String((err as Error)?.message ?? err);

@@ -87,4 +87,45 @@ describe('process executor: concurrent starts', () => {
     assert.ok(seen.every((s) => s.starting <= 2));
     assert.deepEqual(executor.starts(), { starting: 0, waiting: 0, limit: 2 });
   });
+
+  it("never starts a pool worker queued behind first calls once its environment has changed: only the new spec's start", async () => {
+    // Each worker's runtime loads a preload (NODE_OPTIONS, from the environment's runtime env) that notes which spec
+    // it was started from.
+    const notes = path.join(root, 'pool-starts.log');
+    const preload = (tag: string) => {
+      const file = path.join(root, `${tag}.cjs`);
+      fs.writeFileSync(file, `require('node:fs').appendFileSync(${JSON.stringify(notes)}, ${JSON.stringify(`${tag}\n`)});\n`);
+      return { NODE_OPTIONS: `--require ${file}` };
+    };
+    const fns = await Promise.all(
+      Array.from({ length: 6 }, (_, i) =>
+        store.create<FunctionResource>({ apiVersion: 'flint.dev/v1', kind: 'Function', metadata: { name: `g${i}`, namespace: 'default' }, spec: { environment: { name: 'node' }, package: { packageref: { name: 'pkg' } } } } as FunctionResource),
+      ),
+    );
+    // A burst of first calls holds both places and queues four more starts ahead of any pool worker's.
+    const calls = Promise.all(
+      fns.map(async (fn) => {
+        const lease = await executor.acquire(fn);
+        lease.release();
+      }),
+    );
+    await eventually(() => executor.starts().waiting > 0, 'first calls waiting for their turn');
+    const spec: Environment['spec'] = { runtime: { image: 'flint/node-env', env: preload('old') }, poolsize: 1 };
+    const env = await store.create<Environment>({ apiVersion: 'flint.dev/v1', kind: 'Environment', metadata: { name: 'pooled', namespace: 'default' }, spec } as Environment);
+    await eventually(() => executor.starts().waiting > 4, "the pool's start queued behind them");
+    await store.update<Environment>({ ...env, spec: { ...env.spec, runtime: { image: 'flint/node-env', env: preload('new') } } });
+    await calls;
+    await eventually(() => fs.existsSync(notes) && fs.readFileSync(notes, 'utf8').includes('new'), 'a pool worker of the new spec');
+    // Time for a stale start to have run, had it not been dropped.
+    await new Promise((r) => setTimeout(r, 500));
+    assert.deepEqual(fs.readFileSync(notes, 'utf8').split('\n').filter(Boolean), ['new']);
+  });
 });
+
+async function eventually(check: () => boolean, what: string, timeoutMs = 20_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!check()) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 2));
+  }
+}
