@@ -130,4 +130,26 @@ describe('EnvPool', () => {
     assert.equal(pool.idleCount, 1);
     await pool.close();
   });
+
+  it('never keeps a worker that finished starting with the old settings after the environment changed: it is stopped and replaced', async () => {
+    const w = fakeWorkers();
+    const seen: string[] = [];
+    let finishFirst: (() => void) | undefined;
+    const factory = async (e: Environment): Promise<WorkerHandle> => {
+      seen.push(e.spec.runtime.image);
+      if (seen.length === 1) await new Promise<void>((r) => (finishFirst = r));
+      return w.factory();
+    };
+    const pool = new EnvPool(env(1), 3, factory, log);
+    pool.refill();
+    await settle();
+    await pool.update({ ...env(1), spec: { runtime: { image: 'flint/node-env-2' }, poolsize: 1 } } as Environment);
+    finishFirst?.();
+    await settle();
+    assert.deepEqual(seen, ['flint/node-env', 'flint/node-env-2']);
+    assert.equal(pool.idleCount, 1);
+    assert.equal(w.alive(), 1, 'the worker of the old settings was stopped');
+    assert.equal(pool.take()?.id, 'w2', 'the one idle worker is the new settings\'');
+    await pool.close();
+  });
 });

@@ -106,12 +106,20 @@ export class EnvPool {
       const growth = this.#idle.length + this.#starting >= this.size;
       if (!this.#hasRoom(this.env, growth)) break;
       this.#starting++;
-      this.#factory(this.env).then(
+      const env = this.env;
+      this.#factory(env).then(
         (w) => {
           this.#starting--;
           this.#lastError = undefined;
           if (this.#closed || this.#idle.length >= this.target) {
             void w.kill();
+            return;
+          }
+          // Started with settings the environment no longer has (changed while it started): a function must never
+          // be specialized on it. One of the new settings takes its place.
+          if (env !== this.env && JSON.stringify(env.spec) !== JSON.stringify(this.env.spec)) {
+            void w.kill();
+            this.refill();
             return;
           }
           this.#idle.push(w);

@@ -89,31 +89,38 @@ describe('process executor: concurrent starts', () => {
   });
 
   it("never starts a pool worker queued behind first calls once its environment has changed: only the new spec's start", async () => {
-    // Each worker's runtime loads a preload (NODE_OPTIONS, from the environment's runtime env) that notes which spec
-    // it was started from.
+    // Each pool worker's runtime loads a preload (NODE_OPTIONS, from the environment's runtime env) that notes which
+    // spec it was started from.
     const notes = path.join(root, 'pool-starts.log');
-    const preload = (tag: string) => {
+    const preload = (tag: string, code: string) => {
       const file = path.join(root, `${tag}.cjs`);
-      fs.writeFileSync(file, `require('node:fs').appendFileSync(${JSON.stringify(notes)}, ${JSON.stringify(`${tag}\n`)});\n`);
+      fs.writeFileSync(file, code);
       return { NODE_OPTIONS: `--require ${file}` };
     };
+    const note = (tag: string) => preload(tag, `require('node:fs').appendFileSync(${JSON.stringify(notes)}, ${JSON.stringify(`${tag}\n`)});\n`);
+    // First calls whose workers take 300 ms to start (a preload that sleeps), so that none is done before the
+    // pool's start has queued behind them.
+    const slow = preload('slow', 'Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 300);\n');
+    const slowSpec: Environment['spec'] = { runtime: { image: 'flint/node-env', env: slow }, poolsize: 0 };
+    await store.create<Environment>({ apiVersion: 'flint.dev/v1', kind: 'Environment', metadata: { name: 'slow', namespace: 'default' }, spec: slowSpec } as Environment);
+    await store.create<Package>({ apiVersion: 'flint.dev/v1', kind: 'Package', metadata: { name: 'slowpkg', namespace: 'default' }, spec: { environment: { name: 'slow' }, deployment: { type: 'literal', literal: Buffer.from(CODE).toString('base64') } } } as Package);
     const fns = await Promise.all(
       Array.from({ length: 6 }, (_, i) =>
-        store.create<FunctionResource>({ apiVersion: 'flint.dev/v1', kind: 'Function', metadata: { name: `g${i}`, namespace: 'default' }, spec: { environment: { name: 'node' }, package: { packageref: { name: 'pkg' } } } } as FunctionResource),
+        store.create<FunctionResource>({ apiVersion: 'flint.dev/v1', kind: 'Function', metadata: { name: `g${i}`, namespace: 'default' }, spec: { environment: { name: 'slow' }, package: { packageref: { name: 'slowpkg' } } } } as FunctionResource),
       ),
     );
-    // A burst of first calls holds both places and queues four more starts ahead of any pool worker's.
+    // They hold both places and queue four more starts, ahead of any pool worker's.
     const calls = Promise.all(
       fns.map(async (fn) => {
         const lease = await executor.acquire(fn);
         lease.release();
       }),
     );
-    await eventually(() => executor.starts().waiting > 0, 'first calls waiting for their turn');
-    const spec: Environment['spec'] = { runtime: { image: 'flint/node-env', env: preload('old') }, poolsize: 1 };
+    await eventually(() => executor.starts().waiting === 4, 'four first calls waiting for their turn');
+    const spec: Environment['spec'] = { runtime: { image: 'flint/node-env', env: note('old') }, poolsize: 1 };
     const env = await store.create<Environment>({ apiVersion: 'flint.dev/v1', kind: 'Environment', metadata: { name: 'pooled', namespace: 'default' }, spec } as Environment);
-    await eventually(() => executor.starts().waiting > 4, "the pool's start queued behind them");
-    await store.update<Environment>({ ...env, spec: { ...env.spec, runtime: { image: 'flint/node-env', env: preload('new') } } });
+    await eventually(() => executor.starts().waiting === 5, "the pool's start queued behind them");
+    await store.update<Environment>({ ...env, spec: { ...env.spec, runtime: { image: 'flint/node-env', env: note('new') } } });
     await calls;
     await eventually(() => fs.existsSync(notes) && fs.readFileSync(notes, 'utf8').includes('new'), 'a pool worker of the new spec');
     // Time for a stale start to have run, had it not been dropped.

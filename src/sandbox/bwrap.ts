@@ -109,27 +109,42 @@ export function sandboxBinaryPath(bin: string): string {
   return bin.startsWith('/usr/') ? bin : `${SANDBOX_PATHS.bin}/${path.basename(bin)}`;
 }
 
-let localtime: string[] | undefined;
+/**
+ * What TLS clients read to trust servers (Debian's and Red Hat's layouts), and nothing else of /etc/ssl or /etc/pki:
+ * their private/ directories hold the host's keys. The sandbox's uid is mapped to the server's, so a host file of
+ * root's, even one only its owner may read, is readable inside when the server runs as root: only what may be shown
+ * is bound.
+ */
+const TLS_TRUST = [
+  '/etc/ssl/certs',
+  '/etc/ssl/openssl.cnf',
+  '/etc/ca-certificates',
+  '/etc/ca-certificates.conf',
+  '/etc/pki/ca-trust',
+  '/etc/pki/tls/certs',
+  '/etc/pki/tls/cert.pem',
+  '/etc/pki/tls/openssl.cnf',
+];
+
+
 /**
  * The host's time zone inside the sandbox. Where the host's /etc/localtime is a link into the zone database under
  * /usr (which the sandbox shows), the sandbox gets the same link: ICU (Node's Intl and Date) takes the zone's name from
  * the link, and given a copy of the file instead it compared that with every file of the database to find the name,
- * about 1,400 files opened and read, 6 ms of CPU on every Node worker's start. Elsewhere, the file itself.
+ * about 1,400 files opened and read, 6 ms of CPU on every Node worker's start. Elsewhere, the file itself. Looked at
+ * for each sandbox (one readlink), so that a change of the host's zone reaches the next workers as it did before.
  */
 function localtimeArgs(): string[] {
-  if (!localtime) {
-    let target: string | undefined;
-    try {
-      target = path.resolve('/etc', fs.readlinkSync('/etc/localtime'));
-    } catch {
-      // not a link, or none
-    }
-    localtime =
-      target?.startsWith('/usr/share/zoneinfo/') && fs.statSync(target, { throwIfNoEntry: false })?.isFile()
-        ? ['--symlink', target, '/etc/localtime']
-        : ['--ro-bind-try', '/etc/localtime', '/etc/localtime'];
+  let target: string | undefined;
+  try {
+    target = path.resolve('/etc', fs.readlinkSync('/etc/localtime'));
+    // The link must lead to a file the sandbox sees: one under /usr, followed to its end.
+    if (!target.startsWith('/usr/share/zoneinfo/') || !fs.realpathSync(target).startsWith('/usr/') || !fs.statSync(target).isFile()) target = undefined;
+  } catch {
+    // not a link, or none, or dangling
+    target = undefined;
   }
-  return localtime;
+  return target ? ['--symlink', target, '/etc/localtime'] : ['--ro-bind-try', '/etc/localtime', '/etc/localtime'];
 }
 
 /**
@@ -156,7 +171,7 @@ export function bwrapArgs(spec: SandboxSpec, command: string[]): string[] {
   a.push(...systemTopArgs());
   a.push(...localtimeArgs());
   const etc = ['/etc/hosts'];
-  if (spec.network) etc.push('/etc/nsswitch.conf', '/etc/gai.conf', '/etc/host.conf', '/etc/ssl', '/etc/ca-certificates', '/etc/pki');
+  if (spec.network) etc.push('/etc/nsswitch.conf', '/etc/gai.conf', '/etc/host.conf', ...TLS_TRUST);
   for (const p of etc) a.push('--ro-bind-try', p, p);
   if (spec.network) a.push('--ro-bind-try', spec.network.resolvConf, '/etc/resolv.conf');
   if (spec.passwd) a.push('--ro-bind', spec.passwd.passwd, '/etc/passwd', '--ro-bind', spec.passwd.group, '/etc/group');

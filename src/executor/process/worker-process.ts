@@ -143,8 +143,8 @@ function temporarySocketDir(): { dir: string; temporary: boolean } {
  * Makes an instance's directory and its `children`; returns whether the directory was made anew. An instance's id is
  * new, so its directory normally does not exist: made with a plain mkdir, which fails on anything already there (a
  * link included), it holds nothing but what is made in it next, and the children need no checks. Each check was a
- * system call on the server's event loop, about twenty a start. One that exists (an id used before, whose function
- * wrote its tmp/ and may have left links there) is checked component by component instead, following no link.
+ * system call on the server's event loop, about twenty a start. In one that exists (an id used before, whose function
+ * wrote its tmp/ and may have left links there) each child is checked instead, following no link.
  */
 function makeInstanceDirs(instanceDir: string, children: string[]): boolean {
   try {
@@ -558,21 +558,16 @@ const RENICE = ['/usr/bin/renice', '/bin/renice'].find((p) => fs.existsSync(p));
 
 function renice(rootPid: number, cg: WorkerCgroups | undefined): void {
   if (RENICE === undefined) return;
-  if (cg) {
-    // The worker's cgroup lists every thread of it: one small read, done before the specialization is sent, so that
-    // the function loads at the normal priority. Found from /proc (the stat of every process on the machine, then a
-    // renice process), the priority came back only after the specialization: at nice 10 among a burst's new workers,
-    // a warm worker took 65-80 ms to specialize, against 13-16 ms now.
-    let text: string;
-    try {
-      text = fs.readFileSync(cg.threadsFile, 'utf8');
-    } catch {
-      return;
-    }
+  // The worker's cgroup lists every thread of it: one small read, done before the specialization is sent, so that
+  // the function loads at the normal priority. Found from /proc (the stat of every process on the machine, then a
+  // renice process), the priority came back only after the specialization: at nice 10 among a burst's new workers,
+  // a warm worker took 65-80 ms to specialize, against 13-16 ms now.
+  const tids = cg ? threadsOf(cg) : [];
+  if (tids.length > 0) {
     // Nice is per thread on Linux: os.setPriority(tid) reaches that thread alone, as wanted here.
-    for (const tid of text.split('\n')) {
+    for (const tid of tids) {
       try {
-        if (tid !== '') os.setPriority(Number(tid), 0);
+        os.setPriority(tid, 0);
       } catch {
         // gone meanwhile
       }
@@ -586,6 +581,15 @@ function renice(rootPid: number, cg: WorkerCgroups | undefined): void {
     // From the spawner: a fork of this process would hold up its event loop (spawner.ts).
     if (groups.length > 0) spawnProcess([RENICE, '-n', '0', '-g', ...groups.map(String)], { env: { PATH: '/usr/bin:/bin' }, cwd: '/' }).stdin.end();
   });
+}
+
+/** The ids of the threads in the worker's cgroup; none where it cannot be read. */
+function threadsOf(cg: WorkerCgroups): number[] {
+  try {
+    return fs.readFileSync(cg.threadsFile, 'utf8').split('\n').filter((t) => t !== '').map(Number);
+  } catch {
+    return [];
+  }
 }
 
 /** The process groups of `rootPid` and of every process under it. */
