@@ -32,6 +32,11 @@ export type WorkerFactory = (env: Environment) => Promise<WorkerHandle>;
  */
 export type RoomCheck = (env: Environment, growth: boolean) => boolean;
 
+/** Whether two versions of an environment start the same workers (a metadata-only update does not change them). */
+export function sameSettings(a: Environment, b: Environment): boolean {
+  return a === b || JSON.stringify(a.spec) === JSON.stringify(b.spec);
+}
+
 export class EnvPool {
   env: Environment;
   readonly #idle: WorkerHandle[] = [];
@@ -117,7 +122,7 @@ export class EnvPool {
           }
           // Started with settings the environment no longer has (changed while it started): a function must never
           // be specialized on it. One of the new settings takes its place.
-          if (env !== this.env && JSON.stringify(env.spec) !== JSON.stringify(this.env.spec)) {
+          if (!sameSettings(env, this.env)) {
             void w.kill();
             this.refill();
             return;

@@ -24,7 +24,7 @@ import { InstanceCore, isNewdeploy, RETRY_AFTER_S } from './core/instance-core.t
 import { InstanceState } from './core/instance-state.ts';
 import { type FunctionSlot, START_ABANDONED, type StartReason } from './core/types.ts';
 import { DeployCache } from './deploy-cache.ts';
-import { EnvPool } from './env-pool.ts';
+import { EnvPool, sameSettings } from './env-pool.ts';
 import { FunctionLogs } from './function-log.ts';
 import type { InstanceBudget, Reservation } from './instance-budget.ts';
 import { type CodeSource, materialize } from './materialize.ts';
@@ -237,7 +237,7 @@ export class ProcessExecutor extends CoreExecutor<WorkerInstance> {
     const key = fnKey(env.metadata.namespace, env.metadata.name);
     const existing = this.#pools.get(key);
     if (existing) {
-      if (JSON.stringify(existing.env.spec) !== JSON.stringify(env.spec)) void existing.update(env);
+      if (!sameSettings(existing.env, env)) void existing.update(env);
       else existing.env = env;
       return;
     }
@@ -271,10 +271,9 @@ export class ProcessExecutor extends CoreExecutor<WorkerInstance> {
   #startPoolWorker(key: string, env: Environment): Promise<WorkerHandle> {
     const reservation = this.#o.budget?.reserve(memoryOf(env, this.#o.memoryMB));
     if (this.#o.budget && !reservation) return Promise.reject(new FlintError('FLINT_ERR_UNAVAILABLE', this.#o.budget.describe(memoryOf(env, this.#o.memoryMB))));
-    const spec = JSON.stringify(env.spec);
     const wanted = () => {
       const pool = this.#pools.get(key);
-      return this.#budgetDemand === 0 && pool !== undefined && JSON.stringify(pool.env.spec) === spec;
+      return this.#budgetDemand === 0 && pool !== undefined && sameSettings(pool.env, env);
     };
     return this.#startWorker(env, reservation, undefined, true, wanted);
   }

@@ -126,7 +126,6 @@ const TLS_TRUST = [
   '/etc/pki/tls/openssl.cnf',
 ];
 
-
 /**
  * The host's time zone inside the sandbox. Where the host's /etc/localtime is a link into the zone database under
  * /usr (which the sandbox shows), the sandbox gets the same link: ICU (Node's Intl and Date) takes the zone's name from
