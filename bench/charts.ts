@@ -12,8 +12,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { parse, View } from 'vega';
 import { compile, type TopLevelSpec } from 'vega-lite';
-import type { PeerSummary, PeersResult } from './peers.ts';
-import type { StormResult } from './storm.ts';
+import type { PeerSummary, PeersResult, StormResult } from './results.ts';
 
 export const CHARTS_DIR = path.join(import.meta.dirname, 'charts');
 

@@ -6,7 +6,8 @@ import path from 'node:path';
 import { describe, it } from 'node:test';
 import { writeCharts } from './charts.ts';
 import { machineCpuDuring, median, spread, startBareServer, type WrkResult } from './lib.ts';
-import { BARE, FLINT, type PeersResult, paceScript, peerRows, peerTable, rotation, summarizePeers } from './peers.ts';
+import { BARE, FLINT, paceScript, peerRows, peerTable, rotation, summarizePeers } from './peers.ts';
+import type { PeersResult } from './results.ts';
 import { findProgram, goFailure, haproxyConfig, nginxConfig, startNodePipe } from './proxies.ts';
 
 const w = (rps: number, p50Us: number, p99Us: number, non2xx = 0, errors = 0): WrkResult => ({ rps, requests: rps * 4, goodput: rps, p50Us, p99Us, non2xx, errors });

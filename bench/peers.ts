@@ -29,6 +29,7 @@ import { promisify } from 'node:util';
 import { findGo } from '../src/runtimes/go/launch.ts';
 import { startServer } from '../test/helpers/server.ts';
 import { deployHello, fmt, hasWrk, type Spread, spread, startBareServer, waitFor200, type WrkResult, wrk } from './lib.ts';
+import type { PeerSummary, PeersResult } from './results.ts';
 import { writeCharts } from './charts.ts';
 import { readKnobs } from './knobs.ts';
 import { buildQueueProxy, findProgram, type RunningProxy, startGoProxy, startHaproxy, startNginx, startNodePipe } from './proxies.ts';
@@ -44,38 +45,6 @@ const KEEPALIVE = 64;
 export const THINK_MS = 10;
 export const TARGET_RATIO = 0.6;
 export const TARGET_ADDED_P99_US = 200;
-
-export interface PeerSummary {
-  name: string;
-  rps: Spread;
-  /** Its req/s over bare node's in the same round. */
-  ratio: Spread;
-  p50: Spread;
-  p99: Spread;
-  /** Its p50 (p99) minus bare node's in the same round, µs. */
-  addedP50: Spread;
-  addedP99: Spread;
-  /** All rounds' values, in round order (for the charts). */
-  perRound: { ratio: number[]; addedP50: number[]; addedP99: number[] };
-  non2xx: number;
-  errors: number;
-}
-
-export interface PeersResult {
-  /** The baseline's name (BARE), and the router's targets, for the charts. */
-  baseline: string;
-  targets: { ratio: number; addedP99Us: number };
-  connections: number;
-  seconds: number;
-  rounds: number;
-  /** At full load: the baseline first, then each peer measured. */
-  summaries: PeerSummary[];
-  /** Paced (`thinkMs` between a connection's requests), the same peers. */
-  paced: PeerSummary[];
-  thinkMs: number;
-  /** Peers not measured, and why. */
-  skipped: { name: string; reason: string }[];
-}
 
 /** Round `round`'s order: `names` rotated by the round's number. */
 export function rotation<T>(names: T[], round: number): T[] {

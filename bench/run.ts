@@ -42,9 +42,10 @@ import { readKnobs } from './knobs.ts';
 import { kafkaBench } from './mq.ts';
 import { overloadBench } from './overload.ts';
 import { packagesBench } from './packages.ts';
-import { type PeersResult, peerRows, peersBench, peerTable } from './peers.ts';
+import { peerRows, peersBench, peerTable } from './peers.ts';
 import { scaleOutBench } from './scale-out.ts';
-import { type StormResult, stormBench } from './storm.ts';
+import type { PeersResult, StormResult } from './results.ts';
+import { stormBench } from './storm.ts';
 import { tracingBench } from './tracing.ts';
 
 const WS_ECHO = 'module.exports = (ws) => ws.on("message", (m) => ws.send(m));';

@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { type StormResult, stormRatio, stormRows } from './storm.ts';
+import type { StormResult } from './results.ts';
+import { stormRatio, stormRows } from './storm.ts';
 
 const result = (round: number, p50CallMs: number, p50ForkMs: number, more: Partial<StormResult> = {}): StormResult => ({
   runtime: 'node',

@@ -12,6 +12,7 @@ import { Pool } from 'undici';
 import { startServer, type TestServer } from '../test/helpers/server.ts';
 import { readKnobs } from './knobs.ts';
 import { createFunction, createResource, fmt, forkNodeOnce, forkPythonOnce, machineCpuDuring, percentiles, timedFirstCall } from './lib.ts';
+import type { StormResult } from './results.ts';
 
 export interface StormRuntime {
   name: 'node' | 'python';
@@ -36,28 +37,6 @@ const PYTHON: StormRuntime = {
 };
 
 export const STORM_RUNTIMES = { node: NODE, python: PYTHON };
-
-export interface StormResult {
-  runtime: string;
-  n: number;
-  /** Which round of the bench (each storm of each round on a server of its own). */
-  round: number;
-  /** 'first': a new environment's first burst (its pool holds its size); 'next': a burst 10 s after another (the pool has grown). */
-  burst: 'first' | 'next';
-  /** Each first call's time from the storm's start, µs. */
-  calls: number[];
-  /** Each fork's time from the baseline storm's start, µs. */
-  forks: number[];
-  failed: number;
-  firstError?: string;
-  /**
-   * The whole machine's CPU during the burst, and during the forks, per call, ms: every process (server, spawner,
-   * sandboxes, workers) and the kernel's own work. On a machine whose cores a burst saturates, the ratio of the two
-   * is the floor of the storm's ratio.
-   */
-  cpuMsPerCall: number;
-  cpuMsPerFork: number;
-}
 
 async function settle(ms: number): Promise<void> {
   await new Promise((r) => setTimeout(r, ms));

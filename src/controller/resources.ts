@@ -7,7 +7,9 @@ import { FlintError, invalid } from '../api/errors.ts';
 import { type AnyResource, type CanaryConfig, KIND_NAMES, KINDS, type KindInfo, type Package } from '../api/kinds.ts';
 import { DeleteQuery, ListQuery, ResourceVersionParam, NameParams as NAME_PARAMS, NamespaceParams as NS_PARAM } from '../api/params.ts';
 import { describeSchemaError, validateResource } from '../api/validate.ts';
-import type { ControllerOptions } from './app.ts';
+import type { ArchiveStore } from '../archive/index.ts';
+import type { InspectLimits } from '../archive/zip-inspect.ts';
+import type { Store } from '../store/store.ts';
 import { errorResponses } from './openapi.ts';
 import { checkCanaryConfig } from './canary.ts';
 import { checkPackageArchives } from './package-archives.ts';
@@ -44,7 +46,16 @@ function initialStatus(obj: AnyResource): AnyResource {
   return obj;
 }
 
-export function registerResourceRoutes(app: FastifyInstance, opts: ControllerOptions): void {
+/** What the resource routes take from the controller's options (app.ts's ControllerOptions, which has these). */
+export interface ResourceRouteOptions {
+  store: Store;
+  localImages: boolean;
+  reservedPaths: readonly string[];
+  archives?: ArchiveStore;
+  archiveLimits?: InspectLimits;
+}
+
+export function registerResourceRoutes(app: FastifyInstance, opts: ResourceRouteOptions): void {
   const { store } = opts;
   const validate = (k: KindInfo, body: unknown) =>
     validateResource(k.kind, body, { localImages: opts.localImages, reservedPaths: opts.reservedPaths });
