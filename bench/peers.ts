@@ -4,6 +4,8 @@
 //     TCP port, called straight: the baseline, and the upstream of every peer;
 //   - Flint: a server of its own, route /hello to the hello function (its
 //     worker under the bench's sandbox, on a Unix socket);
+//   - Flint again, its server on the first CPU and its workers on the others
+//     (install values router.cpus and executor.workerCpus);
 //   - nginx and HAProxy (Debian), one worker each, keep-alive upstream;
 //   - Go's httputil.ReverseProxy (bench/peers/goproxy, GOMAXPROCS=1), which
 //     Fission's router is built on;
@@ -27,6 +29,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { findGo } from '../src/runtimes/go/launch.ts';
+import { usableCpus } from '../src/sandbox/cpu-affinity.ts';
 import { startServer } from '../test/helpers/server.ts';
 import { deployHello, fmt, hasWrk, type Spread, spread, startBareServer, waitFor200, type WrkResult, wrk } from './lib.ts';
 import type { PeerSummary, PeersResult } from './results.ts';
@@ -39,6 +42,8 @@ const execFileP = promisify(execFile);
 export const BARE = 'bare node:http';
 export const FLINT = 'Flint router';
 export const NODE_PIPE = 'Node socket pipe (floor, no HTTP)';
+/** The router on a core of its own and its workers on the others (install values router.cpus, executor.workerCpus). */
+export const FLINT_OWN_CORE = 'Flint router, a core of its own';
 /** Idle keep-alive connections each proxy keeps to the upstream (more than wrk's 32). */
 const KEEPALIVE = 64;
 /** The paced runs' mean wait between a connection's requests: 32 connections then offer at most 3,200 req/s. */
@@ -180,6 +185,16 @@ export async function peersBench(o: { sandbox: string; seconds: number; rounds: 
       { name: FLINT, url: `${server.routerUrl}/hello` },
     ];
     await waitFor200(targets[1].url);
+    // What the CPU placement values trade (docs/cpu-placement.md), here where wrk shares the cores.
+    const cpus = usableCpus();
+    if (cpus.length >= 2) {
+      const sets = [`executor.sandbox=${o.sandbox}`, 'logLevel=error', `router.cpus=${cpus[0]}`, `executor.workerCpus=${cpus.slice(1).join(',')}`];
+      const placed = await startServer({ sets });
+      stops.push(() => placed.stop());
+      await deployHello(placed.controllerUrl, 3);
+      targets.push({ name: FLINT_OWN_CORE, url: `${placed.routerUrl}/hello` });
+      await waitFor200(`${placed.routerUrl}/hello`);
+    } else result.skipped.push({ name: FLINT_OWN_CORE, reason: 'skipped: this process may use one CPU only' });
 
     const upstream = { upstreamPort: bare.port, keepalive: KEEPALIVE };
     const peer = async (name: string, start: () => Promise<RunningProxy | string>) => {

@@ -34,6 +34,8 @@ export interface BuildManagerOptions {
   egress?: EgressProvider;
   timeoutSeconds: number;
   memoryMB: number;
+  /** The CPUs builds run on, as taskset writes them ('' or unset: the scheduler's choice). */
+  cpus?: string;
   concurrency: number;
   maxUnpackedBytes: number;
   logger: Logger;
@@ -147,6 +149,7 @@ export class BuildManager {
         egress: this.#o.egress,
         timeoutMs: this.#o.timeoutSeconds * 1000,
         memoryMB: this.#o.memoryMB,
+        cpus: this.#o.cpus,
         maxUnpackedBytes: this.#o.maxUnpackedBytes,
         onLine: (l) => log.line(l),
       });

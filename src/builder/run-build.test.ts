@@ -9,6 +9,7 @@ import { zipDirectory } from '../archive/index.ts';
 import { rawZip } from '../archive/testing.ts';
 import type { BuilderLaunch } from '../runtimes/index.ts';
 import { sandboxAvailable } from '../sandbox/bwrap.ts';
+import { usableCpus } from '../sandbox/cpu-affinity.ts';
 import { EgressNetworks, egressUnavailableReason } from '../sandbox/egress.ts';
 import { type BuildJob, runBuild } from './run-build.ts';
 
@@ -87,6 +88,13 @@ describe('runBuild', () => {
     // The cache outlives the build.
     await runBuild(job());
     assert.equal(fs.readFileSync(path.join(dir, 'cache', 'runs'), 'utf8'), 'cached\ncached\n');
+  });
+
+  it('runs the build on the CPUs it is given', async () => {
+    const cpu = String(usableCpus().at(-1));
+    const j = job({ command: ['sh', '-c', 'grep Cpus_allowed_list /proc/self/status; mkdir "$DEPLOY_PKG"'], cpus: cpu });
+    assert.ok((await runBuild(j)).ok, j.lines.join('\n'));
+    assert.ok(j.lines.some((l) => new RegExp(`^Cpus_allowed_list:\\s*${cpu}$`).test(l)), j.lines.join('\n'));
   });
 
   it('gives a sandboxed build a network namespace of its own, or runs it offline saying why', async (t) => {

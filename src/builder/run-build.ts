@@ -19,6 +19,7 @@ import type { BuilderLaunch } from '../runtimes/index.ts';
 import { SANDBOX_PATHS, sandboxBinaryPath, sandboxCommand } from '../sandbox/bwrap.ts';
 import { createWorkerCgroups } from '../sandbox/cgroup.ts';
 import type { EgressNamespace, EgressProvider } from '../sandbox/egress.ts';
+import { onCpus } from '../sandbox/cpu-affinity.ts';
 import { withLimits } from '../sandbox/limits.ts';
 import { LineSplitter } from '../sandbox/lines.ts';
 
@@ -41,6 +42,8 @@ export interface BuildJob {
   egress?: EgressProvider;
   timeoutMs: number;
   memoryMB: number;
+  /** The CPUs the build runs on, as taskset writes them ('' or unset: the scheduler's choice). */
+  cpus?: string;
   onLine(line: string): void;
 }
 
@@ -112,7 +115,7 @@ export async function runBuild(job: BuildJob): Promise<BuildOutcome> {
     );
   }
   const cg = createWorkerCgroups(`build-${job.id}`.slice(0, 63), { memoryBytes: job.memoryMB * MIB, pidsMax: PIDS_MAX });
-  argv = withLimits(argv, cg, undefined);
+  argv = onCpus(job.cpus ?? '', withLimits(argv, cg, undefined));
 
   try {
     const exit = await new Promise<{ code: number | null; signal: string | null; timedOut: boolean; error?: Error }>((resolve) => {

@@ -76,5 +76,17 @@ describe('install values', () => {
     await refuses({ files: [tmpFile('a: [\n')] }, /not valid YAML/);
     await refuses({ files: ['/nonexistent/values.yaml'] }, /cannot read values file/);
     await refuses({ sets: ['enableIstio=true'] }, /'enableIstio' needs mode=kubernetes/);
+    // CPU lists go to taskset as one argument: nothing but digits, commas and dashes, and CPUs this machine has.
+    await refuses({ sets: ['router.cpus=0;reboot'] }, /'router\.cpus' has a bad value/);
+    await refuses({ sets: ['router.cpus=2-1'] }, /'router\.cpus' has a range that runs backwards: 2-1/);
+    await refuses({ sets: ['executor.workerCpus=99999'] }, /'executor\.workerCpus' names CPU 99999, which this process cannot use/);
+    await refuses({ sets: ['mode=kubernetes', 'router.cpus=0'] }, /'router\.cpus' is for local mode/);
+  });
+
+  it('takes CPU lists this machine has', async () => {
+    const v = await loadValues({ sets: ['router.cpus=0', 'executor.workerCpus=0'] });
+    assert.equal(v.router.cpus, '0');
+    assert.equal(v.executor.workerCpus, '0');
+    assert.equal((await loadValues({})).router.cpus, '');
   });
 });

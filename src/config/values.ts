@@ -5,10 +5,13 @@ import fs from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { type Static, type TObject, type TSchema, Type } from '@sinclair/typebox';
 import { FlintError } from '../api/errors.ts';
+import { CPU_LIST_PATTERN, cpuListProblem } from '../sandbox/cpu-affinity.ts';
 
 const Strict = { additionalProperties: false } as const;
 const Port = Type.Integer({ minimum: 0, maximum: 65535 });
 const Host = Type.String({ minLength: 1 });
+// Local mode: the CPUs a process runs on, as taskset writes them ('' leaves it to the scheduler).
+const Cpus = Type.String({ pattern: CPU_LIST_PATTERN });
 // Sockets of a data-plane listener, in one SO_REUSEPORT group (src/limits/listener-group.ts).
 const AcceptSockets = Type.Integer({ minimum: 1, maximum: 1024 });
 // Every listener's caps and timeouts (src/limits): 0 caps are derived from the fd limit.
@@ -28,6 +31,7 @@ export const ValuesSchema = Type.Object(
     controller: Type.Object({ host: Host, port: Port, ...ListenerLimits }, Strict),
     router: Type.Object(
       { host: Host, port: Port, acceptSockets: AcceptSockets, forwardAuthorization: Type.Boolean(), accessLog: Type.Boolean(), drainSeconds: Type.Number({ minimum: 0, maximum: 600 }),
+        cpus: Cpus,
         replicas: Type.Integer({ minimum: 1, maximum: 1000 }),
         autoscaling: Type.Object(
           {
@@ -70,6 +74,7 @@ export const ValuesSchema = Type.Object(
         port: Port,
         advertiseHost: Type.String(),
         replicas: Type.Integer({ minimum: 1, maximum: 100 }),
+        workerCpus: Cpus,
       },
       Strict,
     ),
@@ -291,6 +296,14 @@ export async function loadValues(src: ValuesSources = {}): Promise<Values> {
     throw new FlintError('FLINT_ERR_CONFIG', "install value 'enableIstio' needs mode=kubernetes: local mode has no service mesh", {
       field: 'enableIstio',
     });
+  }
+  for (const key of ['router.cpus', 'executor.workerCpus'] as const) {
+    const [section, name] = key.split('.');
+    const list = (values[section] as Record<string, string>)[name];
+    if (list === '') continue;
+    if (values.mode !== 'local') throw configError(key, "is for local mode: in kubernetes mode a pod's CPUs are the kubelet's (its CPU manager policy)");
+    const problem = cpuListProblem(list);
+    if (problem !== undefined) throw configError(key, problem);
   }
   return values as Values;
 }

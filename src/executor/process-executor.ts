@@ -54,6 +54,8 @@ export interface ProcessExecutorOptions {
   queue?: { maxLength: number; timeoutMs: number };
   /** Worker processes starting at once (default: twice the machine's cores); see start-gate.ts. */
   concurrentStarts?: number;
+  /** The CPUs workers run on, as taskset writes them ('' or unset: the scheduler's choice). */
+  cpus?: string;
 }
 
 /** The longest one worker's start holds its place among the concurrent starts. */
@@ -299,6 +301,7 @@ export class ProcessExecutor extends CoreExecutor<WorkerInstance> {
       allowNetwork: env.spec.allowAccessToExternalNetwork === true,
       egress: this.#o.egress,
       memoryMB: memoryOf(env, this.#o.memoryMB),
+      cpus: this.#o.cpus,
       // SIGTERM, then this long to finish before SIGKILL, as a pod's terminationGracePeriodSeconds.
       killGraceMs: (env.spec.terminationGracePeriod ?? 90) * 1000,
       cpuMillis: cpuMillisOf(env),

@@ -10,6 +10,7 @@ import { SYSTEM_NAMESPACE } from '../api/meta.ts';
 import { MQ_TYPES } from '../api/names.ts';
 import { dataLayout } from '../config/layout.ts';
 import { loadValues, type Values, type ValuesSources } from '../config/values.ts';
+import { pinProcess, usableCpus } from '../sandbox/cpu-affinity.ts';
 import { LocalArchiveStore } from '../archive/index.ts';
 import { BuildManager } from '../builder/manager.ts';
 import { CanaryController } from '../canary/controller.ts';
@@ -96,6 +97,9 @@ export async function startServer(
 ): Promise<RunningServer> {
   const values = await loadValues(src);
   const runs = rolesOf(values);
+  // Workers and builds get the CPUs the server could use before it pins itself, unless told otherwise (cpu-affinity.ts).
+  const workerCpus = values.executor.workerCpus !== '' ? values.executor.workerCpus : values.router.cpus !== '' ? usableCpus().join(',') : '';
+  pinProcess(process.pid, values.router.cpus);
   const layout = dataLayout(values.dataDir);
   makeDataDirPrivate(layout, { createDatabase: values.mode !== 'kubernetes' });
   for (const dir of [layout.logs, layout.instances, layout.archives]) fs.mkdirSync(dir, { recursive: true, mode: 0o700 });
@@ -257,6 +261,7 @@ export async function startServer(
             sandbox: values.executor.sandbox,
             egress: sandboxEgress,
             memoryMB: values.executor.memoryMB,
+            cpus: workerCpus,
             poolSize: values.executor.poolSize,
             concurrentStarts: values.executor.concurrentStarts || undefined,
             reapIntervalMs: values.executor.reapIntervalSeconds * 1000,
@@ -314,6 +319,7 @@ export async function startServer(
         egress: sandboxEgress,
         timeoutSeconds: values.builder.timeoutSeconds,
         memoryMB: values.builder.memoryMB,
+        cpus: workerCpus,
         concurrency: values.builder.concurrency,
         maxUnpackedBytes,
         logger: logger.child({ component: 'builder' }),

@@ -22,6 +22,7 @@ import type { RuntimeName } from '../../api/images.ts';
 import { type RuntimeLaunch, runtimeLaunch } from '../../runtimes/index.ts';
 import { SANDBOX_PATHS, SANDBOX_UID, sandboxAvailable, sandboxBinaryPath, sandboxCommand } from '../../sandbox/bwrap.ts';
 import { createWorkerCgroups, type WorkerCgroups } from '../../sandbox/cgroup.ts';
+import { onCpus } from '../../sandbox/cpu-affinity.ts';
 import type { EgressNamespace, EgressProvider } from '../../sandbox/egress.ts';
 import { withLimits } from '../../sandbox/limits.ts';
 import { LineSplitter, Tail } from '../../sandbox/lines.ts';
@@ -66,6 +67,8 @@ export interface WorkerOptions {
   cpuMillis?: number;
   /** Use cgroups for memory and pid caps when this machine allows (default true). */
   cgroups?: boolean;
+  /** The CPUs the worker runs on, as taskset writes them, checked by cpuListProblem ('' or unset: the scheduler's choice). */
+  cpus?: string;
 }
 
 export interface WorkerDirs {
@@ -379,6 +382,7 @@ export async function startWorker(opts: WorkerOptions): Promise<WorkerHandle> {
   }
   argv = withLimits(argv, cg, opts.cpuSeconds);
   if (opts.background && RENICE !== undefined) argv = ['nice', '-n', '10', ...argv];
+  argv = onCpus(opts.cpus ?? '', argv);
 
   // Its own process group, so kill() reaches whatever the function started too. Started by the spawner
   // process, not forked from this one (spawner.ts says why). Nobody writes to the worker's stdin: it tells
