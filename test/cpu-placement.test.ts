@@ -23,7 +23,7 @@ function ok(args: string[]): string {
 
 const maskOf = (pidOrTask: string) => /^Cpus_allowed_list:\s*(\S+)$/m.exec(fs.readFileSync(`/proc/${pidOrTask}/status`, 'utf8'))?.[1];
 
-/** The descendants of `root` whose command is the sandboxed runtime (the worker's own node). */
+/** The descendants of `root` that run the Node runtime's server (the worker's own node, sandboxed or not). */
 function runtimesUnder(root: number): number[] {
   const children = new Map<number, number[]>();
   for (const entry of fs.readdirSync('/proc')) {
@@ -38,7 +38,8 @@ function runtimesUnder(root: number): number[] {
   const walk = (pid: number) => {
     for (const c of children.get(pid) ?? []) {
       try {
-        if (fs.readFileSync(`/proc/${c}/cmdline`, 'utf8').startsWith('/flint/bin/node\0')) out.push(c);
+        const args = fs.readFileSync(`/proc/${c}/cmdline`, 'utf8').split('\0');
+        if (args.some((a) => /(^|\/)(server\.bundle\.cjs|runtimes\/node\/server\.ts)$/.test(a)) && !args[0].endsWith('bwrap')) out.push(c);
       } catch {}
       walk(c);
     }

@@ -3,6 +3,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { after, describe, it } from 'node:test';
+import { usableCpus } from '../sandbox/cpu-affinity.ts';
 import { loadValues } from './values.ts';
 
 const dirs: string[] = [];
@@ -80,13 +81,14 @@ describe('install values', () => {
     await refuses({ sets: ['router.cpus=0;reboot'] }, /'router\.cpus' has a bad value/);
     await refuses({ sets: ['router.cpus=2-1'] }, /'router\.cpus' has a range that runs backwards: 2-1/);
     await refuses({ sets: ['executor.workerCpus=99999'] }, /'executor\.workerCpus' names CPU 99999, which this process cannot use/);
-    await refuses({ sets: ['mode=kubernetes', 'router.cpus=0'] }, /'router\.cpus' is for local mode/);
+    await refuses({ sets: ['mode=kubernetes', `router.cpus=${usableCpus()[0]}`] }, /'router\.cpus' is for local mode/);
   });
 
   it('takes CPU lists this machine has', async () => {
-    const v = await loadValues({ sets: ['router.cpus=0', 'executor.workerCpus=0'] });
-    assert.equal(v.router.cpus, '0');
-    assert.equal(v.executor.workerCpus, '0');
+    const cpu = String(usableCpus()[0]);
+    const v = await loadValues({ sets: [`router.cpus=${cpu}`, `executor.workerCpus=${cpu}`] });
+    assert.equal(v.router.cpus, cpu);
+    assert.equal(v.executor.workerCpus, cpu);
     assert.equal((await loadValues({})).router.cpus, '');
   });
 });

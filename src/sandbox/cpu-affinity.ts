@@ -7,7 +7,7 @@
 // latency at 3,000 req/s here (bench/RESULTS.md, "a core of its own for the
 // router"). At full load on two cores it cost throughput, so it is the
 // operator's choice.
-import { execFileSync } from 'node:child_process';
+import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 
@@ -31,13 +31,36 @@ export function parseCpuList(list: string): number[] {
   return [...cpus].sort((x, y) => x - y);
 }
 
-/** The CPUs this process may use now (its own affinity), from /proc; all of os.cpus() where that cannot be read. */
-export function usableCpus(): number[] {
+/** A list of CPUs written with ranges, as the kernel writes them: 0-3,6. */
+export function formatCpuList(cpus: readonly number[]): string {
+  const parts: string[] = [];
+  for (let i = 0; i < cpus.length; i++) {
+    let j = i;
+    while (j + 1 < cpus.length && cpus[j + 1] === cpus[j] + 1) j++;
+    parts.push(j === i ? String(cpus[i]) : `${cpus[i]}-${cpus[j]}`);
+    i = j;
+  }
+  return parts.join(',');
+}
+
+function readList(file: string, pick: (text: string) => string | undefined): number[] | undefined {
   try {
-    const line = /^Cpus_allowed_list:\s*(\S+)$/m.exec(fs.readFileSync('/proc/self/status', 'utf8'))?.[1];
-    if (line !== undefined) return parseCpuList(line);
-  } catch {}
-  return os.cpus().map((_, i) => i);
+    const text = pick(fs.readFileSync(file, 'utf8'));
+    return text === undefined ? undefined : parseCpuList(text);
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * The CPUs this process may use now: its own affinity (/proc/self/status)
+ * among the CPUs online (an offline one may be in the affinity list, and
+ * taskset would refuse it); all of os.cpus() where neither can be read.
+ */
+export function usableCpus(): number[] {
+  const allowed = readList('/proc/self/status', (t) => /^Cpus_allowed_list:\s*(\S+)$/m.exec(t)?.[1]) ?? os.cpus().map((_, i) => i);
+  const online = readList('/sys/devices/system/cpu/online', (t) => t.trim());
+  return online === undefined ? allowed : allowed.filter((c) => online.includes(c));
 }
 
 /** Why `list` cannot be used on this machine, to follow the value's name, or undefined when it can ('' always can). */
@@ -51,7 +74,10 @@ export function cpuListProblem(list: string): string | undefined {
   if (cpus.length === 0) return undefined;
   const usable = new Set(usableCpus());
   const missing = cpus.filter((c) => !usable.has(c));
-  if (missing.length > 0) return `names CPU ${missing.join(', ')}, which this process cannot use (it may use ${[...usable].join(',')})`;
+  if (missing.length > 0) {
+    const which = missing.length === 1 ? `CPU ${missing[0]}, which this process cannot use` : `CPUs ${formatCpuList(missing)}, which this process cannot use`;
+    return `names ${which} (it may use ${formatCpuList([...usable])})`;
+  }
   if (TASKSET === undefined) return 'needs taskset (util-linux), which is not installed';
   return undefined;
 }
@@ -62,8 +88,13 @@ export function onCpus(list: string, command: string[]): string[] {
   return [TASKSET, '-c', list, ...command];
 }
 
-/** Puts every thread of process `pid` on the CPUs of `list` (checked by cpuListProblem); threads it starts later inherit it. */
+/**
+ * Puts every thread of process `pid` on the CPUs of `list` (checked by
+ * cpuListProblem); threads it starts later inherit it. Throws with taskset's
+ * own words when it refuses.
+ */
 export function pinProcess(pid: number, list: string): void {
   if (list === '' || TASKSET === undefined) return;
-  execFileSync(TASKSET, ['-a', '-p', '-c', list, String(pid)], { stdio: ['ignore', 'ignore', 'pipe'] });
+  const r = spawnSync(TASKSET, ['-a', '-p', '-c', list, String(pid)], { stdio: ['ignore', 'ignore', 'pipe'], encoding: 'utf8' });
+  if (r.status !== 0) throw new Error(`taskset could not place process ${pid} on CPUs ${list}: ${(r.stderr || r.error?.message || `exit ${r.status}`).trim()}`);
 }

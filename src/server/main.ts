@@ -10,7 +10,7 @@ import { SYSTEM_NAMESPACE } from '../api/meta.ts';
 import { MQ_TYPES } from '../api/names.ts';
 import { dataLayout } from '../config/layout.ts';
 import { loadValues, type Values, type ValuesSources } from '../config/values.ts';
-import { pinProcess, usableCpus } from '../sandbox/cpu-affinity.ts';
+import { formatCpuList, parseCpuList, pinProcess, usableCpus } from '../sandbox/cpu-affinity.ts';
 import { LocalArchiveStore } from '../archive/index.ts';
 import { BuildManager } from '../builder/manager.ts';
 import { CanaryController } from '../canary/controller.ts';
@@ -98,8 +98,12 @@ export async function startServer(
   const values = await loadValues(src);
   const runs = rolesOf(values);
   // Workers and builds get the CPUs the server could use before it pins itself, unless told otherwise (cpu-affinity.ts).
-  const workerCpus = values.executor.workerCpus !== '' ? values.executor.workerCpus : values.router.cpus !== '' ? usableCpus().join(',') : '';
-  pinProcess(process.pid, values.router.cpus);
+  const workerCpus = values.executor.workerCpus !== '' ? values.executor.workerCpus : values.router.cpus !== '' ? formatCpuList(usableCpus()) : '';
+  try {
+    pinProcess(process.pid, values.router.cpus);
+  } catch (err) {
+    throw new FlintError('FLINT_ERR_CONFIG', `install value 'router.cpus' could not be applied: ${(err as Error).message}`, { field: 'router.cpus' });
+  }
   const layout = dataLayout(values.dataDir);
   makeDataDirPrivate(layout, { createDatabase: values.mode !== 'kubernetes' });
   for (const dir of [layout.logs, layout.instances, layout.archives]) fs.mkdirSync(dir, { recursive: true, mode: 0o700 });
@@ -263,7 +267,8 @@ export async function startServer(
             memoryMB: values.executor.memoryMB,
             cpus: workerCpus,
             poolSize: values.executor.poolSize,
-            concurrentStarts: values.executor.concurrentStarts || undefined,
+            // Derived from the workers' CPUs, not from this process's: it may have just been pinned to fewer.
+            concurrentStarts: values.executor.concurrentStarts || (workerCpus !== '' ? 2 * parseCpuList(workerCpus).length : undefined),
             reapIntervalMs: values.executor.reapIntervalSeconds * 1000,
             budget,
             queue: { maxLength: values.executor.maxQueueLength, timeoutMs: values.executor.queueTimeoutSeconds * 1000 },
