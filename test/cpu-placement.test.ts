@@ -6,6 +6,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { usableCpus } from '../src/sandbox/cpu-affinity.ts';
+import { descendants } from '../src/testing/process-tree.ts';
 import { flint, startServer, type TestServer } from './helpers/server.ts';
 
 let server: TestServer;
@@ -25,27 +26,14 @@ const maskOf = (pidOrTask: string) => /^Cpus_allowed_list:\s*(\S+)$/m.exec(fs.re
 
 /** The descendants of `root` that run the Node runtime's server (the worker's own node, sandboxed or not). */
 function runtimesUnder(root: number): number[] {
-  const children = new Map<number, number[]>();
-  for (const entry of fs.readdirSync('/proc')) {
-    if (!/^\d+$/.test(entry)) continue;
+  return descendants(root).filter((pid) => {
     try {
-      const stat = fs.readFileSync(`/proc/${entry}/stat`, 'utf8');
-      const ppid = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
-      children.set(ppid, [...(children.get(ppid) ?? []), Number(entry)]);
-    } catch {}
-  }
-  const out: number[] = [];
-  const walk = (pid: number) => {
-    for (const c of children.get(pid) ?? []) {
-      try {
-        const args = fs.readFileSync(`/proc/${c}/cmdline`, 'utf8').split('\0');
-        if (args.some((a) => /(^|\/)(server\.bundle\.cjs|runtimes\/node\/server\.ts)$/.test(a)) && !args[0].endsWith('bwrap')) out.push(c);
-      } catch {}
-      walk(c);
+      const args = fs.readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0');
+      return args.some((a) => /(^|\/)(server\.bundle\.cjs|runtimes\/node\/server\.ts)$/.test(a)) && !args[0].endsWith('bwrap');
+    } catch {
+      return false;
     }
-  };
-  walk(root);
-  return out;
+  });
 }
 
 describe('CPU placement', { timeout: 120_000 }, () => {

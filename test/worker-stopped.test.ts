@@ -6,6 +6,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
+import { childrenByParent, descendants } from '../src/testing/process-tree.ts';
 import { eventually, flint, startServer, type TestServer } from './helpers/server.ts';
 
 let server: TestServer;
@@ -19,26 +20,15 @@ function ok(args: string[]): string {
 
 /** Every process whose command line names `id` (the worker's bwrap names it as its hostname), and their descendants. */
 function processesOf(id: string): number[] {
-  const children = new Map<number, number[]>();
-  const roots: number[] = [];
-  for (const entry of fs.readdirSync('/proc')) {
-    if (!/^\d+$/.test(entry)) continue;
+  const children = childrenByParent();
+  const roots = [...children.values()].flat().filter((pid) => {
     try {
-      const stat = fs.readFileSync(`/proc/${entry}/stat`, 'utf8');
-      const ppid = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
-      const list = children.get(ppid) ?? [];
-      list.push(Number(entry));
-      children.set(ppid, list);
-      if (fs.readFileSync(`/proc/${entry}/cmdline`, 'utf8').split('\0').includes(id)) roots.push(Number(entry));
-    } catch {}
-  }
-  const out: number[] = [];
-  const walk = (pid: number) => {
-    out.push(pid);
-    for (const c of children.get(pid) ?? []) walk(c);
-  };
-  for (const r of roots) walk(r);
-  return out;
+      return fs.readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0').includes(id);
+    } catch {
+      return false;
+    }
+  });
+  return roots.flatMap((r) => [r, ...descendants(r, children)]);
 }
 
 const call = (name: string) => fetch(`${server.routerUrl}/flint-function/${name}`).then(async (r) => ({ status: r.status, text: await r.text() }));

@@ -13,6 +13,7 @@ import { EgressNetworks, egressUnavailableReason } from '../../sandbox/egress.ts
 import { unixRequest } from './unix-http.ts';
 import { startWorker, type WorkerHandle, type WorkerOptions } from './worker-process.ts';
 import { eventually } from '../../testing/eventually.ts';
+import { descendants } from '../../testing/process-tree.ts';
 
 let root: string;
 const workers: WorkerHandle[] = [];
@@ -129,24 +130,12 @@ const CRASHER = 'module.exports = async (c) => { if (c.request.path === "/crash"
 
 /** The nice value of every thread of `root` and of every process under it (field 19 of each task's stat). */
 function treeNiceness(root: number): number[] {
-  const children = new Map<number, number[]>();
-  for (const e of fs.readdirSync('/proc')) {
-    if (!/^\d+$/.test(e)) continue;
-    try {
-      const stat = fs.readFileSync(`/proc/${e}/stat`, 'utf8');
-      const ppid = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
-      children.set(ppid, [...(children.get(ppid) ?? []), Number(e)]);
-    } catch {}
-  }
   const out: number[] = [];
-  const stack = [root];
-  while (stack.length > 0) {
-    const pid = stack.pop() as number;
+  for (const pid of [root, ...descendants(root)]) {
     for (const tid of fs.readdirSync(`/proc/${pid}/task`)) {
       const stat = fs.readFileSync(`/proc/${pid}/task/${tid}/stat`, 'utf8');
       out.push(Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[16]));
     }
-    stack.push(...(children.get(pid) ?? []));
   }
   return out;
 }
