@@ -6,7 +6,7 @@ import path from 'node:path';
 import { describe, it } from 'node:test';
 import { writeCharts } from './charts.ts';
 import { machineCpuDuring, median, spread, startBareServer, type WrkResult } from './lib.ts';
-import { BARE, FLINT, paceScript, peerRows, peerTable, rotation, summarizePeers } from './peers.ts';
+import { BARE, BARE_AGAIN, FLINT, paceScript, peerRows, peerTable, rotation, summarizePeers } from './peers.ts';
 import type { PeersResult } from './results.ts';
 import { findProgram, goFailure, haproxyConfig, nginxConfig, startNodePipe } from './proxies.ts';
 
@@ -85,6 +85,19 @@ describe('peer table math', () => {
     assert.equal(p99[1], '+140 µs');
     assert.match(p99[2], /^\+100 to \+150 µs .*added p50 \+60 \(\+60 to \+60\) µs; at full load added p99 \+600 \(\+200 to \+600\) µs/);
     assert.equal(p99[3], '≤ 200 µs');
+  });
+
+  it("gives the A/A comparison's spread beside the router's, and does not count it among the peers", () => {
+    const again = (rounds: Record<string, WrkResult>[], rps: number[], p99: number[]) => rounds.map((r, i) => ({ ...r, [BARE_AGAIN]: w(rps[i], r[BARE].p50Us, p99[i]) }));
+    const withAA: PeersResult = {
+      ...result,
+      summaries: summarizePeers(again(ROUNDS, [36000, 33000, 50000], [1000, 1400, 900])),
+      paced: summarizePeers(again(PACED, [3000, 3000, 3000], [250, 230, 180])),
+    };
+    const [ratio, p99] = peerRows(withAA);
+    assert.match(ratio[2], /; nginx 0\.75x; bare node:http against itself \(A\/A\) 1\.00x \(0\.90x-1\.10x\)$/);
+    assert.match(p99[2], /; bare node:http against itself \(A\/A\) added p99 0 \(-30 to \+50\) µs$/);
+    assert.doesNotMatch(peerRows(result)[0][2], /A\/A/, 'nothing said of an A/A comparison not measured');
   });
 
   it('paces with a random wait around the mean', () => {

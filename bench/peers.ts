@@ -13,7 +13,11 @@
 //   - a Node socket pipe (bench/peers/node-pipe): each client connection piped
 //     to an upstream connection of its own, no HTTP parsed. Not a proxy one
 //     could deploy, but the floor under any written in Node: the gap between
-//     it and Flint is the router's own work, the rest is Node's.
+//     it and Flint is the router's own work, the rest is Node's;
+//   - bare node:http again, the same server in a slot of its own (an A/A
+//     comparison): what this machine's own noise makes of a ratio and an added
+//     latency when nothing stands between, so a peer's spread can be read
+//     against it.
 // wrk (1 thread, 32 connections) runs against each in turn, in rounds whose
 // order rotates, twice: at full load (as fast as each answers: throughput,
 // and latency that is mostly queueing, 32 / req/s by Little's law) and paced
@@ -42,6 +46,8 @@ const execFileP = promisify(execFile);
 export const BARE = 'bare node:http';
 export const FLINT = 'Flint router';
 export const NODE_PIPE = 'Node socket pipe (floor, no HTTP)';
+/** The baseline measured again as if it were a peer: the spread the machine alone gives the figures. */
+export const BARE_AGAIN = 'A/A: bare node:http again';
 /** The router on a core of its own and its workers on the others (install values router.cpus, executor.workerCpus). */
 export const FLINT_OWN_CORE = 'Flint router, a core of its own';
 /** Idle keep-alive connections each proxy keeps to the upstream (more than wrk's 32). */
@@ -120,16 +126,18 @@ export function peerRows(r: PeersResult): string[][] {
   const flint = r.summaries.find((s) => s.name === FLINT);
   if (!flint) return [['peers: throughput via router / bare node:http', 'failed', 'no Flint figures', `≥ ${TARGET_RATIO}x`]];
   const others = r.summaries
-    .filter((s) => s.name !== FLINT && s.name !== BARE)
+    .filter((s) => s.name !== FLINT && s.name !== BARE && s.name !== BARE_AGAIN)
     .map((s) => `${s.name} ${fmt(s.ratio.median, 2)}x`)
     .join(', ');
   const over = `over ${r.rounds} rounds at ${r.connections} connections`;
   const paced = r.paced.find((s) => s.name === FLINT);
+  const aa = r.summaries.find((s) => s.name === BARE_AGAIN);
+  const aaPaced = r.paced.find((s) => s.name === BARE_AGAIN);
   const rows = [
     [
       'peers: throughput via router / bare node:http',
       `${fmt(flint.ratio.median, 2)}x`,
-      `${fmt(flint.ratio.min, 2)}-${fmt(flint.ratio.max, 2)}x ${over}${others ? `; ${others}` : ''}`,
+      `${fmt(flint.ratio.min, 2)}-${fmt(flint.ratio.max, 2)}x ${over}${others ? `; ${others}` : ''}${aa ? `; bare node:http against itself (A/A) ${range(aa.ratio, (n) => `${fmt(n, 2)}x`)}` : ''}`,
       `≥ ${TARGET_RATIO}x`,
     ],
   ];
@@ -137,7 +145,7 @@ export function peerRows(r: PeersResult): string[][] {
     rows.push([
       `peers: router added p99 over bare node:http, paced (${r.thinkMs} ms on average between a connection's requests)`,
       `${signed(paced.addedP99.median)} µs`,
-      `${signed(paced.addedP99.min)} to ${signed(paced.addedP99.max)} µs ${over}; added p50 ${range(paced.addedP50, signed, ' to ')} µs; at full load added p99 ${range(flint.addedP99, signed, ' to ')} µs, p50 ${range(flint.addedP50, signed, ' to ')} µs`,
+      `${signed(paced.addedP99.min)} to ${signed(paced.addedP99.max)} µs ${over}; added p50 ${range(paced.addedP50, signed, ' to ')} µs; at full load added p99 ${range(flint.addedP99, signed, ' to ')} µs, p50 ${range(flint.addedP50, signed, ' to ')} µs${aaPaced ? `; bare node:http against itself (A/A) added p99 ${range(aaPaced.addedP99, signed, ' to ')} µs` : ''}`,
       `≤ ${TARGET_ADDED_P99_US} µs`,
     ]);
   }
@@ -182,9 +190,10 @@ export async function peersBench(o: { sandbox: string; seconds: number; rounds: 
     await deployHello(server.controllerUrl, 3);
     const targets: { name: string; url: string }[] = [
       { name: BARE, url: bare.url },
+      { name: BARE_AGAIN, url: bare.url },
       { name: FLINT, url: `${server.routerUrl}/hello` },
     ];
-    await waitFor200(targets[1].url);
+    await waitFor200(`${server.routerUrl}/hello`);
     // What the CPU placement values trade (docs/cpu-placement.md), here where wrk shares the cores.
     const cpus = usableCpus();
     if (cpus.length >= 2) {
