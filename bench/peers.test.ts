@@ -96,7 +96,7 @@ describe('peer table math', () => {
     };
     const [ratio, p99] = peerRows(withAA);
     assert.match(ratio[2], /; nginx 0\.75x; bare node:http against itself \(A\/A\) 1\.00x \(0\.90x-1\.10x\)$/);
-    assert.match(p99[2], /; bare node:http against itself \(A\/A\) added p99 0 \(-30 to \+50\) µs$/);
+    assert.match(p99[2], /; paced, bare node:http against itself \(A\/A\) added p99 0 \(-30 to \+50\) µs$/);
     assert.doesNotMatch(peerRows(result)[0][2], /A\/A/, 'nothing said of an A/A comparison not measured');
   });
 

@@ -7,9 +7,11 @@ import path from 'node:path';
 import { loadHandler } from './loader.ts';
 
 export async function warmUp(): Promise<void> {
-  // node:os is loaded here, not at the top: a worker started for a waiting request never warms up.
-  const dir = fs.mkdtempSync(path.join(process.getBuiltinModule('node:os').tmpdir(), 'flint-warm-'));
+  let dir: string | undefined;
   try {
+    // node:os is loaded here, not at the top: a worker started for a waiting request never warms up.
+    // Inside the try: a worker whose temporary directory cannot be written still starts, unwarmed.
+    dir = fs.mkdtempSync(path.join(process.getBuiltinModule('node:os').tmpdir(), 'flint-warm-'));
     const cjs = path.join(dir, 'warm');
     fs.writeFileSync(cjs, 'module.exports = async () => ({ status: 200, body: "ok" });\n');
     const esm = path.join(dir, 'warm-esm');
@@ -19,6 +21,6 @@ export async function warmUp(): Promise<void> {
   } catch {
     // Warming is an optimisation only.
   } finally {
-    fs.rmSync(dir, { recursive: true, force: true });
+    if (dir !== undefined) fs.rmSync(dir, { recursive: true, force: true });
   }
 }
