@@ -1,12 +1,12 @@
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import fs from 'node:fs';
-import http from 'node:http';
 import os from 'node:os';
 import path from 'node:path';
 import { describe, it } from 'node:test';
 import { BUNDLE_FILE, RUNTIME_DIR, renderNodeRuntimeBundle } from '../../../scripts/build-node-runtime.ts';
 import { BUNDLE_NAME, bundleHeader, bundleIsFresh } from './bundle.ts';
+import { request as runtimeRequest } from './testing.ts';
 
 function tmpDir(): string {
   return fs.mkdtempSync(path.join(os.tmpdir(), 'flint-bundle-'));
@@ -59,16 +59,10 @@ describe('node runtime bundle', () => {
   async function startBundle(dir: string, nodeArgs: string[] = [], env: Record<string, string> = {}) {
     const sock = path.join(dir, 'w.sock');
     const child = spawn(process.execPath, [...nodeArgs, BUNDLE_FILE], { env: { ...process.env, FLINT_SOCKET: sock, FLINT_EXIT_ON_STDIN_EOF: '1', ...env }, stdio: ['pipe', 'ignore', 'inherit'] });
-    const request = (method: string, p: string, body?: string) =>
-      new Promise<{ status: number; text: string }>((resolve, reject) => {
-        const req = http.request({ socketPath: sock, method, path: p, headers: body ? { 'content-type': 'application/json' } : {} }, (res) => {
-          let text = '';
-          res.on('data', (c) => (text += c));
-          res.on('end', () => resolve({ status: res.statusCode ?? 0, text }));
-        });
-        req.on('error', reject);
-        req.end(body);
-      });
+    const request = async (method: string, p: string, body?: string) => {
+      const r = await runtimeRequest(sock, p, { method, body, headers: body ? { 'content-type': 'application/json' } : {} });
+      return { status: r.status, text: r.text };
+    };
     const stop = async () => {
       if (child.exitCode === null && child.signalCode === null) {
         child.stdin!.end();
