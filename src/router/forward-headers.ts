@@ -188,8 +188,15 @@ export function forwardedHost(host: string): string {
   return v;
 }
 
+/** A function's response headers as name/value strings, minus hop-by-hop ones, then the request id. */
+export function responseHeaders(raw: readonly string[], requestIdName: string, requestId: string): string[] {
+  const headers = endToEndHeaders(raw);
+  headers.push(requestIdName, requestId);
+  return headers;
+}
+
 /** A function's response headers as name/value strings, minus hop-by-hop ones. */
-export function responseHeaders(raw: string[], requestIdName: string, requestId: string): string[] {
+export function endToEndHeaders(raw: readonly string[]): string[] {
   const out: string[] = [];
   let extraHop: string[] | undefined;
   for (let i = 0; i < raw.length; i += 2) {
@@ -209,9 +216,7 @@ export function responseHeaders(raw: string[], requestIdName: string, requestId:
     }
     out.push(name, raw[i + 1]);
   }
-  const headers = extraHop === undefined ? out : dropNamed(out, extraHop);
-  headers.push(requestIdName, requestId);
-  return headers;
+  return extraHop === undefined ? out : dropNamed(out, extraHop);
 }
 
 /**
@@ -220,7 +225,7 @@ export function responseHeaders(raw: string[], requestIdName: string, requestId:
  * answer's meaning, not hop-by-hop details). Undefined when the function
  * named no protocol to switch to.
  */
-export function switchHeaders(raw: string[], requestIdName: string, requestId: string): string[] | undefined {
+export function switchHeaders(raw: readonly string[], requestIdName: string, requestId: string): string[] | undefined {
   let upgrade = '';
   for (let i = 0; i < raw.length; i += 2) if (raw[i].length === 7 && raw[i].toLowerCase() === 'upgrade') upgrade = raw[i + 1];
   if (upgrade === '') return undefined;

@@ -34,6 +34,9 @@ class FakeResponse {
     this.headersSent = true;
     return this;
   }
+  writeHeadWith(status: number): this {
+    return this.writeHead(status);
+  }
   write(chunk: Buffer): boolean {
     this.body.push(chunk);
     // The client is slow: every write asks the proxy to wait for a drain.

@@ -9,9 +9,9 @@ import type { Logger } from 'pino';
 import { type ErrorCode, ErrorCodes, isFlintError } from '../api/errors.ts';
 import type { Executor, Lease } from '../executor/types.ts';
 import { type AccessLog, accessEntry } from './access-log.ts';
-import { responseHeaders, switchHeaders } from './forward-headers.ts';
+import { endToEndHeaders, switchHeaders } from './forward-headers.ts';
 import type { Http1Request } from './http1/request.ts';
-import type { DetachedSocket, Http1Response, ResponseWatcher } from './http1/response.ts';
+import { type DetachedSocket, HeaderLines, type Http1Response, type ResponseWatcher } from './http1/response.ts';
 import type { FnStats, RouterMetrics } from './metrics.ts';
 import { REQUEST_ID_HEADER, sendError } from './reply.ts';
 import type { RequestTrace } from './request-trace.ts';
@@ -52,6 +52,22 @@ const MAX_BUSY_RETRIES = 100;
 
 /** Connection errors that mean the instance is gone, not merely misbehaving: no warning logged. */
 const EXPECTED_CODES = new Set(['ECONNREFUSED', 'ENOENT', 'ECONNRESET', 'EPIPE', 'ENOTCONN', 'ETIMEDOUT', 'EHOSTUNREACH', 'UPSTREAM_CLOSED', 'UPSTREAM_DESTROYED']);
+
+/**
+ * The client's head lines for a function's response headers, made once per
+ * list: the worker client's parser gives every response that repeats a head
+ * the same frozen list.
+ */
+const linesByHeaders = new WeakMap<readonly string[], HeaderLines>();
+
+function clientLines(headers: readonly string[]): HeaderLines {
+  let lines = linesByHeaders.get(headers);
+  if (lines === undefined) {
+    lines = new HeaderLines(endToEndHeaders(headers));
+    linesByHeaders.set(headers, lines);
+  }
+  return lines;
+}
 
 export class ProxyCall implements ResponseHandler, ResponseWatcher {
   readonly #deps: ProxyDeps;
@@ -184,13 +200,13 @@ export class ProxyCall implements ResponseHandler, ResponseWatcher {
     if (this.#gone) abort(new Error('client closed the connection'));
   }
 
-  onHeaders(statusCode: number, headers: string[], resume: () => void): number | undefined {
+  onHeaders(statusCode: number, headers: readonly string[], resume: () => void): number | undefined {
     this.#resume = resume;
     const target = this.#target;
     if (target.streamKind !== undefined && isStream(target.streamKind, headers)) this.#streaming = true;
     try {
       // The standard reason phrase, as Go's proxy does: a custom one is rarely meant for the end client.
-      this.#res.writeHead(statusCode, responseHeaders(headers, REQUEST_ID_HEADER, this.#requestId));
+      this.#res.writeHeadWith(statusCode, clientLines(headers), REQUEST_ID_HEADER, this.#requestId);
     } catch (err) {
       // Header names and values that are not HTTP are refused (ERR_INVALID_HTTP_TOKEN, ERR_INVALID_CHAR).
       this.#abortUpstream?.(badResponse((err as Error).message));
@@ -220,7 +236,7 @@ export class ProxyCall implements ResponseHandler, ResponseWatcher {
     this.#finish(this.#res.statusCode);
   }
 
-  onUpgrade(headers: string[], upstream: net.Socket, rest: Buffer): void {
+  onUpgrade(headers: readonly string[], upstream: net.Socket, rest: Buffer): void {
     const lease = this.#lease;
     if (this.#gone || this.#req.socket.destroyed) {
       upstream.destroy();

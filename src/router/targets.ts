@@ -10,7 +10,7 @@ export function functionKey(namespace: string, name: string): string {
 }
 
 /** Whether a response with these headers is a stream of the given kind. */
-export function isStream(kind: 'sse' | 'chunked' | 'any', headers: string[]): boolean {
+export function isStream(kind: 'sse' | 'chunked' | 'any', headers: readonly string[]): boolean {
   let sse = false;
   let sized = false;
   for (let i = 0; i < headers.length; i += 2) {

@@ -63,6 +63,67 @@ function checkHeader(name: string, value: string): void {
   if (!isFieldValue(value)) throw invalid('ERR_INVALID_CHAR', `Invalid character in header content ["${name}"]`);
 }
 
+/**
+ * Response headers checked and written out as head lines, framing and
+ * connection headers taken out (they are the server's). Throws, with
+ * node:http's codes, on what is not HTTP.
+ */
+export class HeaderLines {
+  /** The list they were made from. */
+  readonly headers: readonly string[];
+  readonly text: string;
+  /** -1 when there is none. */
+  readonly contentLength: number;
+  readonly hasDate: boolean;
+  /** A Connection header asked to close. */
+  readonly close: boolean;
+
+  constructor(headers: readonly string[]) {
+    this.headers = headers;
+    let text = '';
+    let length = -1;
+    let hasDate = false;
+    let close = false;
+    for (let i = 0; i < headers.length; i += 2) {
+      const name = headers[i];
+      const value = headers[i + 1];
+      checkHeader(name, value);
+      // The framing and connection headers are the server's; names of other lengths need no lower-casing.
+      switch (name.length) {
+        case 4:
+          if (name.toLowerCase() === 'date') hasDate = true;
+          break;
+        case 10: {
+          const lower = name.toLowerCase();
+          if (lower === 'connection') {
+            if (value.toLowerCase().includes('close')) close = true;
+            continue;
+          }
+          if (lower === 'keep-alive') continue;
+          break;
+        }
+        case 14:
+          if (name.toLowerCase() === 'content-length') {
+            if (!/^\d{1,15}$/.test(value) || (length !== -1 && Number(value) !== length)) {
+              throw invalid('ERR_HTTP_INVALID_HEADER_VALUE', `Invalid value "${value}" for header "Content-Length"`);
+            }
+            if (length !== -1) continue;
+            length = Number(value);
+          }
+          break;
+        case 17:
+          if (name.toLowerCase() === 'transfer-encoding') continue;
+          break;
+      }
+      text += `${name}: ${value}\r\n`;
+    }
+    this.text = text;
+    this.contentLength = length;
+    this.hasDate = hasDate;
+    this.close = close;
+  }
+}
+
 export class Http1Response {
   readonly #owner: ResponseOwner;
   readonly #headRequest: boolean;
@@ -109,50 +170,34 @@ export class Http1Response {
   }
 
   /** Headers as name/value pairs; repeated names (Set-Cookie) are kept as they are. */
-  writeHead(status: number, headers?: string[]): this {
+  writeHead(status: number, headers?: readonly string[]): this {
     if (this.#abandoned) return this;
-    if (this.headersSent) throw invalid('ERR_HTTP_HEADERS_SENT', 'Cannot write headers after they are sent to the client');
-    if (!Number.isInteger(status) || status < 200 || status > 999) throw invalid('ERR_HTTP_INVALID_STATUS_CODE', `Invalid status code: ${status}`);
     let all = headers ?? [];
     if (this.#pending !== undefined) all = mergePending(this.#pending, all);
+    this.#writeHead(status, new HeaderLines(all), '');
+    return this;
+  }
+
+  /**
+   * writeHead() with `lines` checked and written beforehand (HeaderLines),
+   * then `name: value`: the proxy's path, where one instance's responses
+   * repeat the same headers and only the request id changes.
+   */
+  writeHeadWith(status: number, lines: HeaderLines, name: string, value: string): this {
+    if (this.#abandoned) return this;
+    if (this.#pending !== undefined) return this.writeHead(status, [...lines.headers, name, value]);
+    checkHeader(name, value);
+    this.#writeHead(status, lines, `${name}: ${value}\r\n`);
+    return this;
+  }
+
+  #writeHead(status: number, lines: HeaderLines, more: string): void {
+    if (this.headersSent) throw invalid('ERR_HTTP_HEADERS_SENT', 'Cannot write headers after they are sent to the client');
+    if (!Number.isInteger(status) || status < 200 || status > 999) throw invalid('ERR_HTTP_INVALID_STATUS_CODE', `Invalid status code: ${status}`);
     // Asked now, not at the start: the server may have begun stopping while the answer was prepared.
-    this.#close = this.#owner.closeAfter;
-    let text = `HTTP/1.1 ${status} ${STATUS_CODES[status] ?? 'Unknown'}\r\n`;
-    let length = -1;
-    let hasDate = false;
-    for (let i = 0; i < all.length; i += 2) {
-      const name = all[i];
-      const value = all[i + 1];
-      checkHeader(name, value);
-      // The framing and connection headers are the server's; names of other lengths need no lower-casing.
-      switch (name.length) {
-        case 4:
-          if (name.toLowerCase() === 'date') hasDate = true;
-          break;
-        case 10: {
-          const lower = name.toLowerCase();
-          if (lower === 'connection') {
-            if (value.toLowerCase().includes('close')) this.#close = true;
-            continue;
-          }
-          if (lower === 'keep-alive') continue;
-          break;
-        }
-        case 14:
-          if (name.toLowerCase() === 'content-length') {
-            if (!/^\d{1,15}$/.test(value) || (length !== -1 && Number(value) !== length)) {
-              throw invalid('ERR_HTTP_INVALID_HEADER_VALUE', `Invalid value "${value}" for header "Content-Length"`);
-            }
-            if (length !== -1) continue;
-            length = Number(value);
-          }
-          break;
-        case 17:
-          if (name.toLowerCase() === 'transfer-encoding') continue;
-          break;
-      }
-      text += `${name}: ${value}\r\n`;
-    }
+    this.#close = this.#owner.closeAfter || lines.close;
+    let text = `HTTP/1.1 ${status} ${STATUS_CODES[status] ?? 'Unknown'}\r\n${lines.text}${more}`;
+    const length = lines.contentLength;
     this.#noBody = this.#headRequest || status === 204 || status === 304;
     if (!this.#noBody) {
       if (length !== -1) this.#owed = length;
@@ -162,7 +207,7 @@ export class Http1Response {
         text += 'Transfer-Encoding: chunked\r\n';
       }
     }
-    if (!hasDate) text += `Date: ${httpDate()}\r\n`;
+    if (!lines.hasDate) text += `Date: ${httpDate()}\r\n`;
     if (this.#close) text += 'Connection: close\r\n';
     else {
       if (this.#http10) text += 'Connection: keep-alive\r\n';
@@ -171,7 +216,6 @@ export class Http1Response {
     this.#head = `${text}\r\n`;
     this.statusCode = status;
     this.headersSent = true;
-    return this;
   }
 
   /**
@@ -264,7 +308,7 @@ export class Http1Response {
 }
 
 /** setHeader() values first, minus any name the writeHead() list also has. */
-function mergePending(pending: string[], headers: string[]): string[] {
+function mergePending(pending: string[], headers: readonly string[]): string[] {
   if (headers.length === 0) return pending;
   const given = new Set<string>();
   for (let i = 0; i < headers.length; i += 2) given.add(headers[i].toLowerCase());

@@ -5,7 +5,7 @@ import net from 'node:net';
 import { after, before, describe, it } from 'node:test';
 import type { FlintError } from '../../api/errors.ts';
 import type { Http1Request } from './request.ts';
-import type { Http1Response } from './response.ts';
+import { HeaderLines, type Http1Response } from './response.ts';
 import { listenersOn } from '../../testing/listeners.ts';
 import { Http1Server } from './server.ts';
 
@@ -200,6 +200,42 @@ describe('Http1Server', () => {
     handler = (_req, res) => {
       try {
         res.writeHead(200, ['X-Evil', 'a\r\nSet-Cookie: x=1']);
+      } catch (e) {
+        err = e;
+      }
+      hello(_req, res);
+    };
+    const { got } = await exchange('GET /h HTTP/1.1\r\nHost: h\r\n\r\n', (g) => g.includes('hello /h'));
+    assert.equal((err as { code?: string }).code, 'ERR_INVALID_CHAR');
+    assert.ok(!got.includes('Set-Cookie'));
+  });
+
+  it('writes headers checked beforehand (HeaderLines) as writeHead writes the same list, and refuses a bad one before anything goes out', async () => {
+    const list = ['Content-Type', 'text/plain', 'Connection', 'close', 'Content-Length', '5', 'Transfer-Encoding', 'chunked'];
+    const lines = new HeaderLines(list);
+    const heads: string[] = [];
+    for (const how of ['writeHead', 'writeHeadWith', 'writeHeadWith after setHeader'] as const) {
+      handler = (_req, res) => {
+        if (how === 'writeHead') res.writeHead(200, [...list, 'X-Id', 'one']);
+        else {
+          if (how !== 'writeHeadWith') res.setHeader('X-Id', 'replaced');
+          res.writeHeadWith(200, lines, 'X-Id', 'one');
+        }
+        res.end('hello');
+      };
+      const { got } = await exchange('GET /h HTTP/1.1\r\nHost: h\r\n\r\n', (g) => g.endsWith('hello'));
+      heads.push(got.replace(/Date: [^\r]+/, 'Date: -'));
+    }
+    assert.equal(heads[1], heads[0]);
+    assert.equal(heads[2], heads[0]);
+    // The server's framing and connection headers, not the list's: Content-Length kept, Transfer-Encoding dropped, the close honoured.
+    assert.match(heads[0], /^HTTP\/1\.1 200 OK\r\nContent-Type: text\/plain\r\nContent-Length: 5\r\nX-Id: one\r\nDate: -\r\nConnection: close\r\n\r\nhello$/);
+    assert.throws(() => new HeaderLines(['X-Evil', 'a\r\nSet-Cookie: x=1']), { code: 'ERR_INVALID_CHAR' });
+    assert.throws(() => new HeaderLines(['Bad Name', 'x']), { code: 'ERR_INVALID_HTTP_TOKEN' });
+    let err: unknown;
+    handler = (_req, res) => {
+      try {
+        res.writeHeadWith(200, new HeaderLines(['Content-Length', '5']), 'X-Evil', 'a\r\nSet-Cookie: x=1');
       } catch (e) {
         err = e;
       }

@@ -42,7 +42,7 @@ export class Connection implements ResponseSink {
   /** The handler asked to stop reading and has not resumed yet. */
   #pushedBack = false;
   /** Set by the parser's onUpgrade: the 101's headers, acted on once the current read has been parsed. */
-  #switched: string[] | undefined = undefined;
+  #switched: readonly string[] | undefined = undefined;
 
   constructor(socket: net.Socket, owner: ConnectionOwner, maxIdleMs: number) {
     this.#socket = socket;
@@ -138,7 +138,7 @@ export class Connection implements ResponseSink {
 
   // ---- response (ResponseSink) --------------------------------------------------
 
-  onHead(status: number, headers: string[]): void {
+  onHead(status: number, headers: readonly string[]): void {
     this.#awaitingHead = false;
     const bodyTimeoutMs = this.#handler?.onHeaders(status, headers, this.#resume);
     if (bodyTimeoutMs !== undefined && bodyTimeoutMs !== this.#timerMs && this.#handler !== undefined) this.#armTimer(bodyTimeoutMs);
@@ -157,7 +157,7 @@ export class Connection implements ResponseSink {
     this.#ended = true;
   }
 
-  onUpgrade(headers: string[]): void {
+  onUpgrade(headers: readonly string[]): void {
     this.#switched = headers;
   }
 
@@ -195,7 +195,7 @@ export class Connection implements ResponseSink {
   }
 
   /** After a 101 the socket carries another protocol: it leaves the pool for the handler. */
-  #handOver(headers: string[]): void {
+  #handOver(headers: readonly string[]): void {
     const h = this.#handler;
     if (h === undefined) return;
     this.#handler = undefined;

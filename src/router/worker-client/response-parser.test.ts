@@ -4,11 +4,11 @@ import { MAX_HEAD_BYTES, ResponseParser, type ResponseSink } from './response-pa
 
 class Recorder implements ResponseSink {
   status = 0;
-  headers: string[] = [];
+  headers: readonly string[] = [];
   heads = 0;
   body: Buffer[] = [];
   ended = 0;
-  onHead(status: number, headers: string[]): void {
+  onHead(status: number, headers: readonly string[]): void {
     this.status = status;
     this.headers = headers;
     this.heads++;
@@ -24,8 +24,8 @@ class Recorder implements ResponseSink {
   onEnd(): void {
     this.ended++;
   }
-  switched: string[] | undefined;
-  onUpgrade(headers: string[]): void {
+  switched: readonly string[] | undefined;
+  onUpgrade(headers: readonly string[]): void {
     this.switched = headers;
   }
   get text(): string {
@@ -262,5 +262,97 @@ describe('ResponseParser', () => {
     assert.equal(rec.ended, 2);
     assert.equal(parser.keepAlive, true);
     assert.equal(parser.keepAliveHintMs, undefined);
+  });
+});
+
+describe('ResponseParser, a head that repeats the last one', () => {
+  const HEAD = 'HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 5\r\nKeep-Alive: timeout=7\r\n\r\n';
+
+  function connection(): { rec: Recorder; parser: ResponseParser; send(wire: string | Buffer, o?: { noBody?: boolean; upgrade?: boolean }): void } {
+    const rec = new Recorder();
+    const parser = new ResponseParser(rec);
+    return {
+      rec,
+      parser,
+      send(wire, o = {}) {
+        parser.start(o.noBody ?? false, o.upgrade ?? false);
+        parser.execute(typeof wire === 'string' ? Buffer.from(wire, 'latin1') : wire);
+      },
+    };
+  }
+
+  it('gives the same frozen header list, which a handler cannot change for the next response', () => {
+    const c = connection();
+    c.send(`${HEAD}hello`);
+    const first = c.rec.headers;
+    c.send(`${HEAD}world`);
+    assert.equal(c.rec.headers, first, 'the list is shared');
+    assert.ok(Object.isFrozen(first));
+    assert.throws(() => (first as string[]).push('X-Evil', '1'), TypeError);
+    assert.equal(c.rec.text, 'helloworld');
+    assert.equal(c.parser.keepAliveHintMs, 7000);
+  });
+
+  it('parses a head again when a single byte differs, and frames the body by it', () => {
+    const c = connection();
+    c.send(`${HEAD}hello`);
+    c.send(`${HEAD.replace('Length: 5', 'Length: 6')}hello!`);
+    assert.equal(c.rec.ended, 2);
+    assert.equal(c.rec.text, 'hellohello!');
+    assert.deepEqual(c.rec.headers, ['Content-Type', 'text/plain', 'Content-Length', '6', 'Keep-Alive', 'timeout=7']);
+    // Same length, one byte changed: a chunked head where the last one had a length.
+    const chunked = HEAD.replace('Content-Length: 5', 'Transfer-Encoding: chunked').replace('timeout=7', 'timeout=77');
+    c.send(`${chunked}3\r\nabc\r\n0\r\n\r\n`);
+    assert.equal(c.rec.text, 'hellohello!abc');
+    assert.equal(c.parser.keepAliveHintMs, 77000);
+  });
+
+  it('takes what depends on the request from the request, not from the head it repeats', () => {
+    const c = connection();
+    // A HEAD request's answer has no body, whatever its Content-Length says ...
+    c.send(HEAD, { noBody: true });
+    assert.equal(c.parser.done, true);
+    // ... and the same head to a GET has one.
+    c.send(`${HEAD}hello`);
+    assert.equal(c.rec.text, 'hello');
+    assert.equal(c.parser.keepAlive, true);
+    // An instance that declined an upgrade may not be sent another request, even with a head it sent before.
+    c.send(`${HEAD}again`, { upgrade: true });
+    assert.equal(c.parser.keepAlive, false);
+    c.send(`${HEAD}fresh`);
+    assert.equal(c.parser.keepAlive, true);
+  });
+
+  it('refuses a bad head every time it comes: a refusal is never remembered', () => {
+    const c = connection();
+    const bad = 'HTTP/1.1 200 OK\r\nBad Name: x\r\nContent-Length: 0\r\n\r\n';
+    assert.throws(() => c.send(bad), /bad header name/);
+    assert.throws(() => c.send(bad), /bad header name/);
+    c.send(`${HEAD}hello`);
+    assert.throws(() => c.send(`${HEAD.replace('Content-Type', 'Content Type')}hello`), /bad header name/);
+  });
+
+  it('keeps its own copy of the bytes: a socket buffer written over afterwards changes nothing', () => {
+    const c = connection();
+    const buf = Buffer.from(`${HEAD}hello`, 'latin1');
+    c.send(buf);
+    // The same memory, reused for the next read with other bytes in it.
+    buf.write(HEAD.replace('Length: 5', 'Length: 3'), 0, 'latin1');
+    c.send(buf.subarray(0, HEAD.length + 3));
+    assert.deepEqual(c.rec.headers, ['Content-Type', 'text/plain', 'Content-Length', '3', 'Keep-Alive', 'timeout=7']);
+    assert.equal(c.rec.text, 'hellohel');
+    c.send(`${HEAD}12345`);
+    assert.equal(c.rec.text, 'hellohel12345');
+  });
+
+  it('parses a head split across reads like any other', () => {
+    const c = connection();
+    c.send(`${HEAD}hello`);
+    c.parser.start(false);
+    const wire = Buffer.from(`${HEAD}world`, 'latin1');
+    c.parser.execute(wire.subarray(0, 20));
+    c.parser.execute(wire.subarray(20));
+    assert.equal(c.rec.text, 'helloworld');
+    assert.equal(c.rec.ended, 2);
   });
 });

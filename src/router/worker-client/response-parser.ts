@@ -13,7 +13,7 @@ import { badResponse } from './errors.ts';
 
 export interface ResponseSink {
   /** A final (non-1xx) response head; headers as name/value pairs, latin1. */
-  onHead(status: number, headers: string[]): void;
+  onHead(status: number, headers: readonly string[]): void;
   /**
    * `last` when the chunk ends a Content-Length body (and onEnd follows at
    * once). Returning false stops the parser: the rest of the bytes are held
@@ -23,7 +23,7 @@ export interface ResponseSink {
   /** The response is complete. */
   onEnd(): void;
   /** A 101 to a request that asked to upgrade: what follows is the other protocol's (takeRest()). */
-  onUpgrade(headers: string[]): void;
+  onUpgrade(headers: readonly string[]): void;
 }
 
 /** Larger heads are refused: a runaway or hostile instance must not fill memory. */
@@ -54,6 +54,8 @@ export class ResponseParser implements BodySink {
   #partial: Buffer | undefined = undefined;
   #noBody = false;
   #upgrade = false;
+  /** The last head parsed on this connection, and its bytes. */
+  #last: { bytes: Buffer; head: ParsedHead } | undefined = undefined;
   /** After the response: whether the connection may carry another request. */
   keepAlive = true;
   /** The instance's `Keep-Alive: timeout=N`, in ms; undefined when it sent none. */
@@ -110,7 +112,7 @@ export class ResponseParser implements BodySink {
             this.#partial = buf.subarray(pos);
             return;
           }
-          const head = buf.toString('latin1', pos, end);
+          const head = this.#parsed(buf, pos, end);
           pos = end + 4;
           this.#head(head);
           break;
@@ -152,65 +154,23 @@ export class ResponseParser implements BodySink {
     return this.#partial !== undefined && this.#state !== State.Head;
   }
 
-  #head(head: string): void {
-    // Scanned by hand: this runs once per proxied request, and regexes and
-    // per-line splits showed up in the router's profile.
-    const statusEnd = head.indexOf('\r\n');
-    const lineEnd = statusEnd === -1 ? head.length : statusEnd;
-    const status = statusCode(head, lineEnd);
-    // The reason phrase is not passed on, but a CR or LF in it would end the line early for a lenient reader.
-    if (status === -1 || hasCrOrLf(head, 12, lineEnd)) throw badResponse(`bad status line ${JSON.stringify(head.slice(0, Math.min(lineEnd, 64)))}`);
-    const http10 = head.charCodeAt(7) === 0x30;
-    const headers: string[] = [];
-    let contentLength = -1;
-    let transferEncoding: string | undefined;
-    let connection = '';
-    let keepAliveHeader = '';
-    let start = statusEnd === -1 ? head.length : statusEnd + 2;
-    while (start < head.length) {
-      let end = head.indexOf('\r\n', start);
-      if (end === -1) end = head.length;
-      const colon = head.indexOf(':', start);
-      if (colon <= start || colon > end) throw badResponse(`bad header line ${JSON.stringify(head.slice(start, Math.min(end, start + 64)))}`);
-      const first = head.charCodeAt(start);
-      if (first === 0x20 || first === 0x09) throw badResponse('folded header lines are not allowed');
-      let vs = colon + 1;
-      let ve = end;
-      while (vs < ve && isOws(head.charCodeAt(vs))) vs++;
-      while (ve > vs && isOws(head.charCodeAt(ve - 1))) ve--;
-      const name = head.slice(start, colon);
-      const value = head.slice(vs, ve);
-      if (!isToken(name)) throw badResponse(`bad header name ${JSON.stringify(name.slice(0, 64))}`);
-      if (!isFieldValue(value)) throw badResponse(`header ${name} has a control character in its value`);
-      start = end + 2;
-      // Only framing and connection headers matter here; their lengths spare lower-casing the rest.
-      switch (name.length) {
-        case 14:
-          if (name.toLowerCase() === 'content-length') {
-            const n = parseContentLength(value);
-            if (contentLength !== -1) {
-              if (n !== contentLength) throw badResponse('conflicting Content-Length headers');
-              // One Content-Length goes on, as one number: strict clients refuse lists and repeats.
-              continue;
-            }
-            contentLength = n;
-            headers.push(name, String(n));
-            continue;
-          }
-          break;
-        case 10: {
-          const lower = name.toLowerCase();
-          if (lower === 'connection') connection = connection === '' ? value : `${connection}, ${value}`;
-          else if (lower === 'keep-alive') keepAliveHeader = value;
-          break;
-        }
-        case 17:
-          // Every Transfer-Encoding line counts: `gzip` then `chunked` is a gzip body, chunked.
-          if (name.toLowerCase() === 'transfer-encoding') transferEncoding = transferEncoding === undefined ? value : `${transferEncoding}, ${value}`;
-          break;
-      }
-      headers.push(name, value);
-    }
+  /**
+   * What the head at buf[pos, end) says. An instance answers the same head
+   * over and over (only its Date changes, once a second), so the last head's
+   * bytes and meaning are kept, and bytes equal to them are not parsed again:
+   * parsing is a function of the bytes alone.
+   */
+  #parsed(buf: Buffer, pos: number, end: number): ParsedHead {
+    const last = this.#last;
+    if (last !== undefined && last.bytes.length === end - pos && buf.compare(last.bytes, 0, last.bytes.length, pos, end) === 0) return last.head;
+    const head = parseHead(buf.toString('latin1', pos, end));
+    // A copy: the socket's buffer is not this parser's to keep.
+    if (end - pos <= MAX_REMEMBERED_HEAD) this.#last = { bytes: Buffer.from(buf.subarray(pos, end)), head };
+    return head;
+  }
+
+  #head(head: ParsedHead): void {
+    const { status, http10, headers, contentLength, transferEncoding } = head;
     if (status < 200) {
       // 1xx interim responses (100 Continue, 103 Early Hints) precede the real one.
       if (status === 101) {
@@ -226,17 +186,10 @@ export class ResponseParser implements BodySink {
       // HTTP parser all the same (node:http does, once it listens for upgrades):
       // another request sent on it could wait forever.
       this.keepAlive = false;
-    } else if (connection === '') {
-      this.keepAlive = !http10;
     } else {
-      const conn = connection.toLowerCase();
-      // Whole list members (RFC 9110 7.6.1), as the instance's own server reads them.
-      this.keepAlive = http10 ? listHas(conn, 'keep-alive') : !listHas(conn, 'close');
+      this.keepAlive = head.persistent;
     }
-    if (keepAliveHeader !== '') {
-      const t = KEEP_ALIVE_TIMEOUT.exec(keepAliveHeader);
-      if (t !== null) this.keepAliveHintMs = Number(t[1]) * 1000;
-    }
+    this.keepAliveHintMs = head.keepAliveHintMs;
     if (this.#noBody || status === 204 || status === 304) {
       this.#state = State.Done;
     } else if (transferEncoding !== undefined) {
@@ -264,6 +217,99 @@ export class ResponseParser implements BodySink {
 }
 
 const EMPTY = Buffer.alloc(0);
+
+/** A response head's meaning, whatever request it answers; shared by every response with the same head bytes. */
+interface ParsedHead {
+  readonly status: number;
+  readonly http10: boolean;
+  /** Frozen: a remembered head's list goes to every response that repeats it. */
+  readonly headers: readonly string[];
+  /** -1 when there is none. */
+  readonly contentLength: number;
+  /** Every Transfer-Encoding line, joined; undefined when there is none. */
+  readonly transferEncoding: string | undefined;
+  /** Whether the instance's Connection header (or its HTTP version, without one) lets the connection carry another request. */
+  readonly persistent: boolean;
+  /** The instance's `Keep-Alive: timeout=N`, in ms. */
+  readonly keepAliveHintMs: number | undefined;
+}
+
+/** Longer heads are parsed every time rather than kept per connection. */
+const MAX_REMEMBERED_HEAD = 2048;
+
+/** Parses a response head (without its blank line); throws an UpstreamError on one that is not HTTP/1.x. */
+function parseHead(head: string): ParsedHead {
+  // Scanned by hand: this runs once per proxied request, and regexes and
+  // per-line splits showed up in the router's profile.
+  const statusEnd = head.indexOf('\r\n');
+  const lineEnd = statusEnd === -1 ? head.length : statusEnd;
+  const status = statusCode(head, lineEnd);
+  // The reason phrase is not passed on, but a CR or LF in it would end the line early for a lenient reader.
+  if (status === -1 || hasCrOrLf(head, 12, lineEnd)) throw badResponse(`bad status line ${JSON.stringify(head.slice(0, Math.min(lineEnd, 64)))}`);
+  const http10 = head.charCodeAt(7) === 0x30;
+  const headers: string[] = [];
+  let contentLength = -1;
+  let transferEncoding: string | undefined;
+  let connection = '';
+  let keepAliveHeader = '';
+  let start = statusEnd === -1 ? head.length : statusEnd + 2;
+  while (start < head.length) {
+    let end = head.indexOf('\r\n', start);
+    if (end === -1) end = head.length;
+    const colon = head.indexOf(':', start);
+    if (colon <= start || colon > end) throw badResponse(`bad header line ${JSON.stringify(head.slice(start, Math.min(end, start + 64)))}`);
+    const first = head.charCodeAt(start);
+    if (first === 0x20 || first === 0x09) throw badResponse('folded header lines are not allowed');
+    let vs = colon + 1;
+    let ve = end;
+    while (vs < ve && isOws(head.charCodeAt(vs))) vs++;
+    while (ve > vs && isOws(head.charCodeAt(ve - 1))) ve--;
+    const name = head.slice(start, colon);
+    const value = head.slice(vs, ve);
+    if (!isToken(name)) throw badResponse(`bad header name ${JSON.stringify(name.slice(0, 64))}`);
+    if (!isFieldValue(value)) throw badResponse(`header ${name} has a control character in its value`);
+    start = end + 2;
+    // Only framing and connection headers matter here; their lengths spare lower-casing the rest.
+    switch (name.length) {
+      case 14:
+        if (name.toLowerCase() === 'content-length') {
+          const n = parseContentLength(value);
+          if (contentLength !== -1) {
+            if (n !== contentLength) throw badResponse('conflicting Content-Length headers');
+            // One Content-Length goes on, as one number: strict clients refuse lists and repeats.
+            continue;
+          }
+          contentLength = n;
+          headers.push(name, String(n));
+          continue;
+        }
+        break;
+      case 10: {
+        const lower = name.toLowerCase();
+        if (lower === 'connection') connection = connection === '' ? value : `${connection}, ${value}`;
+        else if (lower === 'keep-alive') keepAliveHeader = value;
+        break;
+      }
+      case 17:
+        // Every Transfer-Encoding line counts: `gzip` then `chunked` is a gzip body, chunked.
+        if (name.toLowerCase() === 'transfer-encoding') transferEncoding = transferEncoding === undefined ? value : `${transferEncoding}, ${value}`;
+        break;
+    }
+    headers.push(name, value);
+  }
+  let keepAliveHintMs: number | undefined;
+  if (keepAliveHeader !== '') {
+    const t = KEEP_ALIVE_TIMEOUT.exec(keepAliveHeader);
+    if (t !== null) keepAliveHintMs = Number(t[1]) * 1000;
+  }
+  let persistent = !http10;
+  if (connection !== '') {
+    const conn = connection.toLowerCase();
+    // Whole list members (RFC 9110 7.6.1), as the instance's own server reads them.
+    persistent = http10 ? listHas(conn, 'keep-alive') : !listHas(conn, 'close');
+  }
+  return { status, http10, headers: Object.freeze(headers), contentLength, transferEncoding, persistent, keepAliveHintMs };
+}
 
 function isOws(c: number): boolean {
   return c === 0x20 || c === 0x09;

@@ -33,7 +33,7 @@ export interface ResponseHandler {
    * return the longest silence to allow inside this response's body instead
    * of `timeoutMs` (a stream's idle limit).
    */
-  onHeaders(status: number, headers: string[], resume: () => void): number | undefined;
+  onHeaders(status: number, headers: readonly string[], resume: () => void): number | undefined;
   /**
    * Return false to stop reading from the instance until `resume` is called.
    * `last` says the chunk ends the body and onComplete follows before any
@@ -47,7 +47,7 @@ export interface ResponseHandler {
    * (bytes after the 101's head) already read from it. Ends the request
    * like onComplete; the handler owns the socket's 'error' events from now.
    */
-  onUpgrade?(headers: string[], socket: net.Socket, rest: Buffer): void;
+  onUpgrade?(headers: readonly string[], socket: net.Socket, rest: Buffer): void;
   /** Exactly one of onComplete, onUpgrade and onError is called, once. */
   onError(err: Error): void;
 }
