@@ -116,7 +116,7 @@ function dropNamed(headers: string[], names: string[]): string[] {
   return out;
 }
 
-export function scanRequest(raw: string[], classes: RequestClasses = REQUEST_CLASS): ScannedRequest {
+export function scanRequest(raw: readonly string[], classes: RequestClasses = REQUEST_CLASS): ScannedRequest {
   let headers: string[] = [];
   let host = '';
   let requestId: string | undefined;

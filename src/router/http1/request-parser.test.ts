@@ -219,3 +219,50 @@ describe('RequestParser', () => {
     assert.deepEqual(got, ['ab', 'cd', '<end>']);
   });
 });
+
+describe('RequestParser, a head that repeats the last one on the connection', () => {
+  const HEAD = 'POST /a HTTP/1.1\r\nHost: h\r\nContent-Length: 3\r\n\r\n';
+
+  it('gives the same frozen head, and reads each request body by it', () => {
+    const r = new Recorder();
+    r.parser.execute(Buffer.from(`${HEAD}abc${HEAD}def`, 'latin1'));
+    assert.equal(r.heads.length, 2);
+    assert.equal(r.heads[1], r.heads[0], 'the head is shared');
+    assert.ok(Object.isFrozen(r.heads[0]) && Object.isFrozen(r.heads[0].rawHeaders));
+    assert.throws(() => (r.heads[0].rawHeaders as string[]).push('X-Evil', '1'), TypeError);
+    assert.deepEqual(r.bodies, ['abc', 'def']);
+    assert.equal(r.ends, 2);
+  });
+
+  it('parses a head again when a single byte differs, and frames the body by it', () => {
+    const r = new Recorder();
+    const chunked = HEAD.replace('Content-Length: 3', 'Transfer-Encoding: chunked');
+    r.parser.execute(Buffer.from(`${HEAD}abc${HEAD.replace('Length: 3', 'Length: 4')}defg${chunked}1\r\nx\r\n0\r\n\r\n`, 'latin1'));
+    assert.deepEqual(r.bodies, ['abc', 'defg', 'x']);
+    assert.deepEqual(r.heads[1].rawHeaders, ['Host', 'h', 'Content-Length', '4']);
+    assert.equal(r.heads[2].rawHeaders[3], 'chunked');
+  });
+
+  it('refuses a head of the same length as the last good one, with a line split where a lenient reader would not see it', () => {
+    const r = new Recorder();
+    const good = 'GET /a HTTP/1.1\r\nHost: h\r\nX-Pad:  12\r\n\r\n';
+    const evil = 'GET /a HTTP/1.1\r\nHost: h\r\nX-Pad:\r\n12\r\n\r\n';
+    assert.equal(evil.length, good.length);
+    r.parser.execute(Buffer.from(good, 'latin1'));
+    assert.throws(() => r.parser.execute(Buffer.from(evil, 'latin1')), /bad header line/);
+  });
+
+  it('keeps its own copy of the bytes: a socket buffer written over afterwards changes nothing', () => {
+    const r = new Recorder();
+    const buf = Buffer.from(`${HEAD}abc`, 'latin1');
+    r.parser.execute(buf);
+    buf.write(HEAD.replace('/a', '/b'), 0, 'latin1');
+    r.parser.execute(buf);
+    r.parser.execute(Buffer.from(`${HEAD}ghi`, 'latin1'));
+    assert.deepEqual(
+      r.heads.map((h) => h.url),
+      ['/a', '/b', '/a'],
+    );
+    assert.deepEqual(r.bodies, ['abc', 'abc', 'ghi']);
+  });
+});

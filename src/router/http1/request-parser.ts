@@ -17,8 +17,8 @@ export interface RequestHead {
   /** The request target as sent (origin form, or absolute form). */
   readonly url: string;
   readonly http10: boolean;
-  /** Name/value pairs as sent (latin1), like node:http's rawHeaders. */
-  readonly rawHeaders: string[];
+  /** Name/value pairs as sent (latin1), like node:http's rawHeaders; frozen (a repeated head shares its list). */
+  readonly rawHeaders: readonly string[];
   /** The client lets the connection carry another request after this one. */
   readonly keepAlive: boolean;
   /** A body follows (a Content-Length above 0, or chunked). */
@@ -59,6 +59,8 @@ export class RequestParser implements BodySink {
   /** A head split across reads, bytes held after a push-back, or the next request's bytes. */
   #partial: Buffer | undefined = undefined;
   #executing = false;
+  /** The last head parsed on this connection, and its bytes. */
+  #last: { bytes: Buffer; head: ParsedRequestHead } | undefined = undefined;
 
   constructor(sink: RequestSink) {
     this.#sink = sink;
@@ -122,7 +124,7 @@ export class RequestParser implements BodySink {
             this.#partial = buf.subarray(pos);
             return;
           }
-          const head = buf.toString('latin1', pos, end);
+          const head = this.#parsed(buf, pos, end);
           pos = end + 4;
           this.#head(head);
           break;
@@ -146,127 +148,158 @@ export class RequestParser implements BodySink {
     }
   }
 
-  #head(head: string): void {
-    const lineEnd0 = head.indexOf('\r\n');
-    const lineEnd = lineEnd0 === -1 ? head.length : lineEnd0;
-    const sp1 = head.indexOf(' ');
-    const sp2 = sp1 === -1 ? -1 : head.indexOf(' ', sp1 + 1);
-    if (sp1 <= 0 || sp2 === -1 || sp2 >= lineEnd) throw badRequest(`bad request line ${JSON.stringify(head.slice(0, Math.min(lineEnd, 64)))}`);
-    const method = head.slice(0, sp1);
-    if (!isToken(method)) throw badRequest(`bad method ${JSON.stringify(method.slice(0, 32))}`);
-    // CONNECT asks for a tunnel (RFC 9110 9.3.6): what follows its head is not
-    // HTTP, and the router opens no tunnels, so the request is not read as one.
-    if (method === 'CONNECT') throw new FlintError('FLINT_ERR_NOT_IMPLEMENTED', 'CONNECT is not supported: the router opens no tunnels');
-    if (!isTarget(head, sp1 + 1, sp2)) throw badRequest('the request target is empty or has a character that must be percent-encoded');
-    // Origin form, absolute form, or `*` for a server-wide OPTIONS (RFC 9112
-    // 3.2); anything else is no target at all, and is refused rather than guessed at.
-    const first = head.charCodeAt(sp1 + 1);
-    if (first !== 0x2f && !(first === 0x2a && sp2 === sp1 + 2 && method === 'OPTIONS') && !isAbsoluteTarget(head, sp1 + 1, sp2)) {
-      throw badRequest(`the request target ${JSON.stringify(head.slice(sp1 + 1, Math.min(sp2, sp1 + 65)))} is not in origin, absolute or asterisk form`);
-    }
-    const url = head.slice(sp1 + 1, sp2);
-    let http10: boolean;
-    if (lineEnd - sp2 === 9 && head.startsWith('HTTP/1.', sp2 + 1)) {
-      const minor = head.charCodeAt(sp2 + 8);
-      if (minor !== 0x30 && minor !== 0x31) throw badRequest(`unsupported version ${JSON.stringify(head.slice(sp2 + 1, lineEnd))}`);
-      http10 = minor === 0x30;
-    } else {
-      throw badRequest(`unsupported version ${JSON.stringify(head.slice(sp2 + 1, Math.min(lineEnd, sp2 + 17)))}`);
-    }
+  /**
+   * What the head at buf[pos, end) says. A client on a kept-alive connection
+   * often sends the same head again, so the last head's bytes and meaning are
+   * kept, and bytes equal to them are not parsed again: parsing is a function
+   * of the bytes alone.
+   */
+  #parsed(buf: Buffer, pos: number, end: number): ParsedRequestHead {
+    const last = this.#last;
+    if (last !== undefined && last.bytes.length === end - pos && buf.compare(last.bytes, 0, last.bytes.length, pos, end) === 0) return last.head;
+    const head = parseRequestHead(buf.toString('latin1', pos, end));
+    // A copy: the socket's buffer is not this parser's to keep.
+    if (end - pos <= MAX_REMEMBERED_HEAD) this.#last = { bytes: Buffer.from(buf.subarray(pos, end)), head };
+    return head;
+  }
 
-    const rawHeaders: string[] = [];
-    let contentLength = -1;
-    let transferEncoding: string | undefined;
-    let connection = '';
-    let hosts = 0;
-    let expect: string | undefined;
-    let upgrade: string | undefined;
-    let start = lineEnd0 === -1 ? head.length : lineEnd0 + 2;
-    while (start < head.length) {
-      let end = head.indexOf('\r\n', start);
-      if (end === -1) end = head.length;
-      const first = head.charCodeAt(start);
-      if (isOws(first)) throw badRequest('folded header lines are not allowed');
-      const colon = head.indexOf(':', start);
-      if (colon <= start || colon > end) throw badRequest(`bad header line ${JSON.stringify(head.slice(start, Math.min(end, start + 64)))}`);
-      const name = head.slice(start, colon);
-      if (!isToken(name)) throw badRequest(`bad header name ${JSON.stringify(name.slice(0, 64))}`);
-      let vs = colon + 1;
-      let ve = end;
-      while (vs < ve && isOws(head.charCodeAt(vs))) vs++;
-      while (ve > vs && isOws(head.charCodeAt(ve - 1))) ve--;
-      const value = head.slice(vs, ve);
-      if (!isFieldValue(value)) throw badRequest(`header ${name} has a control character in its value`);
-      start = end + 2;
-      switch (name.length) {
-        case 4:
-          if (name.toLowerCase() === 'host') hosts++;
-          break;
-        case 6:
-          if (name.toLowerCase() === 'expect') expect = value.toLowerCase();
-          break;
-        case 7:
-          if (name.toLowerCase() === 'upgrade') upgrade = upgrade === undefined ? value : `${upgrade}, ${value}`;
-          break;
-        case 10:
-          if (name.toLowerCase() === 'connection') connection = connection === '' ? value : `${connection}, ${value}`;
-          break;
-        case 14:
-          if (name.toLowerCase() === 'content-length') {
-            if (contentLength !== -1) throw badRequest('more than one Content-Length');
-            // Leading zeros are allowed (1*DIGIT); more than 15 digits after them could lose precision as a number (RFC 9110 8.6).
-            if (!CONTENT_LENGTH.test(value)) throw badRequest(`bad Content-Length ${JSON.stringify(value.slice(0, 32))}`);
-            contentLength = Number(value);
-          }
-          break;
-        case 17:
-          if (name.toLowerCase() === 'transfer-encoding') transferEncoding = transferEncoding === undefined ? value : `${transferEncoding}, ${value}`;
-          break;
-      }
-      rawHeaders.push(name, value);
-    }
-    if (!http10 && hosts !== 1) throw badRequest(hosts === 0 ? 'no Host header' : 'more than one Host header');
-    if (hosts > 1) throw badRequest('more than one Host header');
-
-    let hasBody: boolean;
-    if (transferEncoding !== undefined) {
-      // Both framings, or a coding the router cannot take off, could make it
-      // and a proxy in front disagree on where the request ends (RFC 9112 6.3).
-      if (contentLength !== -1) throw badRequest('both Transfer-Encoding and Content-Length');
-      if (http10) throw badRequest('Transfer-Encoding in an HTTP/1.0 request');
-      if (transferEncoding.toLowerCase() !== 'chunked') {
-        throw new FlintError('FLINT_ERR_NOT_IMPLEMENTED', `Transfer-Encoding ${JSON.stringify(transferEncoding.slice(0, 64))} is not supported: only chunked`);
-      }
-      this.#body.chunked();
-      hasBody = true;
-    } else {
-      this.#body.fixed(contentLength === -1 ? 0 : contentLength);
-      hasBody = contentLength > 0;
-    }
-    let expectContinue = false;
-    if (expect !== undefined) {
-      if (expect !== '100-continue') throw new FlintError('FLINT_ERR_EXPECTATION_FAILED', `Expect ${JSON.stringify(expect.slice(0, 64))} is not supported`);
-      expectContinue = !http10;
-    }
-    let keepAlive: boolean;
-    if (connection === '') {
-      keepAlive = !http10;
-      upgrade = undefined;
-    } else {
-      const conn = connection.toLowerCase();
-      // Whole list members (RFC 9110 7.6.1): `Connection: :keep-alive` asks for nothing.
-      keepAlive = http10 ? listHas(conn, 'keep-alive') : !listHas(conn, 'close');
-      // A body would have to be forwarded before the switch; no client sends one with a WebSocket handshake.
-      if (upgrade !== undefined && (http10 || hasBody || upgrade === '' || !listHas(conn, 'upgrade'))) upgrade = undefined;
-      // h2c cannot be carried out through a proxy (HTTP2-Settings is hop-by-hop): the request is served as the plain one it also is.
-      else if (upgrade !== undefined && trimOws(upgrade).toLowerCase() === 'h2c') upgrade = undefined;
-    }
-    this.#state = hasBody ? State.Body : State.Done;
-    this.#sink.onRequest({ method, url, http10, rawHeaders, keepAlive, hasBody, expectContinue, upgrade });
+  #head(head: ParsedRequestHead): void {
+    if (head.chunked) this.#body.chunked();
+    else this.#body.fixed(head.contentLength);
+    this.#state = head.request.hasBody ? State.Body : State.Done;
+    this.#sink.onRequest(head.request);
   }
 }
 
 const EMPTY = Buffer.alloc(0);
+
+/** A request head's meaning and framing; shared by every request with the same head bytes on a connection. */
+interface ParsedRequestHead {
+  readonly request: RequestHead;
+  readonly chunked: boolean;
+  /** The body's length when not chunked (0 without one). */
+  readonly contentLength: number;
+}
+
+/** Longer heads are parsed every time rather than kept per connection. */
+const MAX_REMEMBERED_HEAD = 2048;
+
+/** Parses a request head (without its blank line); throws a FlintError on one the router refuses. */
+function parseRequestHead(head: string): ParsedRequestHead {
+  const lineEnd0 = head.indexOf('\r\n');
+  const lineEnd = lineEnd0 === -1 ? head.length : lineEnd0;
+  const sp1 = head.indexOf(' ');
+  const sp2 = sp1 === -1 ? -1 : head.indexOf(' ', sp1 + 1);
+  if (sp1 <= 0 || sp2 === -1 || sp2 >= lineEnd) throw badRequest(`bad request line ${JSON.stringify(head.slice(0, Math.min(lineEnd, 64)))}`);
+  const method = head.slice(0, sp1);
+  if (!isToken(method)) throw badRequest(`bad method ${JSON.stringify(method.slice(0, 32))}`);
+  // CONNECT asks for a tunnel (RFC 9110 9.3.6): what follows its head is not
+  // HTTP, and the router opens no tunnels, so the request is not read as one.
+  if (method === 'CONNECT') throw new FlintError('FLINT_ERR_NOT_IMPLEMENTED', 'CONNECT is not supported: the router opens no tunnels');
+  if (!isTarget(head, sp1 + 1, sp2)) throw badRequest('the request target is empty or has a character that must be percent-encoded');
+  // Origin form, absolute form, or `*` for a server-wide OPTIONS (RFC 9112
+  // 3.2); anything else is no target at all, and is refused rather than guessed at.
+  const first = head.charCodeAt(sp1 + 1);
+  if (first !== 0x2f && !(first === 0x2a && sp2 === sp1 + 2 && method === 'OPTIONS') && !isAbsoluteTarget(head, sp1 + 1, sp2)) {
+    throw badRequest(`the request target ${JSON.stringify(head.slice(sp1 + 1, Math.min(sp2, sp1 + 65)))} is not in origin, absolute or asterisk form`);
+  }
+  const url = head.slice(sp1 + 1, sp2);
+  let http10: boolean;
+  if (lineEnd - sp2 === 9 && head.startsWith('HTTP/1.', sp2 + 1)) {
+    const minor = head.charCodeAt(sp2 + 8);
+    if (minor !== 0x30 && minor !== 0x31) throw badRequest(`unsupported version ${JSON.stringify(head.slice(sp2 + 1, lineEnd))}`);
+    http10 = minor === 0x30;
+  } else {
+    throw badRequest(`unsupported version ${JSON.stringify(head.slice(sp2 + 1, Math.min(lineEnd, sp2 + 17)))}`);
+  }
+
+  const rawHeaders: string[] = [];
+  let contentLength = -1;
+  let transferEncoding: string | undefined;
+  let connection = '';
+  let hosts = 0;
+  let expect: string | undefined;
+  let upgrade: string | undefined;
+  let start = lineEnd0 === -1 ? head.length : lineEnd0 + 2;
+  while (start < head.length) {
+    let end = head.indexOf('\r\n', start);
+    if (end === -1) end = head.length;
+    const first = head.charCodeAt(start);
+    if (isOws(first)) throw badRequest('folded header lines are not allowed');
+    const colon = head.indexOf(':', start);
+    if (colon <= start || colon > end) throw badRequest(`bad header line ${JSON.stringify(head.slice(start, Math.min(end, start + 64)))}`);
+    const name = head.slice(start, colon);
+    if (!isToken(name)) throw badRequest(`bad header name ${JSON.stringify(name.slice(0, 64))}`);
+    let vs = colon + 1;
+    let ve = end;
+    while (vs < ve && isOws(head.charCodeAt(vs))) vs++;
+    while (ve > vs && isOws(head.charCodeAt(ve - 1))) ve--;
+    const value = head.slice(vs, ve);
+    if (!isFieldValue(value)) throw badRequest(`header ${name} has a control character in its value`);
+    start = end + 2;
+    switch (name.length) {
+      case 4:
+        if (name.toLowerCase() === 'host') hosts++;
+        break;
+      case 6:
+        if (name.toLowerCase() === 'expect') expect = value.toLowerCase();
+        break;
+      case 7:
+        if (name.toLowerCase() === 'upgrade') upgrade = upgrade === undefined ? value : `${upgrade}, ${value}`;
+        break;
+      case 10:
+        if (name.toLowerCase() === 'connection') connection = connection === '' ? value : `${connection}, ${value}`;
+        break;
+      case 14:
+        if (name.toLowerCase() === 'content-length') {
+          if (contentLength !== -1) throw badRequest('more than one Content-Length');
+          // Leading zeros are allowed (1*DIGIT); more than 15 digits after them could lose precision as a number (RFC 9110 8.6).
+          if (!CONTENT_LENGTH.test(value)) throw badRequest(`bad Content-Length ${JSON.stringify(value.slice(0, 32))}`);
+          contentLength = Number(value);
+        }
+        break;
+      case 17:
+        if (name.toLowerCase() === 'transfer-encoding') transferEncoding = transferEncoding === undefined ? value : `${transferEncoding}, ${value}`;
+        break;
+    }
+    rawHeaders.push(name, value);
+  }
+  if (!http10 && hosts !== 1) throw badRequest(hosts === 0 ? 'no Host header' : 'more than one Host header');
+  if (hosts > 1) throw badRequest('more than one Host header');
+
+  const chunked = transferEncoding !== undefined;
+  if (transferEncoding !== undefined) {
+    // Both framings, or a coding the router cannot take off, could make it
+    // and a proxy in front disagree on where the request ends (RFC 9112 6.3).
+    if (contentLength !== -1) throw badRequest('both Transfer-Encoding and Content-Length');
+    if (http10) throw badRequest('Transfer-Encoding in an HTTP/1.0 request');
+    if (transferEncoding.toLowerCase() !== 'chunked') {
+      throw new FlintError('FLINT_ERR_NOT_IMPLEMENTED', `Transfer-Encoding ${JSON.stringify(transferEncoding.slice(0, 64))} is not supported: only chunked`);
+    }
+  }
+  const hasBody = chunked || contentLength > 0;
+  let expectContinue = false;
+  if (expect !== undefined) {
+    if (expect !== '100-continue') throw new FlintError('FLINT_ERR_EXPECTATION_FAILED', `Expect ${JSON.stringify(expect.slice(0, 64))} is not supported`);
+    expectContinue = !http10;
+  }
+  let keepAlive: boolean;
+  if (connection === '') {
+    keepAlive = !http10;
+    upgrade = undefined;
+  } else {
+    const conn = connection.toLowerCase();
+    // Whole list members (RFC 9110 7.6.1): `Connection: :keep-alive` asks for nothing.
+    keepAlive = http10 ? listHas(conn, 'keep-alive') : !listHas(conn, 'close');
+    // A body would have to be forwarded before the switch; no client sends one with a WebSocket handshake.
+    if (upgrade !== undefined && (http10 || hasBody || upgrade === '' || !listHas(conn, 'upgrade'))) upgrade = undefined;
+    // h2c cannot be carried out through a proxy (HTTP2-Settings is hop-by-hop): the request is served as the plain one it also is.
+    else if (upgrade !== undefined && trimOws(upgrade).toLowerCase() === 'h2c') upgrade = undefined;
+  }
+  const request: RequestHead = Object.freeze({ method, url, http10, rawHeaders: Object.freeze(rawHeaders), keepAlive, hasBody, expectContinue, upgrade });
+  return { request, chunked, contentLength: chunked ? -1 : Math.max(contentLength, 0) };
+}
+
 const CONTENT_LENGTH = /^0*\d{1,15}$/;
 
 const REFUSALS: HeadRefusals = {

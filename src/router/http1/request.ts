@@ -36,7 +36,7 @@ export class Http1Request {
   readonly method: string;
   readonly url: string;
   readonly httpVersion: string;
-  readonly rawHeaders: string[];
+  readonly rawHeaders: readonly string[];
   readonly socket: net.Socket;
   /** The protocol asked for with `Upgrade` (see RequestHead.upgrade); the response may switch to it. */
   readonly upgrade: string | undefined;
