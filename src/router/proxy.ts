@@ -119,6 +119,7 @@ export class ProxyCall implements ResponseHandler, ResponseWatcher {
       path,
       method: req.method as string,
       headers,
+      fixed: target.headers,
       body: hasBody ? req.body : null,
       // functionTimeout bounds the wait for the response head and any silence
       // inside the body; a body that keeps flowing may run longer.

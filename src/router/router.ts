@@ -381,8 +381,6 @@ export class Router {
         for (let i = 0; i < names.length; i++) headers.push(headerNames[i], paramValue(m.params[names[i]]));
       }
     }
-    const th = target.headers;
-    for (let i = 0; i < th.length; i++) headers.push(th[i]);
     headers.push(REQUEST_ID_HEADER, requestId, FULL_URL_HEADER, path + query);
     const remote = req.socket.remoteAddress;
     if (remote !== undefined) headers.push('X-Forwarded-For', scan.forwardedFor === undefined ? remote : `${scan.forwardedFor}, ${remote}`);

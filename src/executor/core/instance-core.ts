@@ -65,6 +65,21 @@ class Slot<I extends CoreInstance> implements FunctionSlot<I> {
 
 export const slotKey = (ns: string, name: string) => `${ns}/${name}`;
 
+/**
+ * A function's slot key, made once per resource object: the router asks
+ * with the same object on every request, and a key built anew each time
+ * costs a string and its hash before either map lookup.
+ */
+const keysOf = new WeakMap<FunctionResource, string>();
+function keyOf(fn: FunctionResource): string {
+  let key = keysOf.get(fn);
+  if (key === undefined) {
+    key = slotKey(fn.metadata.namespace, fn.metadata.name);
+    keysOf.set(fn, key);
+  }
+  return key;
+}
+
 export function isNewdeploy(fn: FunctionResource): boolean {
   return fn.spec.invokeStrategy?.executionStrategy?.executorType === 'newdeploy';
 }
@@ -300,7 +315,7 @@ export class InstanceCore<I extends CoreInstance> {
   }
 
   #slot(fn: FunctionResource): Slot<I> {
-    const key = slotKey(fn.metadata.namespace, fn.metadata.name);
+    const key = keyOf(fn);
     let st = this.#slots.get(key);
     if (!st || st.fn.metadata.uid !== fn.metadata.uid) {
       if (st) this.#drainAll(st);
@@ -313,7 +328,7 @@ export class InstanceCore<I extends CoreInstance> {
   /** The slot of `fn`, moved on to the newer of the caller's copy and the executor's own. */
   #current(fn: FunctionResource): Slot<I> {
     // The caller's copy may lag behind the executor's own watch, or lead it.
-    const known = this.#functions.get(slotKey(fn.metadata.namespace, fn.metadata.name));
+    const known = this.#functions.get(keyOf(fn));
     if (known && known.metadata.uid === fn.metadata.uid && Number(known.metadata.resourceVersion) > Number(fn.metadata.resourceVersion)) fn = known;
     const st = this.#slot(fn);
     if (Number(fn.metadata.resourceVersion) > Number(st.fn.metadata.resourceVersion)) {

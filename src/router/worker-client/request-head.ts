@@ -11,18 +11,45 @@ export interface RequestHead {
   chunked: boolean;
 }
 
+/** Head lines of each UpstreamRequest.fixed list, or why it cannot be sent: made once per list. */
+const linesByList = new WeakMap<readonly string[], string | UpstreamError>();
+
+function fixedLines(pairs: readonly string[]): string | UpstreamError {
+  let lines = linesByList.get(pairs);
+  if (lines !== undefined) return lines;
+  lines = '';
+  for (let i = 0; i < pairs.length; i += 2) {
+    const bad = badHeader(pairs[i], pairs[i + 1]);
+    if (bad !== undefined) {
+      lines = bad;
+      break;
+    }
+    lines += `${pairs[i]}: ${pairs[i + 1]}\r\n`;
+  }
+  linesByList.set(pairs, lines);
+  return lines;
+}
+
+function badHeader(name: string, value: string): UpstreamError | undefined {
+  // The router's server has already refused such bytes from clients; this catches any the router itself might
+  // put together (the head is written as latin1, so anything above U+00FF would lose its high byte).
+  if (!isToken(name)) return new UpstreamError('UPSTREAM_BAD_REQUEST', `header name ${JSON.stringify(name.slice(0, 64))} is not a token`);
+  if (!isFieldValue(value)) return new UpstreamError('UPSTREAM_BAD_REQUEST', `header ${JSON.stringify(name)} has a control character in its value`);
+  return undefined;
+}
+
 export function requestHead(req: UpstreamRequest, host: string): RequestHead | UpstreamError {
   if (!isTarget(req.path)) return new UpstreamError('UPSTREAM_BAD_REQUEST', 'the request path has a space or control character in it');
-  let head = `${req.method} ${req.path} HTTP/1.1\r\nHost: ${host}\r\n`;
+  const fixed = req.fixed === undefined ? '' : fixedLines(req.fixed);
+  if (fixed instanceof UpstreamError) return fixed;
+  let head = `${req.method} ${req.path} HTTP/1.1\r\nHost: ${host}\r\n${fixed}`;
   const h = req.headers;
   let framed = false;
   for (let i = 0; i < h.length; i += 2) {
     const name = h[i];
     const value = h[i + 1];
-    // The router's server has already refused such bytes from clients; this catches any the router itself might
-    // put together (the head is written as latin1, so anything above U+00FF would lose its high byte).
-    if (!isToken(name)) return new UpstreamError('UPSTREAM_BAD_REQUEST', `header name ${JSON.stringify(name.slice(0, 64))} is not a token`);
-    if (!isFieldValue(value)) return new UpstreamError('UPSTREAM_BAD_REQUEST', `header ${JSON.stringify(name)} has a control character in its value`);
+    const bad = badHeader(name, value);
+    if (bad !== undefined) return bad;
     if (name.length === 14 && name.toLowerCase() === 'content-length') framed = true;
     head += `${name}: ${value}\r\n`;
   }

@@ -15,6 +15,12 @@ export interface UpstreamRequest {
    * frames `body`, which is sent chunked otherwise.
    */
   headers: string[];
+  /**
+   * Name/value pairs sent after Host and before `headers`: a list many
+   * requests share unchanged (a function's own headers), so it is checked
+   * and written out once per list, not per request.
+   */
+  fixed?: readonly string[];
   body: Readable | null;
   /** Bounds the wait for the response head and any silence inside the body; 0 for none. */
   timeoutMs: number;
