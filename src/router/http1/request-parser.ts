@@ -11,13 +11,14 @@ import { FlintError } from '../../api/errors.ts';
 import { BodyDecoder, type BodySink } from './body-decoder.ts';
 import { isAbsoluteTarget, isFieldValue, isTarget, isToken, listHas, trimOws } from './chars.ts';
 import { type HeadRefusals, headEnd } from './head-end.ts';
+import { RememberedHead } from './remembered-head.ts';
 
 export interface RequestHead {
   readonly method: string;
   /** The request target as sent (origin form, or absolute form). */
   readonly url: string;
   readonly http10: boolean;
-  /** Name/value pairs as sent (latin1), like node:http's rawHeaders; frozen (a repeated head shares its list). */
+  /** Name/value pairs as sent (latin1), like node:http's rawHeaders; frozen once remembered (a repeated head shares its list). */
   readonly rawHeaders: readonly string[];
   /** The client lets the connection carry another request after this one. */
   readonly keepAlive: boolean;
@@ -59,8 +60,7 @@ export class RequestParser implements BodySink {
   /** A head split across reads, bytes held after a push-back, or the next request's bytes. */
   #partial: Buffer | undefined = undefined;
   #executing = false;
-  /** The last head parsed on this connection, and its bytes. */
-  #last: { bytes: Buffer; head: ParsedRequestHead } | undefined = undefined;
+  readonly #last = new RememberedHead<ParsedRequestHead>();
 
   constructor(sink: RequestSink) {
     this.#sink = sink;
@@ -148,18 +148,17 @@ export class RequestParser implements BodySink {
     }
   }
 
-  /**
-   * What the head at buf[pos, end) says. A client on a kept-alive connection
-   * often sends the same head again, so the last head's bytes and meaning are
-   * kept, and bytes equal to them are not parsed again: parsing is a function
-   * of the bytes alone.
-   */
+  /** What the head at buf[pos, end) says, parsed only when it differs from the last one remembered. */
   #parsed(buf: Buffer, pos: number, end: number): ParsedRequestHead {
     const last = this.#last;
-    if (last !== undefined && last.bytes.length === end - pos && buf.compare(last.bytes, 0, last.bytes.length, pos, end) === 0) return last.head;
+    const known = last.get(buf, pos, end);
+    if (known !== undefined) return known;
     const head = parseRequestHead(buf.toString('latin1', pos, end));
-    // A copy: the socket's buffer is not this parser's to keep.
-    if (end - pos <= MAX_REMEMBERED_HEAD) this.#last = { bytes: Buffer.from(buf.subarray(pos, end)), head };
+    if (last.wanted) {
+      Object.freeze(head.request.rawHeaders);
+      Object.freeze(head.request);
+      last.set(buf, pos, end, Object.freeze(head));
+    }
     return head;
   }
 
@@ -180,9 +179,6 @@ interface ParsedRequestHead {
   /** The body's length when not chunked (0 without one). */
   readonly contentLength: number;
 }
-
-/** Longer heads are parsed every time rather than kept per connection. */
-const MAX_REMEMBERED_HEAD = 2048;
 
 /** Parses a request head (without its blank line); throws a FlintError on one the router refuses. */
 function parseRequestHead(head: string): ParsedRequestHead {
@@ -296,7 +292,7 @@ function parseRequestHead(head: string): ParsedRequestHead {
     // h2c cannot be carried out through a proxy (HTTP2-Settings is hop-by-hop): the request is served as the plain one it also is.
     else if (upgrade !== undefined && trimOws(upgrade).toLowerCase() === 'h2c') upgrade = undefined;
   }
-  const request: RequestHead = Object.freeze({ method, url, http10, rawHeaders: Object.freeze(rawHeaders), keepAlive, hasBody, expectContinue, upgrade });
+  const request: RequestHead = { method, url, http10, rawHeaders, keepAlive, hasBody, expectContinue, upgrade };
   return { request, chunked, contentLength: chunked ? -1 : Math.max(contentLength, 0) };
 }
 

@@ -9,6 +9,7 @@
 import { BodyDecoder, type BodySink } from '../http1/body-decoder.ts';
 import { isFieldValue, isToken, listHas, trimOws } from '../http1/chars.ts';
 import { type HeadRefusals, headEnd } from '../http1/head-end.ts';
+import { RememberedHead } from '../http1/remembered-head.ts';
 import { badResponse } from './errors.ts';
 
 export interface ResponseSink {
@@ -54,8 +55,7 @@ export class ResponseParser implements BodySink {
   #partial: Buffer | undefined = undefined;
   #noBody = false;
   #upgrade = false;
-  /** The last head parsed on this connection, and its bytes. */
-  #last: { bytes: Buffer; head: ParsedHead } | undefined = undefined;
+  readonly #last = new RememberedHead<ParsedHead>();
   /** After the response: whether the connection may carry another request. */
   keepAlive = true;
   /** The instance's `Keep-Alive: timeout=N`, in ms; undefined when it sent none. */
@@ -154,18 +154,16 @@ export class ResponseParser implements BodySink {
     return this.#partial !== undefined && this.#state !== State.Head;
   }
 
-  /**
-   * What the head at buf[pos, end) says. An instance answers the same head
-   * over and over (only its Date changes, once a second), so the last head's
-   * bytes and meaning are kept, and bytes equal to them are not parsed again:
-   * parsing is a function of the bytes alone.
-   */
+  /** What the head at buf[pos, end) says, parsed only when it differs from the last one remembered. */
   #parsed(buf: Buffer, pos: number, end: number): ParsedHead {
     const last = this.#last;
-    if (last !== undefined && last.bytes.length === end - pos && buf.compare(last.bytes, 0, last.bytes.length, pos, end) === 0) return last.head;
+    const known = last.get(buf, pos, end);
+    if (known !== undefined) return known;
     const head = parseHead(buf.toString('latin1', pos, end));
-    // A copy: the socket's buffer is not this parser's to keep.
-    if (end - pos <= MAX_REMEMBERED_HEAD) this.#last = { bytes: Buffer.from(buf.subarray(pos, end)), head };
+    if (last.wanted) {
+      Object.freeze(head.headers);
+      last.set(buf, pos, end, Object.freeze(head));
+    }
     return head;
   }
 
@@ -222,7 +220,7 @@ const EMPTY = Buffer.alloc(0);
 interface ParsedHead {
   readonly status: number;
   readonly http10: boolean;
-  /** Frozen: a remembered head's list goes to every response that repeats it. */
+  /** Frozen once remembered: the list then goes to every response that repeats the head. */
   readonly headers: readonly string[];
   /** -1 when there is none. */
   readonly contentLength: number;
@@ -233,9 +231,6 @@ interface ParsedHead {
   /** The instance's `Keep-Alive: timeout=N`, in ms. */
   readonly keepAliveHintMs: number | undefined;
 }
-
-/** Longer heads are parsed every time rather than kept per connection. */
-const MAX_REMEMBERED_HEAD = 2048;
 
 /** Parses a response head (without its blank line); throws an UpstreamError on one that is not HTTP/1.x. */
 function parseHead(head: string): ParsedHead {
@@ -308,7 +303,7 @@ function parseHead(head: string): ParsedHead {
     // Whole list members (RFC 9110 7.6.1), as the instance's own server reads them.
     persistent = http10 ? listHas(conn, 'keep-alive') : !listHas(conn, 'close');
   }
-  return { status, http10, headers: Object.freeze(headers), contentLength, transferEncoding, persistent, keepAliveHintMs };
+  return { status, http10, headers, contentLength, transferEncoding, persistent, keepAliveHintMs };
 }
 
 function isOws(c: number): boolean {

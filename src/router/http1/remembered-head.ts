@@ -1,0 +1,51 @@
+// The last head a connection parsed, kept so that the same bytes are not
+// parsed again. A client on a kept-alive connection often repeats its request
+// head, and an instance its response head (only Date changes, once a second),
+// so comparing bytes is most often all a head costs. Parsing is a function of
+// the bytes alone, so equal bytes may share one (frozen) meaning.
+
+/** Longer heads are parsed every time rather than kept per connection. */
+export const MAX_REMEMBERED_HEAD = 2048;
+
+/**
+ * After this many heads in a row that differ from the one before, a
+ * connection keeps only one head in SAMPLE_EVERY: one whose heads always
+ * change (a counter in its path) pays little for the copies.
+ */
+const MISSES_BEFORE_SAMPLING = 4;
+const SAMPLE_EVERY = 16;
+
+export class RememberedHead<T> {
+  /** A buffer of the connection's own, not a view of a socket's: those are reused. */
+  #bytes: Buffer | undefined = undefined;
+  #length = 0;
+  #value: T | undefined = undefined;
+  #misses = 0;
+
+  /** What buf[pos, end) mean, when they are the bytes remembered. */
+  get(buf: Buffer, pos: number, end: number): T | undefined {
+    const bytes = this.#bytes;
+    const length = end - pos;
+    if (bytes !== undefined && length === this.#length && buf.compare(bytes, 0, length, pos, end) === 0) {
+      this.#misses = 0;
+      return this.#value;
+    }
+    this.#misses++;
+    return undefined;
+  }
+
+  /** Whether to remember the head just parsed (set() it, frozen): false for a long one, or while heads keep changing. */
+  get wanted(): boolean {
+    return this.#misses <= MISSES_BEFORE_SAMPLING || this.#misses % SAMPLE_EVERY === 0;
+  }
+
+  /** Remembers `value` as the meaning of buf[pos, end); it must be frozen, as every repeat of the head shares it. */
+  set(buf: Buffer, pos: number, end: number, value: T): void {
+    const length = end - pos;
+    if (length > MAX_REMEMBERED_HEAD) return;
+    if (this.#bytes === undefined || this.#bytes.length < length) this.#bytes = Buffer.allocUnsafeSlow(Math.max(length, 256));
+    buf.copy(this.#bytes, 0, pos, end);
+    this.#length = length;
+    this.#value = value;
+  }
+}
