@@ -458,6 +458,41 @@ describe('router', () => {
     assert.match(got, /both Transfer-Encoding and Content-Length/);
   });
 
+  it('reads every answer on a kept-alive instance connection by its own head: a repeat is passed on as before, a change of one byte is parsed anew', async () => {
+    const sock = path.join(dir, 'repeater.sock');
+    // The same head three times, then one of the same length whose last line frames the body a second time.
+    const good = 'HTTP/1.1 200 OK\r\nContent-Length: 5\r\nX-Pad: aaaaaaaaaa\r\n\r\nhello';
+    const evil = 'HTTP/1.1 200 OK\r\nContent-Length: 5\r\nContent-Length: 9\r\n\r\nhello';
+    assert.equal(evil.length, good.length);
+    let n = 0;
+    let connections = 0;
+    const repeater = net.createServer((c) => {
+      connections++;
+      c.on('data', () => {
+        n++;
+        c.write(n <= 3 ? good : n === 4 ? evil : `HTTP/1.1 200 OK\r\nContent-Length: 5\r\nX-N: ${n}\r\n\r\nhello`);
+      });
+    });
+    repeater.listen(sock);
+    await once(repeater, 'listening');
+    try {
+      executor.placements.set('default/repeater', { socketPath: sock });
+      await put(fn('repeater'), route('repeater', { relativeurl: '/repeat', fn: 'repeater' }));
+      const seen: string[] = [];
+      for (let i = 0; i < 7; i++) {
+        const r = await get('/repeat');
+        seen.push(`${r.status} ${r.status === 200 ? `${r.text()} ${r.headers['x-pad'] ?? r.headers['x-n']}` : r.json().message}`);
+      }
+      assert.deepEqual(seen.slice(0, 3), ['200 hello aaaaaaaaaa', '200 hello aaaaaaaaaa', '200 hello aaaaaaaaaa']);
+      assert.match(seen[3], /^502 .*conflicting Content-Length/);
+      // A fresh connection after the refusal; heads that change every time are each read as they are.
+      assert.deepEqual(seen.slice(4), ['200 hello 5', '200 hello 6', '200 hello 7']);
+      assert.equal(connections, 2, 'one connection carried the first four answers, the next carried the rest');
+    } finally {
+      repeater.close();
+    }
+  });
+
   it('answers 504 after functionTimeout and releases the instance as timed out', async () => {
     const before = executor.releases.length;
     assertJsonError(await get('/quick/slow'), 504, 'FLINT_ERR_FUNCTION_TIMEOUT');
