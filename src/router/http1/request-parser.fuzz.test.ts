@@ -34,7 +34,7 @@ import {
 import { type RequestHead, RequestParser } from './request-parser.ts';
 
 /** The router's parser, fed `input` in the reads given; a request's end is where the bytes it holds back begin. */
-function ours(reads: Buffer[]): Outcome {
+function ours(reads: Buffer[], primer?: Buffer): Outcome {
   const messages: Message[] = [];
   let current: Message | undefined;
   let done = false;
@@ -60,6 +60,14 @@ function ours(reads: Buffer[]): Outcome {
       done = true;
     },
   });
+  if (primer !== undefined) {
+    // An earlier request on the same connection, whose head the parser remembers.
+    parser.execute(primer);
+    if (!done || current === undefined || !current.keepAlive || current.upgrade || parser.buffered > 0) throw new Error('the primer is not one whole request the connection goes on after');
+    done = false;
+    current = undefined;
+    parser.next();
+  }
   let fed = 0;
   try {
     for (const read of reads) {
@@ -208,6 +216,31 @@ describe('RequestParser against llhttp', () => {
         const a = JSON.stringify([whole.messages, whole.verdict]);
         const b = JSON.stringify([mine.messages, mine.verdict]);
         if (a !== b) throw new Error(`read differently in one piece: ${a}\nvs ${b}\ninput: ${JSON.stringify(text)}`);
+      }),
+      params,
+    );
+  });
+
+  it('reads a request after one whose head it remembers as a fresh parser does, when the head repeats and when it is changed where framing lives', (t) => {
+    const params = fuzzParameters(1000);
+    t.diagnostic(`seed ${params.seed}, ${params.numRuns} runs`);
+    fc.assert(
+      fc.property(requestDraft, fc.array(mutation, { maxLength: 2 }), (draft, mutations) => {
+        const first = Buffer.from(serialize([draft]), 'latin1');
+        let text = first.toString('latin1');
+        for (const m of mutations) text = mutate(text, m);
+        const input = Buffer.from(text, 'latin1');
+        let primed: Outcome;
+        try {
+          primed = ours([input], first);
+        } catch (err) {
+          fc.pre(!(err instanceof FlintError) && !String(err).includes('primer'));
+          throw err;
+        }
+        const fresh = ours([input]);
+        const a = JSON.stringify([primed.messages, primed.verdict, primed.error]);
+        const b = JSON.stringify([fresh.messages, fresh.verdict, fresh.error]);
+        if (a !== b) throw new Error(`read differently after a remembered head: ${a}\nvs ${b}\nfirst: ${JSON.stringify(first.toString('latin1'))}\ninput: ${JSON.stringify(text)}`);
       }),
       params,
     );

@@ -37,12 +37,12 @@ import { ResponseParser } from './response-parser.ts';
  * The router's parser, fed the reads given and then the connection's close.
  * `byByte` feeds one byte at a time, to learn after which the response ends.
  */
-function ours(reads: Buffer[], noBody: boolean, byByte = false, upgrade = false): Outcome {
+function ours(reads: Buffer[], noBody: boolean, byByte = false, upgrade = false, primer?: Buffer): Outcome {
   const messages: Message[] = [];
   let current: Message | undefined;
   let switched = false;
   const parser = new ResponseParser({
-    onHead(status: number, headers: string[]) {
+    onHead(status: number, headers: readonly string[]) {
       current = { start: String(status), target: '', version: '1.1', headers: [...headers], body: '', end: -1, keepAlive: true, upgrade: false };
     },
     onBody(chunk: Buffer) {
@@ -50,11 +50,18 @@ function ours(reads: Buffer[], noBody: boolean, byByte = false, upgrade = false)
       return true;
     },
     onEnd() {},
-    onUpgrade(headers: string[]) {
+    onUpgrade(headers: readonly string[]) {
       current = { start: '101', target: '', version: '1.1', headers: [...headers], body: '', end: -1, keepAlive: false, upgrade: true };
       switched = true;
     },
   });
+  if (primer !== undefined) {
+    // An earlier response on the same connection, whose head the parser remembers.
+    parser.start(false);
+    parser.execute(primer);
+    if (!parser.done || switched) throw new Error('the primer is not one whole response');
+    current = undefined;
+  }
   parser.start(noBody, upgrade);
   let fed = 0;
   const ended = (): Outcome => {
@@ -271,6 +278,31 @@ describe('ResponseParser against llhttp', () => {
         const a = JSON.stringify([split.messages.map((m) => ({ ...m, end: -1, keepAlive: false })), split.verdict]);
         const b = JSON.stringify([mine.messages.map((m) => ({ ...m, end: -1, keepAlive: false })), mine.verdict]);
         if (a !== b) throw new Error(`read differently in other reads: ${a}\nvs ${b}\ninput: ${JSON.stringify(text)}`);
+      }),
+      params,
+    );
+  });
+
+  it('reads a response after one whose head it remembers as a fresh parser does, when the head repeats and when it is changed where framing lives', (t) => {
+    const params = fuzzParameters(1000);
+    t.diagnostic(`seed ${params.seed}, ${params.numRuns} runs`);
+    fc.assert(
+      fc.property(responseDraft, fc.array(mutation, { maxLength: 2 }), fc.boolean(), fc.boolean(), (draft, mutations, head, upgrade) => {
+        const first = Buffer.from(serialize([draft]), 'latin1');
+        let primed: Outcome;
+        let text = first.toString('latin1');
+        for (const m of mutations) text = mutate(text, m);
+        const input = Buffer.from(text, 'latin1');
+        try {
+          primed = ours([input], head, false, upgrade, first);
+        } catch (err) {
+          fc.pre(!(err instanceof UpstreamError) && !String(err).includes('primer'));
+          throw err;
+        }
+        const fresh = ours([input], head, false, upgrade);
+        const a = JSON.stringify([primed.messages, primed.verdict, primed.error]);
+        const b = JSON.stringify([fresh.messages, fresh.verdict, fresh.error]);
+        if (a !== b) throw new Error(`read differently after a remembered head: ${a}\nvs ${b}\nfirst: ${JSON.stringify(first.toString('latin1'))}\ninput: ${JSON.stringify(text)}`);
       }),
       params,
     );
