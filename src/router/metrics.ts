@@ -85,6 +85,10 @@ export class RouterMetrics {
   /** Requests no function answered: 404, 405, router-owned paths. */
   readonly none = new FnStats('', '');
   #inFlight = 0;
+  /** count()'s last key, and what it was made of. */
+  #lastMethod = '';
+  #lastStatus = 0;
+  #lastKey = '';
 
   /** `openUpgrades`: connections switched to another protocol (WebSockets) and open now. */
   constructor(registry: Registry = new Registry(), openUpgrades: () => number = () => 0) {
@@ -185,7 +189,13 @@ export class RouterMetrics {
   }
 
   count(s: FnStats, method: string, status: number): void {
-    const k = `${method} ${status}`;
+    // Most requests repeat the last method and status: their key string (and its hash) is made once.
+    if (method !== this.#lastMethod || status !== this.#lastStatus) {
+      this.#lastMethod = method;
+      this.#lastStatus = status;
+      this.#lastKey = `${method} ${status}`;
+    }
+    const k = this.#lastKey;
     s.requests.set(k, (s.requests.get(k) ?? 0) + 1);
   }
 }
