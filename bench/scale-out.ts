@@ -19,6 +19,7 @@ import { promisify } from 'node:util';
 import { Pool } from 'undici';
 import { kubeBinaryPath } from '../scripts/kube/build.ts';
 import { descendants } from '../scripts/kube/process-tree.ts';
+import { childTicks, cpuTicks } from './proc-cpu.ts';
 import { GRANT_IDLE_MS } from '../src/executor/remote/remote-executor.ts';
 import { sandboxAvailable } from '../src/sandbox/bwrap.ts';
 import { FUNCTION_NAMESPACE, startTestCluster, type TestCluster } from '../test/helpers/kube-cluster.ts';
@@ -48,23 +49,6 @@ export interface ScaleOutOptions {
 
 // ---- CPU accounting, from /proc: what each process used of the 2 cores during a run.
 
-function statFields(pid: number | 'self'): string[] | undefined {
-  try {
-    const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
-    // The fields after the command name, from field 3 (state) of proc(5) on.
-    return stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-  } catch {
-    return undefined;
-  }
-}
-
-/** CPU of processes (every thread), in ticks: utime and stime, fields 14 and 15. */
-function cpuTicks(pids: number | number[] | undefined): number {
-  if (Array.isArray(pids)) return pids.reduce((a, p) => a + cpuTicks(p), 0);
-  const f = pids === undefined ? undefined : statFields(pids);
-  return f ? Number(f[11]) + Number(f[12]) : Number.NaN;
-}
-
 /** The control plane's processes (etcd, kube-apiserver, the controller manager, the scheduler): this process's children running the kube binary. */
 function controlPlanePids(): number[] {
   return descendants(process.pid).filter((p) => {
@@ -74,12 +58,6 @@ function controlPlanePids(): number[] {
       return false;
     }
   });
-}
-
-/** CPU of this process's children that have exited (the wrk runs): cutime and cstime, fields 16 and 17. */
-function childTicks(): number {
-  const f = statFields('self');
-  return f ? Number(f[13]) + Number(f[14]) : Number.NaN;
 }
 
 /**
