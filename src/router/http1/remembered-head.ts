@@ -39,6 +39,20 @@ export class RememberedHead<T> {
     return this.#misses <= MISSES_BEFORE_SAMPLING || this.#misses % SAMPLE_EVERY === 0;
   }
 
+  /**
+   * What buf[pos, end) mean: the remembered value when they are the bytes
+   * remembered, else `parse` of them as latin1, remembered (after `freeze`,
+   * as every repeat shares it) when wanted. Both are plain functions, not
+   * closures, so a request makes none.
+   */
+  parse(buf: Buffer, pos: number, end: number, parse: (head: string) => T, freeze: (value: T) => T): T {
+    const known = this.get(buf, pos, end);
+    if (known !== undefined) return known;
+    const value = parse(buf.toString('latin1', pos, end));
+    if (this.wanted) this.set(buf, pos, end, freeze(value));
+    return value;
+  }
+
   /** Remembers `value` as the meaning of buf[pos, end); it must be frozen, as every repeat of the head shares it. */
   set(buf: Buffer, pos: number, end: number, value: T): void {
     const length = end - pos;

@@ -124,7 +124,8 @@ export class RequestParser implements BodySink {
             this.#partial = buf.subarray(pos);
             return;
           }
-          const head = this.#parsed(buf, pos, end);
+          // Parsed only when it differs from the last head remembered.
+          const head = this.#last.parse(buf, pos, end, parseRequestHead, freezeHead);
           pos = end + 4;
           this.#head(head);
           break;
@@ -148,20 +149,6 @@ export class RequestParser implements BodySink {
     }
   }
 
-  /** What the head at buf[pos, end) says, parsed only when it differs from the last one remembered. */
-  #parsed(buf: Buffer, pos: number, end: number): ParsedRequestHead {
-    const last = this.#last;
-    const known = last.get(buf, pos, end);
-    if (known !== undefined) return known;
-    const head = parseRequestHead(buf.toString('latin1', pos, end));
-    if (last.wanted) {
-      Object.freeze(head.request.rawHeaders);
-      Object.freeze(head.request);
-      last.set(buf, pos, end, Object.freeze(head));
-    }
-    return head;
-  }
-
   #head(head: ParsedRequestHead): void {
     if (head.chunked) this.#body.chunked();
     else this.#body.fixed(head.contentLength);
@@ -178,6 +165,13 @@ interface ParsedRequestHead {
   readonly chunked: boolean;
   /** The body's length when not chunked (0 without one). */
   readonly contentLength: number;
+}
+
+/** A head's meaning, made safe to share between the requests that repeat it. */
+function freezeHead(head: ParsedRequestHead): ParsedRequestHead {
+  Object.freeze(head.request.rawHeaders);
+  Object.freeze(head.request);
+  return Object.freeze(head);
 }
 
 /** Parses a request head (without its blank line); throws a FlintError on one the router refuses. */

@@ -112,7 +112,8 @@ export class ResponseParser implements BodySink {
             this.#partial = buf.subarray(pos);
             return;
           }
-          const head = this.#parsed(buf, pos, end);
+          // Parsed only when it differs from the last head remembered.
+          const head = this.#last.parse(buf, pos, end, parseHead, freezeHead);
           pos = end + 4;
           this.#head(head);
           break;
@@ -152,19 +153,6 @@ export class ResponseParser implements BodySink {
   /** Whether bytes are held back, waiting for execute() with nothing new. */
   get holding(): boolean {
     return this.#partial !== undefined && this.#state !== State.Head;
-  }
-
-  /** What the head at buf[pos, end) says, parsed only when it differs from the last one remembered. */
-  #parsed(buf: Buffer, pos: number, end: number): ParsedHead {
-    const last = this.#last;
-    const known = last.get(buf, pos, end);
-    if (known !== undefined) return known;
-    const head = parseHead(buf.toString('latin1', pos, end));
-    if (last.wanted) {
-      Object.freeze(head.headers);
-      last.set(buf, pos, end, Object.freeze(head));
-    }
-    return head;
   }
 
   #head(head: ParsedHead): void {
@@ -230,6 +218,12 @@ interface ParsedHead {
   readonly persistent: boolean;
   /** The instance's `Keep-Alive: timeout=N`, in ms. */
   readonly keepAliveHintMs: number | undefined;
+}
+
+/** A head's meaning, made safe to share between the responses that repeat it. */
+function freezeHead(head: ParsedHead): ParsedHead {
+  Object.freeze(head.headers);
+  return Object.freeze(head);
 }
 
 /** Parses a response head (without its blank line); throws an UpstreamError on one that is not HTTP/1.x. */
