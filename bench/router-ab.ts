@@ -78,10 +78,24 @@ async function main(): Promise<void> {
 
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'flint-ab-'));
   const tree = path.join(dir, 'tree');
-  await run('git', ['-C', REPO, 'worktree', 'add', '--detach', tree, sha]);
-  fs.symlinkSync(path.join(REPO, 'node_modules'), path.join(tree, 'node_modules'));
   const servers: TestServer[] = [];
+  let cleaned: Promise<void> | undefined;
+  const cleanUp = () => {
+    cleaned ??= (async () => {
+      for (const s of servers) await s.stop().catch((err) => console.error(`router-ab: stopping a server: ${(err as Error).message}`));
+      await run('git', ['-C', REPO, 'worktree', 'remove', '--force', tree]).catch(() => {});
+      fs.rmSync(dir, { recursive: true, force: true });
+    })();
+    return cleaned;
+  };
+  // Ctrl-C leaves neither servers nor a registered worktree behind.
+  const interrupted = () => {
+    void cleanUp().then(() => process.exit(130));
+  };
+  process.once('SIGINT', interrupted);
   try {
+    await run('git', ['-C', REPO, 'worktree', 'add', '--detach', tree, sha]);
+    fs.symlinkSync(path.join(REPO, 'node_modules'), path.join(tree, 'node_modules'));
     const sets = ['executor.sandbox=bubblewrap', 'logLevel=error'];
     type Start = (o: StartOptions) => Promise<TestServer>;
     const startA = ((await import(path.join(tree, 'test', 'helpers', 'server.ts'))) as { startServer: Start }).startServer;
@@ -110,6 +124,10 @@ async function main(): Promise<void> {
       const sa = snap(a);
       const sb = snap(b);
       const [ra, rb] = await Promise.all([load(a, seconds), load(b, seconds)]);
+      // A side that fails fast would look cheap per request: any failure ends the comparison.
+      for (const [name, res] of [['A', ra], ['B', rb]] as const) {
+        if (res.non2xx > 0 || res.errors > 0) throw new Error(`round ${r + 1}: ${name} answered ${res.non2xx} non-2xx and had ${res.errors} socket errors`);
+      }
       const side = (s: ReturnType<typeof snap>, res: { rps: number; requests: number }): Side => {
         const us = (ticks: number) => (ticks * 1e6) / TICKS_PER_S / res.requests;
         return { rps: res.rps, serverUs: us(cpuTicks(s.pid) - s.all), serverUserUs: us(userTicks(s.pid) - s.user), workersUs: us(cpuTicks(s.workers) - s.w) };
@@ -120,11 +138,13 @@ async function main(): Promise<void> {
       console.log(`round ${r + 1}: A ${show(round.a)} | B ${show(round.b)}`);
     }
     console.log('\n| B / A | median | min-max over rounds |\n|---|---|---|');
-    for (const f of summarize(results)) console.log(`| ${f.name} | ${f.median.toFixed(3)}x | ${f.min.toFixed(2)}-${f.max.toFixed(2)}x |`);
+    for (const f of summarize(results)) {
+      const over = f.ratios.length === rounds ? '' : ` (${f.ratios.length} of ${rounds} rounds: a process ended mid-round)`;
+      console.log(f.ratios.length === 0 ? `| ${f.name} | n/a | no round measured it |` : `| ${f.name} | ${f.median.toFixed(3)}x | ${f.min.toFixed(2)}-${f.max.toFixed(2)}x${over} |`);
+    }
   } finally {
-    for (const s of servers) await s.stop();
-    await run('git', ['-C', REPO, 'worktree', 'remove', '--force', tree]).catch(() => {});
-    fs.rmSync(dir, { recursive: true, force: true });
+    process.off('SIGINT', interrupted);
+    await cleanUp();
   }
 }
 

@@ -7,7 +7,7 @@ import { pino } from 'pino';
 import type { FunctionResource } from '../api/kinds.ts';
 import type { Executor, Lease } from '../executor/types.ts';
 import type { Http1Request } from './http1/request.ts';
-import type { Http1Response, ResponseWatcher } from './http1/response.ts';
+import type { HeaderLines, Http1Response, ResponseWatcher } from './http1/response.ts';
 import { RouterMetrics } from './metrics.ts';
 import { ProxyCall } from './proxy.ts';
 import { FnTarget } from './targets.ts';
@@ -34,7 +34,10 @@ class FakeResponse {
     this.headersSent = true;
     return this;
   }
-  writeHeadWith(status: number): this {
+  /** What writeHeadWith() was given: the head lines and the header after them. */
+  head: { lines: HeaderLines; name: string; value: string } | undefined;
+  writeHeadWith(status: number, lines: HeaderLines, name: string, value: string): this {
+    this.head = { lines, name, value };
     return this.writeHead(status);
   }
   write(chunk: Buffer): boolean {
@@ -87,6 +90,27 @@ describe('ProxyCall', () => {
     call.drained();
     assert.equal(resumed, 1, 'a drain after the end does not resume the connection');
     assert.equal(Buffer.concat(res.body).toString(), 'ab');
+  });
+
+  it("writes the function's headers for the client once per remembered head, each response with its own request id", () => {
+    // The worker client's parser gives every response that repeats a head the same frozen list.
+    const remembered = Object.freeze(['Content-Type', 'text/plain', 'Connection', 'keep-alive, X-Hop', 'X-Hop', '1', 'X-Flint-Request-Id', 'forged']);
+    const heads = [];
+    for (const list of [remembered, remembered, [...remembered], [...remembered]]) {
+      const { handler, res } = setup();
+      handler.onStart(() => {});
+      handler.onHeaders(200, list, () => {});
+      assert.ok(res.head);
+      heads.push(res.head);
+    }
+    assert.equal(heads[0].lines.text, 'Content-Type: text/plain\r\n', 'hop-by-hop headers, those Connection names and a forged request id are dropped');
+    assert.deepEqual(
+      heads.map((h) => [h.name, h.value]),
+      Array(4).fill(['X-Flint-Request-Id', 'req-1']),
+    );
+    assert.equal(heads[1].lines, heads[0].lines, 'made once for the remembered list');
+    assert.notEqual(heads[3].lines, heads[2].lines, 'a list that is not frozen is not kept');
+    assert.equal(heads[3].lines.text, heads[0].lines.text);
   });
 
   it('lets a client that goes away after the end change nothing', () => {

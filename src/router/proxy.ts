@@ -64,7 +64,8 @@ function clientLines(headers: readonly string[]): HeaderLines {
   let lines = linesByHeaders.get(headers);
   if (lines === undefined) {
     lines = new HeaderLines(endToEndHeaders(headers));
-    linesByHeaders.set(headers, lines);
+    // Only a remembered head's list (frozen) comes again.
+    if (Object.isFrozen(headers)) linesByHeaders.set(headers, lines);
   }
   return lines;
 }

@@ -9,8 +9,7 @@ function see(r: RememberedHead<string>, s: string): 'hit' | 'kept' | 'not kept' 
   const buf = bytes(`xx${s}yy`);
   if (r.get(buf, 2, 2 + s.length) !== undefined) return 'hit';
   if (!r.wanted) return 'not kept';
-  r.set(buf, 2, 2 + s.length, s);
-  return 'kept';
+  return r.set(buf, 2, 2 + s.length, s) ? 'kept' : 'not kept';
 }
 
 describe('RememberedHead', () => {
@@ -33,14 +32,31 @@ describe('RememberedHead', () => {
     assert.equal(r.get(bytes('HEAD-A'), 0, 6), 'A');
   });
 
-  it('does not keep a head longer than the limit', () => {
+  it('does not keep a head longer than its limit', () => {
     const r = new RememberedHead<string>();
     const long = 'x'.repeat(MAX_REMEMBERED_HEAD + 1);
-    see(r, long);
-    assert.equal(see(r, long), 'kept', 'asked again: it was never kept');
+    assert.equal(see(r, long), 'not kept');
+    assert.equal(see(r, long), 'not kept', 'asked again: it was never kept');
     const atLimit = 'y'.repeat(MAX_REMEMBERED_HEAD);
-    see(r, atLimit);
+    assert.equal(see(r, atLimit), 'kept');
     assert.equal(see(r, atLimit), 'hit');
+    const small = new RememberedHead<string>(16);
+    assert.equal(see(small, 'x'.repeat(17)), 'not kept');
+    assert.equal(see(small, 'x'.repeat(16)), 'kept');
+  });
+
+  it('freezes what it parses only when it keeps it', () => {
+    const r = new RememberedHead<{ n: number }>(8);
+    const frozen: boolean[] = [];
+    const freeze = (v: { n: number }) => {
+      frozen.push(true);
+      return Object.freeze(v);
+    };
+    const short = r.parse(bytes('short'), 0, 5, () => ({ n: 1 }), freeze);
+    const long = r.parse(bytes('much too long'), 0, 13, () => ({ n: 2 }), freeze);
+    assert.ok(Object.isFrozen(short) && !Object.isFrozen(long));
+    assert.equal(frozen.length, 1);
+    assert.equal(r.parse(bytes('short'), 0, 5, () => assert.fail('parsed again'), freeze), short);
   });
 
   it('keeps only one head in 16 while heads keep changing, and every one again after a repeat', () => {

@@ -4,7 +4,7 @@
 // so comparing bytes is most often all a head costs. Parsing is a function of
 // the bytes alone, so equal bytes may share one (frozen) meaning.
 
-/** Longer heads are parsed every time rather than kept per connection. */
+/** By default, longer heads are parsed every time rather than kept per connection. */
 export const MAX_REMEMBERED_HEAD = 2048;
 
 /**
@@ -21,6 +21,12 @@ export class RememberedHead<T> {
   #length = 0;
   #value: T | undefined = undefined;
   #misses = 0;
+  readonly #maxBytes: number;
+
+  /** `maxBytes`: the longest head kept; what a connection holds while it is idle. */
+  constructor(maxBytes = MAX_REMEMBERED_HEAD) {
+    this.#maxBytes = maxBytes;
+  }
 
   /** What buf[pos, end) mean, when they are the bytes remembered. */
   get(buf: Buffer, pos: number, end: number): T | undefined {
@@ -49,17 +55,18 @@ export class RememberedHead<T> {
     const known = this.get(buf, pos, end);
     if (known !== undefined) return known;
     const value = parse(buf.toString('latin1', pos, end));
-    if (this.wanted) this.set(buf, pos, end, freeze(value));
+    if (this.wanted && end - pos <= this.#maxBytes) this.set(buf, pos, end, freeze(value));
     return value;
   }
 
-  /** Remembers `value` as the meaning of buf[pos, end); it must be frozen, as every repeat of the head shares it. */
-  set(buf: Buffer, pos: number, end: number, value: T): void {
+  /** Remembers `value` as the meaning of buf[pos, end) (false for a head too long); it must be frozen, as every repeat of the head shares it. */
+  set(buf: Buffer, pos: number, end: number, value: T): boolean {
     const length = end - pos;
-    if (length > MAX_REMEMBERED_HEAD) return;
+    if (length > this.#maxBytes) return false;
     if (this.#bytes === undefined || this.#bytes.length < length) this.#bytes = Buffer.allocUnsafeSlow(Math.max(length, 256));
     buf.copy(this.#bytes, 0, pos, end);
     this.#length = length;
     this.#value = value;
+    return true;
   }
 }

@@ -39,6 +39,13 @@ export interface RequestSink extends BodySink {
   onRequestEnd(): void;
 }
 
+/**
+ * The longest request head a connection remembers (http1/remembered-head.ts):
+ * most API clients' heads are shorter, and an idle client connection holds
+ * this much (and the strings parsed from it) until its next request.
+ */
+const MAX_REMEMBERED_REQUEST_HEAD = 1024;
+
 /** node:http's default: larger heads are refused with 431. */
 export const MAX_REQUEST_HEAD_BYTES = 16 * 1024;
 
@@ -60,7 +67,7 @@ export class RequestParser implements BodySink {
   /** A head split across reads, bytes held after a push-back, or the next request's bytes. */
   #partial: Buffer | undefined = undefined;
   #executing = false;
-  readonly #last = new RememberedHead<ParsedRequestHead>();
+  readonly #last = new RememberedHead<ParsedRequestHead>(MAX_REMEMBERED_REQUEST_HEAD);
 
   constructor(sink: RequestSink) {
     this.#sink = sink;

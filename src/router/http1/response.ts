@@ -63,10 +63,28 @@ function checkHeader(name: string, value: string): void {
   if (!isFieldValue(value)) throw invalid('ERR_INVALID_CHAR', `Invalid character in header content ["${name}"]`);
 }
 
+/** The headers the server writes itself: a response's own are dropped or checked against its framing. */
+function isServerHeader(name: string): boolean {
+  switch (name.length) {
+    case 4:
+      return name.toLowerCase() === 'date';
+    case 10: {
+      const lower = name.toLowerCase();
+      return lower === 'connection' || lower === 'keep-alive';
+    }
+    case 14:
+      return name.toLowerCase() === 'content-length';
+    case 17:
+      return name.toLowerCase() === 'transfer-encoding';
+  }
+  return false;
+}
+
 /**
  * Response headers checked and written out as head lines, framing and
  * connection headers taken out (they are the server's). Throws, with
- * node:http's codes, on what is not HTTP.
+ * node:http's codes, on what is not HTTP. The list must not change
+ * afterwards: `headers` is the caller's, kept as given.
  */
 export class HeaderLines {
   /** The list they were made from. */
@@ -172,6 +190,7 @@ export class Http1Response {
   /** Headers as name/value pairs; repeated names (Set-Cookie) are kept as they are. */
   writeHead(status: number, headers?: readonly string[]): this {
     if (this.#abandoned) return this;
+    this.#checkStart(status);
     let all = headers ?? [];
     if (this.#pending !== undefined) all = mergePending(this.#pending, all);
     this.#writeHead(status, new HeaderLines(all), '');
@@ -181,19 +200,27 @@ export class Http1Response {
   /**
    * writeHead() with `lines` checked and written beforehand (HeaderLines),
    * then `name: value`: the proxy's path, where one instance's responses
-   * repeat the same headers and only the request id changes.
+   * repeat the same headers and only the request id changes. `name` may not
+   * be one of the server's own (framing, connection, Date).
    */
   writeHeadWith(status: number, lines: HeaderLines, name: string, value: string): this {
     if (this.#abandoned) return this;
-    if (this.#pending !== undefined) return this.writeHead(status, [...lines.headers, name, value]);
+    this.#checkStart(status);
+    if (isServerHeader(name)) throw invalid('ERR_HTTP_INVALID_HEADER_VALUE', `${name} cannot be written with writeHeadWith(): it is the server's`);
+    const pending = this.#pending;
+    // A pending header of the same name is replaced, as in writeHead(); others are merged the long way.
+    if (pending !== undefined && !(pending.length === 2 && pending[0].toLowerCase() === name.toLowerCase())) return this.writeHead(status, [...lines.headers, name, value]);
     checkHeader(name, value);
     this.#writeHead(status, lines, `${name}: ${value}\r\n`);
     return this;
   }
 
-  #writeHead(status: number, lines: HeaderLines, more: string): void {
+  #checkStart(status: number): void {
     if (this.headersSent) throw invalid('ERR_HTTP_HEADERS_SENT', 'Cannot write headers after they are sent to the client');
     if (!Number.isInteger(status) || status < 200 || status > 999) throw invalid('ERR_HTTP_INVALID_STATUS_CODE', `Invalid status code: ${status}`);
+  }
+
+  #writeHead(status: number, lines: HeaderLines, more: string): void {
     // Asked now, not at the start: the server may have begun stopping while the answer was prepared.
     this.#close = this.#owner.closeAfter || lines.close;
     let text = `HTTP/1.1 ${status} ${STATUS_CODES[status] ?? 'Unknown'}\r\n${lines.text}${more}`;

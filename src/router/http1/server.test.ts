@@ -220,11 +220,12 @@ describe('Http1Server', () => {
     const list = ['Content-Type', 'text/plain', 'Connection', 'close', 'Content-Length', '5', 'Transfer-Encoding', 'chunked'];
     const lines = new HeaderLines(list);
     const heads: string[] = [];
-    for (const how of ['writeHead', 'writeHeadWith', 'writeHeadWith after setHeader'] as const) {
+    for (const how of ['writeHead', 'writeHeadWith', 'writeHeadWith after setHeader', 'writeHead after setHeader of another', 'writeHeadWith after setHeader of another'] as const) {
       handler = (_req, res) => {
-        if (how === 'writeHead') res.writeHead(200, [...list, 'X-Id', 'one']);
+        if (how.endsWith('another')) res.setHeader('X-Other', '2');
+        if (how === 'writeHead' || how.startsWith('writeHead ')) res.writeHead(200, [...list, 'X-Id', 'one']);
         else {
-          if (how !== 'writeHeadWith') res.setHeader('X-Id', 'replaced');
+          if (how === 'writeHeadWith after setHeader') res.setHeader('x-id', 'replaced');
           res.writeHeadWith(200, lines, 'X-Id', 'one');
         }
         res.end('hello');
@@ -233,11 +234,17 @@ describe('Http1Server', () => {
       heads.push(got.replace(/Date: [^\r]+/, 'Date: -'));
     }
     assert.equal(heads[1], heads[0]);
-    assert.equal(heads[2], heads[0]);
+    assert.equal(heads[2], heads[0], 'a header set before, of the same name, is replaced');
+    assert.equal(heads[4], heads[3], 'a header set before, of another name, goes out as with writeHead');
+    assert.match(heads[3], /^HTTP\/1\.1 200 OK\r\nX-Other: 2\r\nContent-Type: text\/plain\r\n/);
     // The server's framing and connection headers, not the list's: Content-Length kept, Transfer-Encoding dropped, the close honoured.
     assert.match(heads[0], /^HTTP\/1\.1 200 OK\r\nContent-Type: text\/plain\r\nContent-Length: 5\r\nX-Id: one\r\nDate: -\r\nConnection: close\r\n\r\nhello$/);
     assert.throws(() => new HeaderLines(['X-Evil', 'a\r\nSet-Cookie: x=1']), { code: 'ERR_INVALID_CHAR' });
     assert.throws(() => new HeaderLines(['Bad Name', 'x']), { code: 'ERR_INVALID_HTTP_TOKEN' });
+    // The header written after the lines may not be one of the server's own: nothing would check it against the framing.
+    const framed = await splitAttempt((res) => res.writeHeadWith(200, new HeaderLines([]), 'Content-Length', '1000'));
+    assert.equal(framed.code, 'ERR_HTTP_INVALID_HEADER_VALUE');
+    assert.ok(!framed.got.includes('1000'));
     const { code, got } = await splitAttempt((res) => res.writeHeadWith(200, new HeaderLines(['Content-Length', '5']), 'X-Evil', 'a\r\nSet-Cookie: x=1'));
     assert.equal(code, 'ERR_INVALID_CHAR');
     assert.ok(!got.includes('Set-Cookie'));

@@ -12,22 +12,22 @@ export interface RequestHead {
 }
 
 /** Head lines of each UpstreamRequest.fixed list, or why it cannot be sent: made once per list. */
-const linesByList = new WeakMap<readonly string[], string | UpstreamError>();
+const linesByList = new WeakMap<readonly string[], { lines: string } | { refused: string }>();
 
 function fixedLines(pairs: readonly string[]): string | UpstreamError {
-  let lines = linesByList.get(pairs);
-  if (lines !== undefined) return lines;
-  lines = '';
-  for (let i = 0; i < pairs.length; i += 2) {
-    const bad = badHeader(pairs[i], pairs[i + 1]);
-    if (bad !== undefined) {
-      lines = bad;
-      break;
+  let made = linesByList.get(pairs);
+  if (made === undefined) {
+    let lines = '';
+    for (let i = 0; i < pairs.length && made === undefined; i += 2) {
+      const bad = badHeader(pairs[i], pairs[i + 1]);
+      if (bad !== undefined) made = { refused: bad.message };
+      else lines += `${pairs[i]}: ${pairs[i + 1]}\r\n`;
     }
-    lines += `${pairs[i]}: ${pairs[i + 1]}\r\n`;
+    made ??= { lines };
+    linesByList.set(pairs, made);
   }
-  linesByList.set(pairs, lines);
-  return lines;
+  // Each request that cannot be sent gets an error of its own.
+  return 'lines' in made ? made.lines : new UpstreamError('UPSTREAM_BAD_REQUEST', made.refused);
 }
 
 function badHeader(name: string, value: string): UpstreamError | undefined {
