@@ -1,8 +1,8 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { requestClasses, responseHeaders, scanRequest } from './forward-headers.ts';
+import { endToEndHeaders, requestClasses, scanRequest, switchHeaders } from './forward-headers.ts';
 
-describe('responseHeaders', () => {
+describe('endToEndHeaders', () => {
   it('drops hop-by-hop headers in any case, and the ones Connection names, keeping the rest verbatim', () => {
     const raw = [
       'Content-Type', 'text/plain',
@@ -19,13 +19,25 @@ describe('responseHeaders', () => {
       'Set-Cookie', 'a=1',
       'Set-Cookie', 'b=2',
     ];
-    assert.deepEqual(responseHeaders(raw, 'X-Flint-Request-Id', 'rid-1'), [
+    assert.deepEqual(endToEndHeaders(raw), [
       'Content-Type', 'text/plain',
       'X-Keep', 'yes',
       'Set-Cookie', 'a=1',
       'Set-Cookie', 'b=2',
-      'X-Flint-Request-Id', 'rid-1',
     ]);
+  });
+});
+
+describe('switchHeaders', () => {
+  it("gives a 101 the function's end-to-end headers, the router's request id in place of a forged one, and the switch", () => {
+    const raw = ['Upgrade', 'websocket', 'Connection', 'Upgrade', 'Sec-WebSocket-Accept', 'abc', 'x-flint-request-id', 'forged', 'Content-Length', '0'];
+    assert.deepEqual(switchHeaders(raw, 'X-Flint-Request-Id', 'rid-1'), [
+      'Sec-WebSocket-Accept', 'abc',
+      'X-Flint-Request-Id', 'rid-1',
+      'Connection', 'Upgrade',
+      'Upgrade', 'websocket',
+    ]);
+    assert.equal(switchHeaders(['Connection', 'Upgrade'], 'X-Flint-Request-Id', 'rid-1'), undefined);
   });
 });
 

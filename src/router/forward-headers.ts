@@ -188,13 +188,6 @@ export function forwardedHost(host: string): string {
   return v;
 }
 
-/** A function's response headers as name/value strings, minus hop-by-hop ones, then the request id. */
-export function responseHeaders(raw: readonly string[], requestIdName: string, requestId: string): string[] {
-  const headers = endToEndHeaders(raw);
-  headers.push(requestIdName, requestId);
-  return headers;
-}
-
 /** A function's response headers as name/value strings, minus hop-by-hop ones. */
 export function endToEndHeaders(raw: readonly string[]): string[] {
   const out: string[] = [];
@@ -220,7 +213,7 @@ export function endToEndHeaders(raw: readonly string[]): string[] {
 }
 
 /**
- * A 101's headers for the client: the function's, as responseHeaders() gives
+ * A 101's headers for the client: the function's, as endToEndHeaders() gives
  * them, then the switch itself (on a 101, Upgrade and Connection are the
  * answer's meaning, not hop-by-hop details). Undefined when the function
  * named no protocol to switch to.
@@ -229,7 +222,8 @@ export function switchHeaders(raw: readonly string[], requestIdName: string, req
   let upgrade = '';
   for (let i = 0; i < raw.length; i += 2) if (raw[i].length === 7 && raw[i].toLowerCase() === 'upgrade') upgrade = raw[i + 1];
   if (upgrade === '') return undefined;
-  const out = responseHeaders(raw, requestIdName, requestId);
+  const out = endToEndHeaders(raw);
+  out.push(requestIdName, requestId);
   // A 101 has no body to frame (RFC 9110 8.6).
   const headers: string[] = [];
   for (let i = 0; i < out.length; i += 2) if (out[i].toLowerCase() !== 'content-length') headers.push(out[i], out[i + 1]);
