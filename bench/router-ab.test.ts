@@ -1,4 +1,6 @@
 import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import path from 'node:path';
 import { describe, it } from 'node:test';
 import { type Round, summarize } from './router-ab.ts';
 
@@ -28,5 +30,19 @@ describe('router A/B summary', () => {
     ];
     const cpu = summarize(rounds).find((f) => f.name === 'router CPU per request');
     assert.deepEqual(cpu?.ratios, [0.9]);
+  });
+
+  it('refuses bad arguments with a message naming them and a non-zero exit, before it starts anything', () => {
+    const tool = path.join(import.meta.dirname, 'router-ab.ts');
+    for (const [args, said] of [
+      [[], /usage: node bench\/router-ab\.ts <commit>/],
+      [['HEAD', '--rounds', '0'], /--rounds must be a whole number above 0, not "0"/],
+      [['HEAD', '--seconds', '1.5'], /--seconds must be a whole number above 0, not "1\.5"/],
+      [['HEAD', '--connections', 'many'], /--connections must be a whole number above 0, not "many"/],
+    ] as const) {
+      const r = spawnSync(process.execPath, [tool, ...args], { encoding: 'utf8', timeout: 30_000 });
+      assert.equal(r.status, 1, `${args.join(' ')}: ${r.stderr}`);
+      assert.match(r.stderr, said);
+    }
   });
 });
