@@ -53,12 +53,49 @@ export async function createResource(controllerUrl: string, plural: string, body
 /** The hello function every latency figure calls. */
 export const HELLO = 'module.exports = async () => ({ status: 200, body: "hello\\n" });';
 
-/** A package with `code` and a function `name` of it, in environment `env` (default nodejs). */
-export async function createFunction(controllerUrl: string, name: string, o: { env?: string; code?: string; token?: string } = {}): Promise<void> {
+/** A stored archive, as a package's `deployment` refers to it. */
+export interface ArchiveRef {
+  type: 'url';
+  url: string;
+  checksum: { type: 'sha256'; sum: string };
+}
+
+/**
+ * A package with `code` (or the stored archive `deployment`) and a function
+ * `name` of it, in environment `env` (default nodejs).
+ */
+export async function createFunction(controllerUrl: string, name: string, o: { env?: string; code?: string; deployment?: ArchiveRef; token?: string } = {}): Promise<void> {
   const env = o.env ?? 'nodejs';
-  const literal = Buffer.from(o.code ?? HELLO).toString('base64');
-  await createResource(controllerUrl, 'packages', { metadata: { name: `${name}-pkg` }, spec: { environment: { name: env }, deployment: { type: 'literal', literal } } }, o.token);
+  const deployment = o.deployment ?? { type: 'literal', literal: Buffer.from(o.code ?? HELLO).toString('base64') };
+  await createResource(controllerUrl, 'packages', { metadata: { name: `${name}-pkg` }, spec: { environment: { name: env }, deployment } }, o.token);
   await createResource(controllerUrl, 'functions', { metadata: { name }, spec: { environment: { name: env }, package: { packageref: { name: `${name}-pkg` } }, requestsPerPod: 1000 } }, o.token);
+}
+
+/** Stores `zip` in the server's archive store; the reference a package's source or deployment takes. */
+export async function uploadArchive(controllerUrl: string, zip: Buffer): Promise<ArchiveRef> {
+  const res = await fetch(`${controllerUrl}/v1/archives`, { method: 'POST', headers: { 'content-type': 'application/zip' }, body: zip });
+  if (res.status !== 201) throw new Error(`upload: ${res.status} ${await res.text()}`);
+  const { url, checksum } = (await res.json()) as Omit<ArchiveRef, 'type'>;
+  return { type: 'url', url, checksum };
+}
+
+export interface BuiltPackage {
+  spec: { deployment?: ArchiveRef };
+  status?: { buildstatus?: string; buildlog?: string };
+}
+
+/** The package once its build succeeded; throws with the build log when it failed, or after `timeoutMs`. */
+export async function waitBuilt(controllerUrl: string, name: string, timeoutMs = 10 * 60_000): Promise<BuiltPackage> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const res = await fetch(`${controllerUrl}/v1/namespaces/default/packages/${name}`);
+    if (res.status !== 200) throw new Error(`package ${name}: ${res.status} ${await res.text()}`);
+    const p = (await res.json()) as BuiltPackage;
+    if (p.status?.buildstatus === 'succeeded') return p;
+    if (p.status?.buildstatus === 'failed') throw new Error(`build of ${name} failed:\n${p.status.buildlog}`);
+    if (Date.now() > deadline) throw new Error(`build of ${name} still ${p.status?.buildstatus} after ${timeoutMs / 1000} s`);
+    await new Promise((r) => setTimeout(r, 20));
+  }
 }
 
 /** Environment nodejs with `poolsize` warm workers, function hello and its route /hello. */

@@ -9,32 +9,16 @@
 import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
+import { Pool } from 'undici';
 import { zipDirectory } from '../src/archive/index.ts';
 import { startServer } from '../test/helpers/server.ts';
-import { Pool } from 'undici';
-import { fmt, forkPythonOnce, percentiles, timedFirstCall } from './lib.ts';
+import { fmt, forkPythonOnce, percentiles, timedFirstCall, uploadArchive, waitBuilt } from './lib.ts';
 
 async function api(base: string, method: string, url: string, body?: unknown): Promise<any> {
   const res = await fetch(base + url, { method, headers: body ? { 'content-type': 'application/json' } : {}, body: body ? JSON.stringify(body) : undefined });
   const text = await res.text();
   if (res.status >= 300) throw new Error(`${method} ${url}: ${res.status} ${text}`);
   return JSON.parse(text);
-}
-
-async function upload(base: string, file: string): Promise<{ url: string; checksum: { type: 'sha256'; sum: string } }> {
-  const res = await fetch(`${base}/v1/archives`, { method: 'POST', headers: { 'content-type': 'application/zip' }, body: fs.readFileSync(file) });
-  if (res.status !== 201) throw new Error(`upload: ${res.status} ${await res.text()}`);
-  const { url, checksum } = (await res.json()) as { url: string; checksum: { type: 'sha256'; sum: string } };
-  return { url, checksum };
-}
-
-async function waitBuilt(base: string, name: string): Promise<any> {
-  for (;;) {
-    const p = await api(base, 'GET', `/v1/namespaces/default/packages/${name}`);
-    if (p.status?.buildstatus === 'succeeded') return p;
-    if (p.status?.buildstatus === 'failed') throw new Error(`build of ${name} failed:\n${p.status.buildlog}`);
-    await new Promise((r) => setTimeout(r, 20));
-  }
 }
 
 export async function packagesBench(sandbox: 'bubblewrap' | 'none', work: string, rounds: number): Promise<string[][]> {
@@ -55,7 +39,7 @@ export async function packagesBench(sandbox: 'bubblewrap' | 'none', work: string
     }
     fs.writeFileSync(path.join(tree, 'index.js'), 'module.exports = async () => ({ body: "hello" });\n');
     await zipDirectory(tree, path.join(work, 'tree.zip'));
-    const zipRef = await upload(base, path.join(work, 'tree.zip'));
+    const zipRef = await uploadArchive(base, fs.readFileSync(path.join(work, 'tree.zip')));
     const single = Buffer.from('module.exports = async () => ({ body: "hello" });\n').toString('base64');
 
     const zipCold: number[] = [];
@@ -65,7 +49,7 @@ export async function packagesBench(sandbox: 'bubblewrap' | 'none', work: string
     for (let i = 0; i < rounds; i++) {
       // Interleaved, so both sides see the same machine.
       for (const [name, deployment, env, into] of [
-        [`zip-${i}`, { type: 'url', ...zipRef }, 'nodejs', zipCold],
+        [`zip-${i}`, zipRef, 'nodejs', zipCold],
         [`file-${i}`, { type: 'literal', literal: single }, 'nodejs', fileCold],
         [`py-${i}`, { type: 'literal', literal: Buffer.from('def main():\n    return "hello"\n').toString('base64') }, 'python', pyCold],
       ] as const) {
@@ -92,13 +76,13 @@ export async function packagesBench(sandbox: 'bubblewrap' | 'none', work: string
     fs.mkdirSync(src);
     fs.writeFileSync(path.join(src, 'index.js'), 'module.exports = async () => ({ body: "built" });\n');
     await zipDirectory(src, path.join(work, 'src.zip'));
-    const srcRef = await upload(base, path.join(work, 'src.zip'));
+    const srcRef = await uploadArchive(base, fs.readFileSync(path.join(work, 'src.zip')));
     const managed: number[] = [];
     const direct: number[] = [];
     const script = path.resolve(import.meta.dirname, '../src/runtimes/node/builder/build');
     for (let i = 0; i < rounds; i++) {
       const t0 = process.hrtime.bigint();
-      await api(base, 'POST', `${NS}/packages`, { metadata: { name: `build-${i}` }, spec: { environment: { name: 'nodejs' }, source: { type: 'url', ...srcRef } } });
+      await api(base, 'POST', `${NS}/packages`, { metadata: { name: `build-${i}` }, spec: { environment: { name: 'nodejs' }, source: srcRef } });
       await waitBuilt(base, `build-${i}`);
       managed.push(Number(process.hrtime.bigint() - t0) / 1000);
       const out = path.join(work, `direct-${i}`);

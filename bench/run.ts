@@ -13,8 +13,9 @@
 //   5. packages (bench/packages.ts) and Kafka triggers (bench/mq.ts);
 //   6. goodput at 50/500/2,000 connections beside nginx, and tails while the
 //      package is replaced every 2 s (bench/overload.ts);
-//   6b. cold-start storms: 20 and 100 first calls at once, Node and Python,
-//      against as many concurrent forks (bench/storm.ts);
+//   6b. cold-start storms: 20 and 100 first calls at once, Node, Python and
+//      Go, against as many concurrent forks of a plain program of the same
+//      language (bench/storm.ts);
 //   7. CLI start times against `node -e 0`, now and before issue 27 (bench/cli-start.ts);
 //   8. router added latency with tracing off, on and before tracing, side by side (bench/tracing.ts).
 //   9. kubernetes mode with its roles apart on the real control plane: two

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import type { StormResult } from './results.ts';
-import { stormRatio, stormRows } from './storm.ts';
+import { STORM_RUNTIMES, type StormRuntime, stormBench, stormRatio, stormRows } from './storm.ts';
 
 const result = (round: number, p50CallMs: number, p50ForkMs: number, more: Partial<StormResult> = {}): StormResult => ({
   runtime: 'node',
@@ -44,5 +44,30 @@ describe('storm rows', () => {
     const rows = stormRows([result(0, 100, 100), result(1, 0, 100, { calls: [], failed: 3, firstError: 'boom' }), result(2, 300, 100)]);
     assert.equal(rows[0][1], '3 failed');
     assert.match(rows[0][2], /^median round: storm p50 100 ms/);
+  });
+
+  it('names each runtime\'s own baseline', () => {
+    const rows = stormRows([result(0, 100, 100, { runtime: 'go' }), result(0, 100, 100, { runtime: 'node' })]);
+    assert.match(rows[0][0], /3 go functions .* 3 concurrent go \(a plain net\/http program\) forks$/);
+    assert.match(rows[1][0], /3 node functions .* 3 concurrent node forks$/);
+    assert.deepEqual(Object.keys(STORM_RUNTIMES), ['node', 'python', 'go']);
+  });
+
+  it('gives a runtime that cannot be made ready a row saying why, and runs the others', async () => {
+    const fake = (name: 'node' | 'python', prepare?: () => Promise<void>): StormRuntime => ({
+      name,
+      image: `flint/${name}-env`,
+      forkName: name,
+      prepare,
+      deploy: async () => {},
+      fork: async () => 0,
+    });
+    const broken = fake('python', async () => {
+      throw new Error('no python here');
+    });
+    // No sizes: nothing starts a server, so only the preparing is exercised.
+    const { rows, results } = await stormBench('none', [], [fake('node', async () => {}), broken]);
+    assert.deepEqual(results, []);
+    assert.deepEqual(rows, [['cold-start storms, python', 'skipped', 'no python here', '≤ 1.0x']]);
   });
 });

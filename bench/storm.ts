@@ -4,39 +4,139 @@
 // same machine, in the same run). A single cold start from the warm pool is
 // cheap (bench/run.ts); a burst of them is what finds an empty pool.
 //
-// Run alone: `node bench/storm.ts [N ...]` (default 20 100).
+// Run alone: `node bench/storm.ts [N ...]` (default 20 100), the runtimes
+// `STORM_RUNTIMES=node,python,go` (default all three).
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { Pool } from 'undici';
+import { ensureGoModuleBinary, type GoModule } from '../scripts/go-module.ts';
+import { findGo } from '../src/runtimes/go/launch.ts';
 import { startServer, type TestServer } from '../test/helpers/server.ts';
 import { readKnobs } from './knobs.ts';
-import { createFunction, createResource, fmt, forkNodeOnce, forkPythonOnce, machineCpuDuring, percentiles, timedFirstCall } from './lib.ts';
+import {
+  type ArchiveRef,
+  createFunction,
+  createResource,
+  fmt,
+  forkNodeOnce,
+  forkPythonOnce,
+  forkUntilServed,
+  machineCpuDuring,
+  percentiles,
+  timedFirstCall,
+  uploadArchive,
+  waitBuilt,
+} from './lib.ts';
 import type { StormResult } from './results.ts';
 
+type Sandbox = 'bubblewrap' | 'none';
+
 export interface StormRuntime {
-  name: 'node' | 'python';
+  name: 'node' | 'python' | 'go';
   image: string;
-  code: string;
+  /** What the baseline forks, for the rows. */
+  forkName: string;
+  /**
+   * Made ready once, before its storms: what its deploys and forks need (a
+   * toolchain's build). Throws to skip the runtime, saying why.
+   */
+  prepare?(sandbox: Sandbox): Promise<void>;
+  /** A package and a function of environment `env` for each of `names`, on `server`. */
+  deploy(server: TestServer, env: string, names: string[]): Promise<void>;
   /** One fork until it has served a request, timed from `since`, the burst's start. */
   fork(dir: string, i: number, since: bigint): Promise<number>;
 }
 
+/** Each function a package of its own with `code` as its deployment, nothing to build. */
+const literalDeploys = (code: string) => async (server: TestServer, env: string, names: string[]) => {
+  for (const name of names) await createFunction(server.controllerUrl, name, { env, code });
+};
+
 const NODE: StormRuntime = {
   name: 'node',
   image: 'flint/node-env',
-  code: 'module.exports = async () => ({ status: 200, body: "hello\\n" });',
+  forkName: 'node',
+  deploy: literalDeploys('module.exports = async () => ({ status: 200, body: "hello\\n" });'),
   fork: (dir, i, since) => forkNodeOnce(dir, `storm-node-${i}`, since),
 };
 
 const PYTHON: StormRuntime = {
   name: 'python',
   image: 'flint/python-env',
-  code: 'def main():\n    return "hello"\n',
+  forkName: 'python3',
+  deploy: literalDeploys('def main():\n    return "hello"\n'),
   fork: (dir, i, since) => forkPythonOnce(dir, `storm-py-${i}`, since),
 };
 
-export const STORM_RUNTIMES = { node: NODE, python: PYTHON };
+/** The plain Go program the Go storms' forks run (bench/storm/go-hello). */
+export const GO_HELLO_MODULE: GoModule = {
+  dir: path.join(import.meta.dirname, 'storm', 'go-hello'),
+  files: ['go.mod', 'main.go'],
+  cacheName: 'bench-go-hello',
+  binary: 'gohello',
+  what: "the Go storms' baseline program (bench/storm/go-hello)",
+  env: { CGO_ENABLED: '0', GOFLAGS: '-mod=mod' },
+};
+
+const GO_FUNCTION = 'package main\n\nimport "net/http"\n\nfunc Handler(w http.ResponseWriter, r *http.Request) {\n\tw.Write([]byte("hello\\n"))\n}\n';
+
+/**
+ * A Go function is a plugin that must be built, and each storm's server
+ * starts with an empty build cache, where the first build compiles the
+ * standard library in plugin mode (minutes on 2 cores). So the function is
+ * built once, through a server's own builder, and every storm function gets
+ * a package of its own whose deployment is that plugin's archive, uploaded
+ * to the storm's server: what specializing an instance does (fetch, unpack,
+ * load the plugin) is done per function, as for Node and Python.
+ */
+function goRuntime(): StormRuntime {
+  let plugin: Buffer | undefined;
+  let gohello: string | undefined;
+  const uploaded = new WeakMap<TestServer, ArchiveRef>();
+  return {
+    name: 'go',
+    image: 'flint/go-env',
+    forkName: 'go (a plain net/http program)',
+    async prepare(sandbox) {
+      const go = findGo();
+      if (go === undefined) throw new Error('no Go toolchain (go on PATH or /usr/local/go/bin/go)');
+      gohello = ensureGoModuleBinary(GO_HELLO_MODULE, go);
+      const server = await startServer({ sets: [`executor.sandbox=${sandbox}`, 'logLevel=error'] });
+      try {
+        await createResource(server.controllerUrl, 'environments', { metadata: { name: 'go' }, spec: { runtime: { image: 'flint/go-env' }, builder: { image: 'flint/go-builder' }, poolsize: 1 } });
+        await createResource(server.controllerUrl, 'packages', {
+          metadata: { name: 'storm-go' },
+          spec: { environment: { name: 'go' }, source: { type: 'literal', literal: Buffer.from(GO_FUNCTION).toString('base64') } },
+        });
+        const built = await waitBuilt(server.controllerUrl, 'storm-go', 20 * 60_000);
+        const sum = built.spec.deployment?.checksum.sum;
+        if (sum === undefined) throw new Error('the Go build succeeded without a deployment archive');
+        const res = await fetch(`${server.controllerUrl}/v1/archives/${sum}`);
+        if (res.status !== 200) throw new Error(`download of the built plugin: ${res.status} ${await res.text()}`);
+        plugin = Buffer.from(await res.arrayBuffer());
+      } finally {
+        await server.stop();
+      }
+    },
+    async deploy(server, env, names) {
+      if (plugin === undefined) throw new Error('the Go storm runtime was not prepared');
+      let deployment = uploaded.get(server);
+      if (deployment === undefined) {
+        deployment = await uploadArchive(server.controllerUrl, plugin);
+        uploaded.set(server, deployment);
+      }
+      for (const name of names) await createFunction(server.controllerUrl, name, { env, deployment });
+    },
+    fork(dir, i, since) {
+      if (gohello === undefined) throw new Error('the Go storm runtime was not prepared');
+      const sock = path.join(dir, `storm-go-${i}.sock`);
+      return forkUntilServed(gohello, [sock], sock, since);
+    },
+  };
+}
+
+export const STORM_RUNTIMES = { node: NODE, python: PYTHON, go: goRuntime() };
 
 async function settle(ms: number): Promise<void> {
   await new Promise((r) => setTimeout(r, ms));
@@ -69,10 +169,6 @@ async function burst(server: TestServer, names: string[]): Promise<{ calls: numb
   return { calls, failed, firstError, cpuMsPerCall: cpuMs / names.length };
 }
 
-async function deploy(server: TestServer, rt: StormRuntime, env: string, names: string[]): Promise<void> {
-  for (const name of names) await createFunction(server.controllerUrl, name, { env, code: rt.code });
-}
-
 /**
  * N functions of `rt`'s environment (fresh, pool of its default size), then
  * all N first calls at once; then N more functions and their first calls at
@@ -84,7 +180,7 @@ export async function storm(server: TestServer, rt: StormRuntime, n: number, rou
   await createResource(server.controllerUrl, 'environments', { metadata: { name: env }, spec: { runtime: { image: rt.image } } });
   const first = Array.from({ length: n }, (_, i) => `${env}-a${i}`);
   const next = Array.from({ length: n }, (_, i) => `${env}-b${i}`);
-  await deploy(server, rt, env, first);
+  await rt.deploy(server, env, first);
   // The pool fills and the deployments unpack before anyone is timed.
   await settle(3000);
   let cpuMsPerFork = Number.NaN;
@@ -102,7 +198,7 @@ export async function storm(server: TestServer, rt: StormRuntime, n: number, rou
     await settle(1500);
   }
   const a = await burst(server, first);
-  await deploy(server, rt, env, next);
+  await rt.deploy(server, env, next);
   // The grown pool refills (in the background, at the lower priority) before the next burst.
   await settle(Number(process.env.STORM_REFILL_MS ?? 10_000));
   const b = await burst(server, next);
@@ -140,7 +236,7 @@ export function stormRows(results: StormResult[]): string[][] {
     const spreadText = ratios.length > 1 ? ` (${fmt(Math.min(...ratios), 2)}-${fmt(Math.max(...ratios), 2)}x over ${ratios.length} rounds)` : '';
     const firstError = rounds.find((r) => r.firstError)?.firstError;
     return [
-      `cold-start storm, ${n} ${runtime} functions at once, ${which} / ${n} concurrent ${runtime === 'node' ? 'node' : 'python3'} forks`,
+      `cold-start storm, ${n} ${runtime} functions at once, ${which} / ${n} concurrent ${forkNames[runtime] ?? runtime} forks`,
       failed > 0 ? `${failed} failed` : `${fmt(stormRatio(mid), 2)}x${spreadText}`,
       `median round: storm p50 ${fmt(c.p50 / 1000, 0)} ms, p99 ${fmt(c.p99 / 1000, 0)} ms; forks p50 ${fmt(f.p50 / 1000, 0)} ms, p99 ${fmt(f.p99 / 1000, 0)} ms; machine CPU per call ${fmt(mid.cpuMsPerCall, 0)} ms, per fork ${fmt(mid.cpuMsPerFork, 0)} ms${firstError ? `; first error: ${firstError}` : ''}`,
       '≤ 1.0x',
@@ -148,17 +244,36 @@ export function stormRows(results: StormResult[]): string[][] {
   });
 }
 
+/** The baseline's name per runtime, for the rows. */
+const forkNames: Record<string, string> = Object.fromEntries(Object.values(STORM_RUNTIMES).map((r) => [r.name, r.forkName]));
+
 /**
  * Storms of each size for each runtime, each on a server of its own: instances an earlier storm left (up to twice
- * its size, idle but not yet reaped) would otherwise hold the instance budget the next one starts from.
+ * its size, idle but not yet reaped) would otherwise hold the instance budget the next one starts from. A runtime
+ * that cannot be made ready (no Go toolchain) gets a row saying so, and the others run.
  */
-export async function stormBench(sandbox: 'bubblewrap' | 'none', sizes: number[], runtimes: StormRuntime[] = [NODE, PYTHON], rounds = 1): Promise<{ rows: string[][]; results: StormResult[] }> {
+export async function stormBench(
+  sandbox: Sandbox,
+  sizes: number[],
+  runtimes: StormRuntime[] = Object.values(STORM_RUNTIMES),
+  rounds = 1,
+): Promise<{ rows: string[][]; results: StormResult[] }> {
   const work = fs.mkdtempSync(path.join(os.tmpdir(), 'flint-storm-'));
   const results: StormResult[] = [];
+  const skipped: string[][] = [];
+  const ready: StormRuntime[] = [];
   try {
+    for (const rt of runtimes) {
+      try {
+        await rt.prepare?.(sandbox);
+        ready.push(rt);
+      } catch (err) {
+        skipped.push([`cold-start storms, ${rt.name}`, 'skipped', String((err as Error).message).slice(0, 600), '≤ 1.0x']);
+      }
+    }
     let seq = 0;
     for (let round = 0; round < rounds; round++) {
-      for (const rt of runtimes) {
+      for (const rt of ready) {
         for (const n of sizes) {
           // Workers get 128 MiB each so that the largest storm fits the derived instance budget of a small machine.
           const server = await startServer({ sets: [`executor.sandbox=${sandbox}`, 'logLevel=error', 'executor.memoryMB=128'] });
@@ -173,12 +288,16 @@ export async function stormBench(sandbox: 'bubblewrap' | 'none', sizes: number[]
   } finally {
     fs.rmSync(work, { recursive: true, force: true });
   }
-  return { rows: stormRows(results), results };
+  return { rows: [...stormRows(results), ...skipped], results };
 }
 
 if (import.meta.main) {
   const sizes = process.argv.slice(2).map(Number);
-  const which = process.env.STORM_RUNTIMES?.split(',').map((r) => STORM_RUNTIMES[r as keyof typeof STORM_RUNTIMES]);
+  const which = process.env.STORM_RUNTIMES?.split(',').map((r) => {
+    const rt = STORM_RUNTIMES[r as keyof typeof STORM_RUNTIMES];
+    if (rt === undefined) throw new Error(`STORM_RUNTIMES: no runtime ${r} (${Object.keys(STORM_RUNTIMES).join(', ')})`);
+    return rt;
+  });
   const knobs = readKnobs();
   const { rows, results } = await stormBench(knobs.sandbox, sizes.length > 0 ? sizes : [20, 100], which, knobs.stormRounds);
   for (const r of rows) console.log(`| ${r.join(' | ')} |`);

@@ -1,0 +1,3 @@
+module flint.dev/bench/gohello
+
+go 1.21
