@@ -37,6 +37,8 @@ export interface PeersResult {
 
 export interface StormResult {
   runtime: string;
+  /** What the baseline forked (`node`, `python3`, ...); the runtime's name when unset. */
+  forkName?: string;
   n: number;
   /** Which round of the bench (each storm of each round on a server of its own). */
   round: number;

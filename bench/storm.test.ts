@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import type { StormResult } from './results.ts';
-import { STORM_RUNTIMES, type StormRuntime, stormBench, stormRatio, stormRows } from './storm.ts';
+import { prepareRuntimes, STORM_RUNTIMES, type StormRuntime, stormBench, stormRatio, stormRows } from './storm.ts';
 
 const result = (round: number, p50CallMs: number, p50ForkMs: number, more: Partial<StormResult> = {}): StormResult => ({
   runtime: 'node',
@@ -29,7 +29,7 @@ describe('storm rows', () => {
     const rows = stormRows([
       result(0, 100, 100),
       result(0, 10, 100, { burst: 'next' }),
-      result(0, 100, 100, { runtime: 'python' }),
+      result(0, 100, 100, { runtime: 'python', forkName: 'python3' }),
       result(1, 100, 100, { failed: 2, firstError: 'first call of f: 503' }),
     ]);
     assert.equal(rows.length, 3);
@@ -47,27 +47,41 @@ describe('storm rows', () => {
   });
 
   it('names each runtime\'s own baseline', () => {
-    const rows = stormRows([result(0, 100, 100, { runtime: 'go' }), result(0, 100, 100, { runtime: 'node' })]);
+    const rows = stormRows([result(0, 100, 100, { runtime: 'go', forkName: STORM_RUNTIMES.go.forkName }), result(0, 100, 100, { runtime: 'python', forkName: 'python3' }), result(0, 100, 100)]);
     assert.match(rows[0][0], /3 go functions .* 3 concurrent go \(a plain net\/http program\) forks$/);
-    assert.match(rows[1][0], /3 node functions .* 3 concurrent node forks$/);
+    assert.match(rows[1][0], /3 python functions .* 3 concurrent python3 forks$/);
+    // Without a name of its own, the runtime's.
+    assert.match(rows[2][0], /3 node functions .* 3 concurrent node forks$/);
     assert.deepEqual(Object.keys(STORM_RUNTIMES), ['node', 'python', 'go']);
   });
 
-  it('gives a runtime that cannot be made ready a row saying why, and runs the others', async () => {
-    const fake = (name: 'node' | 'python', prepare?: () => Promise<void>): StormRuntime => ({
+  it('gives a runtime that cannot be made ready a row saying why, and makes the others ready', async () => {
+    const prepared: string[] = [];
+    const fake = (name: 'node' | 'python' | 'go', fail?: string): StormRuntime => ({
       name,
       image: `flint/${name}-env`,
       forkName: name,
-      prepare,
+      async prepare(sandbox) {
+        prepared.push(`${name} ${sandbox}`);
+        if (fail) throw new Error(fail);
+      },
       deploy: async () => {},
       fork: async () => 0,
     });
-    const broken = fake('python', async () => {
-      throw new Error('no python here');
-    });
-    // No sizes: nothing starts a server, so only the preparing is exercised.
-    const { rows, results } = await stormBench('none', [], [fake('node', async () => {}), broken]);
+    const runtimes = [fake('go', 'no Go toolchain'), fake('node'), fake('python', 'no python here')];
+    const { ready, skipped } = await prepareRuntimes(runtimes, 'none');
+    assert.deepEqual(prepared, ['go none', 'node none', 'python none']);
+    assert.deepEqual(
+      ready.map((r) => r.name),
+      ['node'],
+    );
+    assert.deepEqual(skipped, [
+      ['cold-start storms, go', 'skipped', 'no Go toolchain', '≤ 1.0x'],
+      ['cold-start storms, python', 'skipped', 'no python here', '≤ 1.0x'],
+    ]);
+    // stormBench puts the skipped rows after the measured ones (none here: no sizes, so no server starts).
+    const { rows, results } = await stormBench('none', [], runtimes);
     assert.deepEqual(results, []);
-    assert.deepEqual(rows, [['cold-start storms, python', 'skipped', 'no python here', '≤ 1.0x']]);
+    assert.deepEqual(rows, skipped);
   });
 });

@@ -91,6 +91,7 @@ const GO_FUNCTION = 'package main\n\nimport "net/http"\n\nfunc Handler(w http.Re
  * load the plugin) is done per function, as for Node and Python.
  */
 function goRuntime(): StormRuntime {
+  // Set by prepare() and read by every storm after it: one bench run prepares once, then runs its storms in turn.
   let plugin: Buffer | undefined;
   let gohello: string | undefined;
   const uploaded = new WeakMap<TestServer, ArchiveRef>();
@@ -110,7 +111,7 @@ function goRuntime(): StormRuntime {
           spec: { environment: { name: 'go' }, source: { type: 'literal', literal: Buffer.from(GO_FUNCTION).toString('base64') } },
         });
         const built = await waitBuilt(server.controllerUrl, 'storm-go', 20 * 60_000);
-        const sum = built.spec.deployment?.checksum.sum;
+        const sum = built.spec.deployment?.checksum?.sum;
         if (sum === undefined) throw new Error('the Go build succeeded without a deployment archive');
         const res = await fetch(`${server.controllerUrl}/v1/archives/${sum}`);
         if (res.status !== 200) throw new Error(`download of the built plugin: ${res.status} ${await res.text()}`);
@@ -207,8 +208,8 @@ export async function storm(server: TestServer, rt: StormRuntime, n: number, rou
     forks = await forkAll();
   }
   return [
-    { runtime: rt.name, n, burst: 'first', forks, cpuMsPerFork, ...a },
-    { runtime: rt.name, n, burst: 'next', forks, cpuMsPerFork, ...b },
+    { runtime: rt.name, forkName: rt.forkName, n, burst: 'first', forks, cpuMsPerFork, ...a },
+    { runtime: rt.name, forkName: rt.forkName, n, burst: 'next', forks, cpuMsPerFork, ...b },
   ];
 }
 
@@ -236,16 +237,13 @@ export function stormRows(results: StormResult[]): string[][] {
     const spreadText = ratios.length > 1 ? ` (${fmt(Math.min(...ratios), 2)}-${fmt(Math.max(...ratios), 2)}x over ${ratios.length} rounds)` : '';
     const firstError = rounds.find((r) => r.firstError)?.firstError;
     return [
-      `cold-start storm, ${n} ${runtime} functions at once, ${which} / ${n} concurrent ${forkNames[runtime] ?? runtime} forks`,
+      `cold-start storm, ${n} ${runtime} functions at once, ${which} / ${n} concurrent ${mid.forkName ?? runtime} forks`,
       failed > 0 ? `${failed} failed` : `${fmt(stormRatio(mid), 2)}x${spreadText}`,
       `median round: storm p50 ${fmt(c.p50 / 1000, 0)} ms, p99 ${fmt(c.p99 / 1000, 0)} ms; forks p50 ${fmt(f.p50 / 1000, 0)} ms, p99 ${fmt(f.p99 / 1000, 0)} ms; machine CPU per call ${fmt(mid.cpuMsPerCall, 0)} ms, per fork ${fmt(mid.cpuMsPerFork, 0)} ms${firstError ? `; first error: ${firstError}` : ''}`,
       '≤ 1.0x',
     ];
   });
 }
-
-/** The baseline's name per runtime, for the rows. */
-const forkNames: Record<string, string> = Object.fromEntries(Object.values(STORM_RUNTIMES).map((r) => [r.name, r.forkName]));
 
 /**
  * Storms of each size for each runtime, each on a server of its own: instances an earlier storm left (up to twice
@@ -260,17 +258,9 @@ export async function stormBench(
 ): Promise<{ rows: string[][]; results: StormResult[] }> {
   const work = fs.mkdtempSync(path.join(os.tmpdir(), 'flint-storm-'));
   const results: StormResult[] = [];
-  const skipped: string[][] = [];
-  const ready: StormRuntime[] = [];
+  const { ready, skipped: notRun } = await prepareRuntimes(runtimes, sandbox);
+  const failed: string[][] = [];
   try {
-    for (const rt of runtimes) {
-      try {
-        await rt.prepare?.(sandbox);
-        ready.push(rt);
-      } catch (err) {
-        skipped.push([`cold-start storms, ${rt.name}`, 'skipped', String((err as Error).message).slice(0, 600), '≤ 1.0x']);
-      }
-    }
     let seq = 0;
     for (let round = 0; round < rounds; round++) {
       for (const rt of ready) {
@@ -279,6 +269,9 @@ export async function stormBench(
           const server = await startServer({ sets: [`executor.sandbox=${sandbox}`, 'logLevel=error', 'executor.memoryMB=128'] });
           try {
             for (const r of await storm(server, rt, n, seq++, work)) results.push({ ...r, round });
+          } catch (err) {
+            // One storm that cannot be set up (a deploy refused) costs its own row, not the other runtimes' results.
+            failed.push([`cold-start storm, ${n} ${rt.name} functions, round ${round + 1}`, 'failed', String((err as Error).message).slice(0, 600), '≤ 1.0x']);
           } finally {
             await server.stop();
           }
@@ -288,7 +281,22 @@ export async function stormBench(
   } finally {
     fs.rmSync(work, { recursive: true, force: true });
   }
-  return { rows: [...stormRows(results), ...skipped], results };
+  return { rows: [...stormRows(results), ...failed, ...notRun], results };
+}
+
+/** Each runtime made ready (`prepare`), or a row saying why it is skipped. */
+export async function prepareRuntimes(runtimes: StormRuntime[], sandbox: Sandbox): Promise<{ ready: StormRuntime[]; skipped: string[][] }> {
+  const ready: StormRuntime[] = [];
+  const skipped: string[][] = [];
+  for (const rt of runtimes) {
+    try {
+      await rt.prepare?.(sandbox);
+      ready.push(rt);
+    } catch (err) {
+      skipped.push([`cold-start storms, ${rt.name}`, 'skipped', String((err as Error).message).slice(0, 600), '≤ 1.0x']);
+    }
+  }
+  return { ready, skipped };
 }
 
 if (import.meta.main) {
