@@ -1,7 +1,9 @@
 import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import path from 'node:path';
 import { describe, it } from 'node:test';
 import type { StormResult } from './results.ts';
-import { prepareRuntimes, STORM_RUNTIMES, type StormRuntime, stormBench, stormRatio, stormRows } from './storm.ts';
+import { prepareRuntimes, STORM_RUNTIMES, type StormRuntime, stormArgs, stormBench, stormRatio, stormRows } from './storm.ts';
 
 const result = (round: number, p50CallMs: number, p50ForkMs: number, more: Partial<StormResult> = {}): StormResult => ({
   runtime: 'node',
@@ -83,5 +85,25 @@ describe('storm rows', () => {
     const { rows, results } = await stormBench('none', [], runtimes);
     assert.deepEqual(results, []);
     assert.deepEqual(rows, skipped);
+  });
+
+  it('refuses a bad size or an unknown runtime with a message naming it, and a non-zero exit before anything starts', () => {
+    assert.deepEqual(stormArgs([], undefined), { sizes: [20, 100] });
+    assert.deepEqual(stormArgs(['5'], 'go,node'), { sizes: [5], runtimes: [STORM_RUNTIMES.go, STORM_RUNTIMES.node] });
+    for (const [argv, env, said] of [
+      [['0'], undefined, /a storm size must be a whole number above 0, not "0"/],
+      [['20', 'many'], undefined, /not "many"/],
+      [['1.5'], undefined, /not "1\.5"/],
+      [[], 'node,ruby', /STORM_RUNTIMES: no runtime "ruby" \(node, python, go\)/],
+      [[], '__proto__', /no runtime "__proto__"/],
+    ] as const) {
+      const r = stormArgs([...argv], env);
+      assert.ok('refused' in r, `${argv.join(' ')} ${env}`);
+      assert.match(r.refused, said);
+    }
+    const tool = path.join(import.meta.dirname, 'storm.ts');
+    const r = spawnSync(process.execPath, [tool, '20'], { encoding: 'utf8', timeout: 30_000, env: { ...process.env, STORM_RUNTIMES: 'cobol' } });
+    assert.equal(r.status, 1, r.stderr);
+    assert.match(r.stderr, /^STORM_RUNTIMES: no runtime "cobol"/);
   });
 });

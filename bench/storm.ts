@@ -299,15 +299,29 @@ export async function prepareRuntimes(runtimes: StormRuntime[], sandbox: Sandbox
   return { ready, skipped };
 }
 
+/** The storm sizes and runtimes a command line asks for, or the message that refuses them. */
+export function stormArgs(argv: string[], runtimesEnv: string | undefined): { sizes: number[]; runtimes?: StormRuntime[] } | { refused: string } {
+  const bad = argv.find((a) => !/^[1-9]\d*$/.test(a));
+  if (bad !== undefined) return { refused: `a storm size must be a whole number above 0, not "${bad}" (usage: node bench/storm.ts [N ...])` };
+  const sizes = argv.length > 0 ? argv.map(Number) : [20, 100];
+  if (runtimesEnv === undefined) return { sizes };
+  const runtimes: StormRuntime[] = [];
+  for (const name of runtimesEnv.split(',')) {
+    const rt = Object.hasOwn(STORM_RUNTIMES, name) ? STORM_RUNTIMES[name as keyof typeof STORM_RUNTIMES] : undefined;
+    if (rt === undefined) return { refused: `STORM_RUNTIMES: no runtime "${name}" (${Object.keys(STORM_RUNTIMES).join(', ')})` };
+    runtimes.push(rt);
+  }
+  return { sizes, runtimes };
+}
+
 if (import.meta.main) {
-  const sizes = process.argv.slice(2).map(Number);
-  const which = process.env.STORM_RUNTIMES?.split(',').map((r) => {
-    const rt = STORM_RUNTIMES[r as keyof typeof STORM_RUNTIMES];
-    if (rt === undefined) throw new Error(`STORM_RUNTIMES: no runtime ${r} (${Object.keys(STORM_RUNTIMES).join(', ')})`);
-    return rt;
-  });
+  const args = stormArgs(process.argv.slice(2), process.env.STORM_RUNTIMES);
+  if ('refused' in args) {
+    process.stderr.write(`${args.refused}\n`);
+    process.exit(1);
+  }
   const knobs = readKnobs();
-  const { rows, results } = await stormBench(knobs.sandbox, sizes.length > 0 ? sizes : [20, 100], which, knobs.stormRounds);
+  const { rows, results } = await stormBench(knobs.sandbox, args.sizes, args.runtimes, knobs.stormRounds);
   for (const r of rows) console.log(`| ${r.join(' | ')} |`);
   const { writeCharts } = await import('./charts.ts');
   for (const file of await writeCharts({ storms: results })) console.log(`chart: ${path.relative(process.cwd(), file)}`);
