@@ -2,10 +2,13 @@
 // ingress gateway); the router's own server applies the same admission
 // itself. node's `maxConnections` would refuse at the cap outright; this
 // admission instead makes room by closing the oldest idle connection, as the
-// router does, and counts every connection it closes.
+// router does, and counts every connection it closes. Each connection and
+// request is noted as work of the event loop's turn (loop-turn.ts), which
+// ends a turn that runs long under load.
 import type http from 'node:http';
 import type net from 'node:net';
 import { ConnectionAdmission, type ConnectionDrop, type ConnectionLimits, type LimitedConnection } from './connection-admission.ts';
+import { noteLoopWork } from './loop-turn.ts';
 
 export interface NodeServerLimits extends ConnectionLimits {
   /** The longest a request head may take to arrive. */
@@ -50,6 +53,7 @@ export function limitNodeServer(server: http.Server, limits: NodeServerLimits, o
   server.keepAliveTimeout = limits.keepAliveTimeoutMs;
   // TLS servers hand over the socket after the handshake; 'connection' sees it before, which is what is to be capped.
   server.on('connection', (socket: net.Socket) => {
+    noteLoopWork();
     if (!admission.admit(socket.remoteAddress ?? '', open, (victim) => {
       victim.socket.destroy();
       forget(victim);
@@ -64,6 +68,7 @@ export function limitNodeServer(server: http.Server, limits: NodeServerLimits, o
     socket.once('close', () => forget(t));
   });
   server.on('request', (req: http.IncomingMessage, res: http.ServerResponse) => {
+    noteLoopWork();
     const t = byPeer.get(peer(req.socket));
     if (t === undefined) return;
     t.inFlight++;

@@ -15,9 +15,10 @@
 // switches protocols (Upgrade, for WebSockets). No HTTP/2.
 import net from 'node:net';
 import type { FlintError } from '../../api/errors.ts';
-import { ClientConnection, type ConnectionHost } from './connection.ts';
 import { ConnectionAdmission, type ConnectionDrop, type ConnectionLimits } from '../../limits/connection-admission.ts';
 import { closeGroup, listenGroup } from '../../limits/listener-group.ts';
+import { noteLoopWork } from '../../limits/loop-turn.ts';
+import { ClientConnection, type ConnectionHost } from './connection.ts';
 import type { Http1Request } from './request.ts';
 import type { Http1Response } from './response.ts';
 
@@ -66,6 +67,7 @@ export class Http1Server implements ConnectionHost {
       opts.onDrop,
     );
     this.#onSocket = (socket) => {
+      noteLoopWork();
       if (!this.#admission.admit(socket.remoteAddress ?? '', this.#conns, this.#evict)) {
         // Nothing is read from it: a refused connection costs its fd for as long as a close takes.
         socket.on('error', noop);
@@ -154,6 +156,7 @@ export class Http1Server implements ConnectionHost {
   // ---- ConnectionHost ---------------------------------------------------------------
 
   handle(req: Http1Request, res: Http1Response): void {
+    noteLoopWork();
     this.#o.handle(req, res);
   }
 
