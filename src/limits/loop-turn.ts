@@ -17,9 +17,13 @@
 // fired, and this is the one lever a Node program has on it. So once the work
 // seen in one turn has run past MAX_TURN_MS, the process sends itself SIGURG
 // (ignored by default, and meaning nothing to Node or libuv), which it listens
-// for with a no-op so that libuv watches for it. The turn ends after the batch
-// that carries it; the cost is a kill(2) and a pipe read, at most once a turn.
+// for with a no-op so that libuv watches for it. The turn ends after the next
+// batch that carries it (up to 1,024 more events); the cost is a kill(2), a
+// pipe read and the no-op's call, at most once a turn. Work the router does
+// not note (frames through WebSocket and CONNECT tunnels, reads of upstream
+// answers) does not end a turn by itself; requests and new connections do.
 import { performance } from 'node:perf_hooks';
+import { isMainThread } from 'node:worker_threads';
 
 /** A turn that has run this long (ms) is ended after its next batch of events. */
 export const MAX_TURN_MS = 10;
@@ -29,52 +33,81 @@ const NOTES_PER_CHECK = 64;
 
 const SIGNAL = 'SIGURG';
 
-// No signals to send on Windows; libuv's Windows loop has no 48-batch turn either.
-const supported = process.platform !== 'win32';
+// No signals on Windows, whose libuv loop has no 48-batch turn either; and a
+// worker thread's kill would end the main thread's turn, not its own.
+const supported = process.platform !== 'win32' && isMainThread;
 
-let notes = 0;
-/** When this turn was first seen busy (0: not yet, or a new turn has begun). */
-let busySince = 0;
-let kicked = false;
-let listening = false;
-/** Turns this process has ended early, for the tests and the curious. */
-let ended = 0;
+/** What a TurnWatch needs of the process: a clock (ms), a way to run code once this turn is over, a way to end it. */
+export interface TurnHooks {
+  now(): number;
+  afterTurn(fn: () => void): void;
+  endTurn(): void;
+}
+
+/** Counts the work noted in each turn and ends a turn that runs past MAX_TURN_MS. */
+export class TurnWatch {
+  readonly #hooks: TurnHooks;
+  #notes = 0;
+  /** When this turn was found busy, NOTES_PER_CHECK notes into it (0: not yet, or a new turn has begun). */
+  #busySince = 0;
+  #ended = false;
+  /** Turns it has asked to end. */
+  endings = 0;
+
+  constructor(hooks: TurnHooks) {
+    this.#hooks = hooks;
+  }
+
+  /**
+   * Marks a unit of work done in the current turn (a connection accepted, a
+   * request read). Every NOTES_PER_CHECK notes it reads the clock; a turn
+   * found busy is watched (its end resets the watch), and one still going
+   * MAX_TURN_MS later is ended, once.
+   */
+  note(): void {
+    if (++this.#notes < NOTES_PER_CHECK) return;
+    this.#notes = 0;
+    if (this.#busySince === 0) {
+      this.#busySince = this.#hooks.now();
+      this.#hooks.afterTurn(this.#turnOver);
+      return;
+    }
+    if (this.#ended || this.#hooks.now() - this.#busySince < MAX_TURN_MS) return;
+    this.#ended = true;
+    this.endings++;
+    this.#hooks.endTurn();
+  }
+
+  readonly #turnOver = (): void => {
+    this.#notes = 0;
+    this.#busySince = 0;
+    this.#ended = false;
+  };
+}
 
 function noop(): void {}
 
-function turnOver(): void {
-  busySince = 0;
-  kicked = false;
-}
+/** The process's watch: immediates run once the poll phase, and with it the turn, is over. */
+const watch = new TurnWatch({
+  now: () => performance.now(),
+  afterTurn: (fn) => {
+    setImmediate(fn);
+    // Listening from the first busy turn on. On Linux the loop's signal pipe is polled from its first turn (libuv
+    // watches SIGCHLD), so the handler, installed at once, works in this very turn. Checked each time: without a
+    // listener SIGURG is ignored and the turn would go on.
+    if (supported && process.listenerCount(SIGNAL) === 0) process.on(SIGNAL, noop);
+  },
+  endTurn: () => {
+    if (supported) process.kill(process.pid, SIGNAL);
+  },
+});
 
-/**
- * Marks a unit of work done in the current turn (a connection accepted, a
- * request read). Every NOTES_PER_CHECK notes it reads the clock; a turn found
- * busy is watched (an immediate marks its end), and one that stays busy past
- * MAX_TURN_MS is ended after its next batch.
- */
+/** Notes a unit of the event loop's work in this turn (TurnWatch.note). */
 export function noteLoopWork(): void {
-  if (++notes < NOTES_PER_CHECK) return;
-  notes = 0;
-  if (busySince === 0) {
-    busySince = performance.now();
-    // Immediates run once the poll phase, and with it the turn, is over.
-    setImmediate(turnOver);
-    if (supported && !listening) {
-      // Before the first long turn: a signal watcher libuv starts now is polled from the next turn on.
-      process.on(SIGNAL, noop);
-      listening = true;
-    }
-    return;
-  }
-  if (kicked || performance.now() - busySince < MAX_TURN_MS) return;
-  kicked = true;
-  if (!supported) return;
-  ended++;
-  process.kill(process.pid, SIGNAL);
+  watch.note();
 }
 
-/** How many turns have been ended early so far. */
-export function turnsEndedEarly(): number {
-  return ended;
+/** How many times this process has asked to end a turn. */
+export function turnEndSignals(): number {
+  return watch.endings;
 }
