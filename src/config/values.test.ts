@@ -39,6 +39,7 @@ describe('install values', () => {
     assert.equal(typeof v.kafka.brokers, 'string');
     assert.equal(typeof v.controller.port, 'number');
     assert.equal(typeof v.router.port, 'number');
+    assert.equal(v.controller.acceptSockets, 16);
     assert.equal(v.router.acceptSockets, 64);
     assert.equal(v.ingress.acceptSockets, 64);
     assert.equal(typeof v.ingress.port, 'number');

@@ -28,7 +28,7 @@ export const ValuesSchema = Type.Object(
     role: Type.Union([Type.Literal('all'), Type.Literal('controller'), Type.Literal('executor'), Type.Literal('router')]),
     dataDir: Type.String({ minLength: 1 }),
     logLevel: Type.Union(['trace', 'debug', 'info', 'warn', 'error', 'silent'].map((l) => Type.Literal(l))),
-    controller: Type.Object({ host: Host, port: Port, ...ListenerLimits }, Strict),
+    controller: Type.Object({ host: Host, port: Port, acceptSockets: AcceptSockets, ...ListenerLimits }, Strict),
     router: Type.Object(
       { host: Host, port: Port, acceptSockets: AcceptSockets, forwardAuthorization: Type.Boolean(), accessLog: Type.Boolean(), drainSeconds: Type.Number({ minimum: 0, maximum: 600 }),
         cpus: Cpus,
