@@ -4,7 +4,7 @@
 // so the gateway passes every end-to-end header, Authorization included,
 // through untouched.
 import type { ConnectionDrop } from '../limits/connection-admission.ts';
-import { closeGroup, listenGroup } from '../limits/listener-group.ts';
+import { closeGroup, listenServerGroup } from '../limits/listener-group.ts';
 import { limitNodeServer, type NodeServerLimits } from '../limits/node-server.ts';
 import http from 'node:http';
 import https from 'node:https';
@@ -243,7 +243,7 @@ function urlOf(scheme: string, addr: AddressInfo): string {
 
 /** Listens `server` on a group of `sockets` sockets (limits/listener-group.ts); the others' connections are fed to it. */
 async function listen(server: http.Server, port: number, host: string, sockets: number, more: NetServer[]): Promise<AddressInfo> {
-  const group = await listenGroup(server, { port, host, backlog: 4096, sockets }, (socket) => server.emit('connection', socket));
+  const group = await listenServerGroup(server, { port, host, backlog: 4096, sockets });
   more.push(...group.more);
   return group.address;
 }

@@ -6,7 +6,7 @@ import http from 'node:http';
 import net from 'node:net';
 import { describe, it } from 'node:test';
 import { listenersOn } from '../testing/listeners.ts';
-import { closeGroup, listenGroup } from './listener-group.ts';
+import { closeGroup, listenServerGroup } from './listener-group.ts';
 import { limitNodeServer } from './node-server.ts';
 
 const linux = process.platform === 'linux';
@@ -24,7 +24,7 @@ async function get(port: number): Promise<string> {
 /** An http.Server on a group of `sockets`, fed the other sockets' connections as the builtin gateway is. */
 async function httpGroup(sockets: number, port = 0) {
   const server = http.createServer((_req, res) => res.end('ok'));
-  const group = await listenGroup(server, { port, host: '127.0.0.1', backlog: 511, sockets }, (s) => server.emit('connection', s));
+  const group = await listenServerGroup(server, { port, host: '127.0.0.1', backlog: 511, sockets });
   return {
     server,
     port: group.address.port,
@@ -68,7 +68,7 @@ describe('listener groups (SO_REUSEPORT)', { skip: !linux && 'SO_REUSEPORT group
     const server = http.createServer((_req, res) => setTimeout(() => res.end('ok'), 200));
     const drops: string[] = [];
     limitNodeServer(server, { maxConnections: 0, maxConnectionsPerClient: 3, headersTimeoutMs: 10_000, keepAliveTimeoutMs: 10_000 }, (why) => drops.push(why));
-    const group = await listenGroup(server, { port: 0, host: '127.0.0.1', backlog: 511, sockets: 4 }, (s) => server.emit('connection', s));
+    const group = await listenServerGroup(server, { port: 0, host: '127.0.0.1', backlog: 511, sockets: 4 });
     try {
       const answers = await Promise.all(Array.from({ length: 8 }, () => get(group.address.port)));
       assert.equal(answers.filter((a) => a.includes(' 200 ')).length, 3, 'one client address holds 3 connections at most, whichever socket took them');

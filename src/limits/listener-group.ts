@@ -58,6 +58,14 @@ export async function listenGroup(first: net.Server, o: ListenGroupOptions, take
   return { address, more };
 }
 
+/**
+ * A node:http(s) server on a group: the connections the other sockets accept
+ * are handed to it the way node:http is fed a socket (its 'connection' event).
+ */
+export function listenServerGroup(server: net.Server, o: ListenGroupOptions): Promise<ListenerGroup> {
+  return listenGroup(server, o, (socket) => server.emit('connection', socket));
+}
+
 function listenOne(server: net.Server, o: { port: number; host: string; backlog: number; reusePort: boolean }): Promise<net.AddressInfo> {
   return new Promise((resolve, reject) => {
     server.once('error', reject);

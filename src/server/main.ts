@@ -59,7 +59,7 @@ import { openSqliteStore } from '../store/sqlite.ts';
 import type { Store } from '../store/store.ts';
 import type { Tracing } from '../tracing/index.ts';
 import { listenerCaps, type Listener, openFileLimit } from '../limits/fd-budget.ts';
-import { closeGroup, listenGroup } from '../limits/listener-group.ts';
+import { closeGroup, listenServerGroup } from '../limits/listener-group.ts';
 import { connectionDropCounter } from '../limits/metrics.ts';
 import { limitNodeServer } from '../limits/node-server.ts';
 import { makeDataDirPrivate, privateDatabaseFiles } from './data-dir.ts';
@@ -572,11 +572,12 @@ export async function startServer(
       // flood of new connections one socket accepts one per batch of events, and the administrator's wait behind it.
       await controller.ready();
       const apiServer = controller.server;
-      const { more } = await listenGroup(
-        apiServer,
-        { host: values.controller.host, port: values.controller.port, backlog: 511, sockets: values.controller.acceptSockets },
-        (socket) => apiServer.emit('connection', socket),
-      );
+      const { more } = await listenServerGroup(apiServer, {
+        host: values.controller.host,
+        port: values.controller.port,
+        backlog: 511,
+        sockets: values.controller.acceptSockets,
+      });
       stops.push(async () => {
         // No new connections; those open are cut (watches never end by themselves), as fastify's
         // forceCloseConnections does for a server it listened itself. fastify's close then runs its hooks; its
