@@ -70,6 +70,8 @@ describe('install values', () => {
     await refuses({ sets: ['router=1'] }, /'router' is a map/);
     // Each socket of a listener group is an open file and a net.Server: a typo must not open a million.
     await refuses({ sets: ['router.acceptSockets=0'] }, /'router\.acceptSockets' must be at least 1/);
+    await refuses({ sets: ['controller.acceptSockets=0'] }, /'controller\.acceptSockets' must be at least 1/);
+    await refuses({ sets: ['controller.acceptSockets=2000'] }, /'controller\.acceptSockets' must be at most 1024/);
     await refuses({ sets: ['ingress.acceptSockets=1000000'] }, /'ingress\.acceptSockets' must be at most 1024/);
     await refuses({ sets: ['router.acceptSockets=1.5'] }, /'router\.acceptSockets' must be an integer/);
     await refuses({ sets: ['noequals'] }, /--set needs key=value/);
