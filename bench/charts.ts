@@ -131,7 +131,11 @@ export function coldStartSpec(c: ColdStarts, when = new Date()): TopLevelSpec {
 export function stormSpec(storms: StormResult[], when = new Date()): TopLevelSpec {
   const values = storms.flatMap((r) => {
     const storm = `${r.runtime}, ${r.n} at once, ${r.burst} burst`;
-    return [...r.calls.map((us) => ({ storm, what: 'Flint first calls', ms: us / 1000 })), ...r.forks.map((us) => ({ storm, what: 'concurrent forks', ms: us / 1000 }))];
+    return [
+      ...r.calls.map((us) => ({ storm, what: 'Flint first calls', ms: us / 1000 })),
+      ...r.forks.map((us) => ({ storm, what: 'concurrent forks', ms: us / 1000 })),
+      ...(r.sandboxedForks ?? []).map((us) => ({ storm, what: 'forks in the sandbox', ms: us / 1000 })),
+    ];
   });
   return spec({
     $schema: SCHEMA,

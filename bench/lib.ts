@@ -295,16 +295,21 @@ export async function forkUntilServed(command: string, args: string[], sock: str
   }
 }
 
+/** The argv of a node process that serves hello on Unix socket `sock` and says `listening` on stdout first; `bin` maps the node binary's path (a sandbox shows it elsewhere). */
+export function nodeHelloArgv(sock: string, bin: (hostPath: string) => string = (p) => p): string[] {
+  const code = `require('node:http').createServer((q, s) => s.end('hello')).listen(${JSON.stringify(sock)}, () => process.stdout.write('listening\\n'))`;
+  return [bin(process.execPath), '-e', code];
+}
+
 /** A fresh node process until it has answered one HTTP request on a Unix socket `name`.sock in `dir`: the Node cold-start baseline. */
 export function forkNodeOnce(dir: string, name: string, since?: bigint): Promise<number> {
   const sock = path.join(dir, `${name}.sock`);
-  const code = `require('node:http').createServer((q, s) => s.end('hello')).listen(${JSON.stringify(sock)}, () => process.stdout.write('listening\\n'))`;
-  return forkUntilServed(process.execPath, ['-e', code], sock, since);
+  const [command, ...args] = nodeHelloArgv(sock);
+  return forkUntilServed(command, args, sock, since);
 }
 
-/** A fresh python3 until it has answered one HTTP request on a Unix socket `name`.sock in `dir`: the Python cold-start baseline. */
-export function forkPythonOnce(dir: string, name: string, since?: bigint): Promise<number> {
-  const sock = path.join(dir, `${name}.sock`);
+/** The argv of a python3 process that serves hello once on Unix socket `sock` and says `listening` on stdout first. */
+export function pythonHelloArgv(sock: string): string[] {
   const code = `import http.server, socketserver
 class H(http.server.BaseHTTPRequestHandler):
     def do_GET(self):
@@ -313,5 +318,12 @@ class H(http.server.BaseHTTPRequestHandler):
 s = socketserver.UnixStreamServer(${JSON.stringify(sock)}, H)
 print('listening', flush=True)
 s.handle_request()`;
-  return forkUntilServed('/usr/bin/python3', ['-c', code], sock, since);
+  return ['/usr/bin/python3', '-c', code];
+}
+
+/** A fresh python3 until it has answered one HTTP request on a Unix socket `name`.sock in `dir`: the Python cold-start baseline. */
+export function forkPythonOnce(dir: string, name: string, since?: bigint): Promise<number> {
+  const sock = path.join(dir, `${name}.sock`);
+  const [command, ...args] = pythonHelloArgv(sock);
+  return forkUntilServed(command, args, sock, since);
 }

@@ -57,4 +57,10 @@ export interface StormResult {
    */
   cpuMsPerCall: number;
   cpuMsPerFork: number;
+  /**
+   * The same forks inside Flint's sandbox (its bwrap command line, no cgroups), with the sandbox on: each one's time
+   * from their storm's start, µs, and the machine's CPU per fork, ms. What the sandbox alone adds to a process start.
+   */
+  sandboxedForks?: number[];
+  cpuMsPerSandboxedFork?: number;
 }

@@ -1,9 +1,12 @@
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
 import path from 'node:path';
 import { describe, it } from 'node:test';
+import { sandboxAvailable } from '../src/sandbox/bwrap.ts';
 import type { StormResult } from './results.ts';
-import { prepareRuntimes, STORM_RUNTIMES, type StormRuntime, stormArgs, stormBench, stormRatio, stormRows } from './storm.ts';
+import { forkOnce, prepareRuntimes, STORM_RUNTIMES, type StormRuntime, stormArgs, stormBench, stormRatio, stormRows } from './storm.ts';
 
 const result = (round: number, p50CallMs: number, p50ForkMs: number, more: Partial<StormResult> = {}): StormResult => ({
   runtime: 'node',
@@ -48,6 +51,14 @@ describe('storm rows', () => {
     assert.match(rows[0][2], /^median round: storm p50 100 ms/);
   });
 
+  it('sets the same round\'s forks in the sandbox beside the plain ones, when there are some', () => {
+    const rows = stormRows([result(0, 300, 200, { sandboxedForks: [100, 250, 400].map((ms) => ms * 1000), cpuMsPerSandboxedFork: 55 })]);
+    assert.equal(rows[0][1], '1.50x', 'the target stays the plain forks');
+    assert.match(rows[0][2], /; forks in Flint's sandbox p50 250 ms, p99 \d+ ms, machine CPU per fork 55 ms \(storm \/ sandboxed forks 1\.20x\)$/);
+    // Without the sandbox (executor.sandbox=none) there are none, and the row does not mention them.
+    assert.doesNotMatch(stormRows([result(0, 300, 200)])[0][2], /sandbox/);
+  });
+
   it('names each runtime\'s own baseline', () => {
     const rows = stormRows([result(0, 100, 100, { runtime: 'go', forkName: STORM_RUNTIMES.go.forkName }), result(0, 100, 100, { runtime: 'python', forkName: 'python3' }), result(0, 100, 100)]);
     assert.match(rows[0][0], /3 go functions .* 3 concurrent go \(a plain net\/http program\) forks$/);
@@ -68,7 +79,8 @@ describe('storm rows', () => {
         if (fail) throw new Error(fail);
       },
       deploy: async () => {},
-      fork: async () => 0,
+      forkArgv: () => [],
+      forkBinaries: () => [],
     });
     const runtimes = [fake('go', 'no Go toolchain'), fake('node'), fake('python', 'no python here')];
     const { ready, skipped } = await prepareRuntimes(runtimes, 'none');
@@ -105,5 +117,20 @@ describe('storm rows', () => {
     const r = spawnSync(process.execPath, [tool, '20'], { encoding: 'utf8', timeout: 30_000, env: { ...process.env, STORM_RUNTIMES: 'cobol' } });
     assert.equal(r.status, 1, r.stderr);
     assert.match(r.stderr, /^STORM_RUNTIMES: no runtime "cobol"/);
+  });
+});
+
+describe('storm forks', () => {
+  it('runs a fork plainly, and inside the sandbox where the socket directory is its one writable place', async (t) => {
+    const dir = fs.mkdtempSync(path.join(fs.realpathSync(os.tmpdir()), 'storm-fork-'));
+    t.after(() => fs.rmSync(dir, { recursive: true, force: true }));
+    const since = process.hrtime.bigint();
+    assert.ok((await forkOnce(STORM_RUNTIMES.node, dir, 'plain', since, false)) > 0);
+    if (!(await sandboxAvailable())) return t.skip('bubblewrap cannot build a sandbox on this machine');
+    assert.ok((await forkOnce(STORM_RUNTIMES.node, dir, 'sandboxed', since, true)) > 0);
+    // Inside, a host binary outside /usr is only where the sandbox shows it: a fork that does not ask for its binary fails to start.
+    if (process.execPath.startsWith('/usr/')) return;
+    const lost: StormRuntime = { ...STORM_RUNTIMES.node, forkBinaries: () => [] };
+    await assert.rejects(forkOnce(lost, dir, 'lost', since, true), /exited with/);
   });
 });

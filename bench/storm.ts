@@ -12,6 +12,7 @@ import path from 'node:path';
 import { Pool } from 'undici';
 import { ensureGoModuleBinary, type GoModule } from '../scripts/go-module.ts';
 import { findGo } from '../src/runtimes/go/launch.ts';
+import { SANDBOX_PATHS, sandboxBinaryPath, sandboxCommand } from '../src/sandbox/bwrap.ts';
 import { startServer, type TestServer } from '../test/helpers/server.ts';
 import { readKnobs } from './knobs.ts';
 import {
@@ -19,11 +20,11 @@ import {
   createFunction,
   createResource,
   fmt,
-  forkNodeOnce,
-  forkPythonOnce,
   forkUntilServed,
   machineCpuDuring,
+  nodeHelloArgv,
   percentiles,
+  pythonHelloArgv,
   timedFirstCall,
   uploadArchive,
   waitBuilt,
@@ -44,8 +45,14 @@ export interface StormRuntime {
   prepare?(sandbox: Sandbox): Promise<void>;
   /** A package and a function of environment `env` for each of `names`, on `server`. */
   deploy(server: TestServer, env: string, names: string[]): Promise<void>;
-  /** One fork until it has served a request, timed from `since`, the burst's start. */
-  fork(dir: string, i: number, since: bigint): Promise<number>;
+  /**
+   * The baseline fork: a plain process of the runtime that serves one request on Unix socket `sock`, saying
+   * `listening` on stdout once it listens. `bin` gives where the process sees a host binary (a sandbox shows
+   * binaries outside /usr elsewhere).
+   */
+  forkArgv(sock: string, bin: (hostPath: string) => string): string[];
+  /** Host binaries outside /usr the fork runs: what a sandbox must show it. */
+  forkBinaries(): string[];
 }
 
 /** Each function a package of its own with `code` as its deployment, nothing to build. */
@@ -58,7 +65,8 @@ const NODE: StormRuntime = {
   image: 'flint/node-env',
   forkName: 'node',
   deploy: literalDeploys('module.exports = async () => ({ status: 200, body: "hello\\n" });'),
-  fork: (dir, i, since) => forkNodeOnce(dir, `storm-node-${i}`, since),
+  forkArgv: (sock, bin) => nodeHelloArgv(sock, bin),
+  forkBinaries: () => [process.execPath],
 };
 
 const PYTHON: StormRuntime = {
@@ -66,7 +74,8 @@ const PYTHON: StormRuntime = {
   image: 'flint/python-env',
   forkName: 'python3',
   deploy: literalDeploys('def main():\n    return "hello"\n'),
-  fork: (dir, i, since) => forkPythonOnce(dir, `storm-py-${i}`, since),
+  forkArgv: (sock) => pythonHelloArgv(sock),
+  forkBinaries: () => [],
 };
 
 /** The plain Go program the Go storms' forks run (bench/storm/go-hello). */
@@ -129,11 +138,11 @@ function goRuntime(): StormRuntime {
       }
       for (const name of names) await createFunction(server.controllerUrl, name, { env, deployment });
     },
-    fork(dir, i, since) {
+    forkArgv(sock, bin) {
       if (gohello === undefined) throw new Error('the Go storm runtime was not prepared');
-      const sock = path.join(dir, `storm-go-${i}.sock`);
-      return forkUntilServed(gohello, [sock], sock, since);
+      return [bin(gohello), sock];
     },
+    forkBinaries: () => (gohello === undefined ? [] : [gohello]),
   };
 }
 
@@ -170,13 +179,34 @@ async function burst(server: TestServer, names: string[]): Promise<{ calls: numb
   return { calls, failed, firstError, cpuMsPerCall: cpuMs / names.length };
 }
 
+/** What a sandboxed fork's /tmp may hold: the storms' workers get 128 MiB each. */
+const SANDBOX_TMP_BYTES = 128 * 1024 * 1024;
+
+/**
+ * One baseline fork until it has served a request, timed from `since`, the burst's start. `sandboxed`: inside
+ * Flint's own sandbox, the bwrap command line a worker gets (no network, its own /tmp, the socket's directory
+ * its one writable bind), without the worker's cgroups and without Flint: what the sandbox alone adds to a
+ * process start.
+ */
+export function forkOnce(rt: StormRuntime, dir: string, name: string, since: bigint, sandboxed: boolean): Promise<number> {
+  const sock = path.join(dir, `${name}.sock`);
+  const argv = sandboxed
+    ? sandboxCommand(
+        { binds: [{ host: dir, at: SANDBOX_PATHS.sock, writable: true }], binaries: rt.forkBinaries(), tmpSizeBytes: SANDBOX_TMP_BYTES, hostname: 'storm' },
+        rt.forkArgv(path.posix.join(SANDBOX_PATHS.sock, `${name}.sock`), sandboxBinaryPath),
+      )
+    : rt.forkArgv(sock, (p) => p);
+  const [command, ...args] = argv;
+  return forkUntilServed(command, args, sock, since);
+}
+
 /**
  * N functions of `rt`'s environment (fresh, pool of its default size), then
  * all N first calls at once; then N more functions and their first calls at
  * once, while the pool still remembers the first burst; and N forks at once
  * (before the bursts in odd rounds, after them in even ones).
  */
-export async function storm(server: TestServer, rt: StormRuntime, n: number, round: number, work: string): Promise<Omit<StormResult, 'round'>[]> {
+export async function storm(server: TestServer, rt: StormRuntime, n: number, round: number, work: string, sandboxed = false): Promise<Omit<StormResult, 'round'>[]> {
   const env = `storm-${rt.name}-${n}-${round}`;
   await createResource(server.controllerUrl, 'environments', { metadata: { name: env }, spec: { runtime: { image: rt.image } } });
   const first = Array.from({ length: n }, (_, i) => `${env}-a${i}`);
@@ -184,20 +214,23 @@ export async function storm(server: TestServer, rt: StormRuntime, n: number, rou
   await rt.deploy(server, env, first);
   // The pool fills and the deployments unpack before anyone is timed.
   await settle(3000);
-  let cpuMsPerFork = Number.NaN;
-  const forkAll = async () => {
+  const forkAll = async (inSandbox: boolean) => {
     const { result, cpuMs } = await machineCpuDuring(() => {
       const since = process.hrtime.bigint();
-      return Promise.all(first.map((_, i) => rt.fork(work, round * 1000 + i, since)));
+      return Promise.all(first.map((_, i) => forkOnce(rt, work, `storm-${rt.name}-${round}-${inSandbox ? 'sandboxed-' : ''}${i}`, since, inSandbox)));
     });
-    cpuMsPerFork = cpuMs / n;
-    return result;
+    return { times: result, cpuMsPerFork: cpuMs / n };
   };
-  let forks: number[] = [];
-  if (round % 2 === 1) {
-    forks = await forkAll();
+  // The plain forks and, with the sandbox, the sandboxed ones: before the bursts in odd rounds, after them in even ones.
+  const baselines = async () => {
+    const plain = await forkAll(false);
     await settle(1500);
-  }
+    const inSandbox = sandboxed ? await forkAll(true) : undefined;
+    if (inSandbox) await settle(1500);
+    return { plain, inSandbox };
+  };
+  let base: Awaited<ReturnType<typeof baselines>> | undefined;
+  if (round % 2 === 1) base = await baselines();
   const a = await burst(server, first);
   await rt.deploy(server, env, next);
   // The grown pool refills (in the background, at the lower priority) before the next burst.
@@ -205,16 +238,29 @@ export async function storm(server: TestServer, rt: StormRuntime, n: number, rou
   const b = await burst(server, next);
   if (round % 2 === 0) {
     await settle(3000);
-    forks = await forkAll();
+    base = await baselines();
   }
+  const { plain, inSandbox } = base as Awaited<ReturnType<typeof baselines>>;
+  const baseline = {
+    forks: plain.times,
+    cpuMsPerFork: plain.cpuMsPerFork,
+    ...(inSandbox ? { sandboxedForks: inSandbox.times, cpuMsPerSandboxedFork: inSandbox.cpuMsPerFork } : {}),
+  };
   return [
-    { runtime: rt.name, forkName: rt.forkName, n, burst: 'first', forks, cpuMsPerFork, ...a },
-    { runtime: rt.name, forkName: rt.forkName, n, burst: 'next', forks, cpuMsPerFork, ...b },
+    { runtime: rt.name, forkName: rt.forkName, n, burst: 'first', ...baseline, ...a },
+    { runtime: rt.name, forkName: rt.forkName, n, burst: 'next', ...baseline, ...b },
   ];
 }
 
 /** A storm's p50 over its forks' p50. */
 export const stormRatio = (r: StormResult) => (r.calls.length > 0 ? percentiles(r.calls).p50 / percentiles(r.forks).p50 : Number.NaN);
+
+/** The same round's forks inside the sandbox, and the storm over them. */
+function sandboxedText(r: StormResult, times: number[]): string {
+  const s = percentiles(times);
+  const ratio = r.calls.length > 0 ? percentiles(r.calls).p50 / s.p50 : Number.NaN;
+  return `; forks in Flint's sandbox p50 ${fmt(s.p50 / 1000, 0)} ms, p99 ${fmt(s.p99 / 1000, 0)} ms, machine CPU per fork ${fmt(r.cpuMsPerSandboxedFork ?? Number.NaN, 0)} ms (storm / sandboxed forks ${fmt(ratio, 2)}x)`;
+}
 
 /** One row per runtime, size and burst: the round with the median ratio, and the ratios of all rounds. */
 export function stormRows(results: StormResult[]): string[][] {
@@ -236,10 +282,11 @@ export function stormRows(results: StormResult[]): string[][] {
     const which = burst === 'first' ? "a new environment's first burst" : 'the next burst (pool grown)';
     const spreadText = ratios.length > 1 ? ` (${fmt(Math.min(...ratios), 2)}-${fmt(Math.max(...ratios), 2)}x over ${ratios.length} rounds)` : '';
     const firstError = rounds.find((r) => r.firstError)?.firstError;
+    const sandboxed = mid.sandboxedForks !== undefined && mid.sandboxedForks.length > 0 ? sandboxedText(mid, mid.sandboxedForks) : '';
     return [
       `cold-start storm, ${n} ${runtime} functions at once, ${which} / ${n} concurrent ${mid.forkName ?? runtime} forks`,
       failed > 0 ? `${failed} failed` : `${fmt(stormRatio(mid), 2)}x${spreadText}`,
-      `median round: storm p50 ${fmt(c.p50 / 1000, 0)} ms, p99 ${fmt(c.p99 / 1000, 0)} ms; forks p50 ${fmt(f.p50 / 1000, 0)} ms, p99 ${fmt(f.p99 / 1000, 0)} ms; machine CPU per call ${fmt(mid.cpuMsPerCall, 0)} ms, per fork ${fmt(mid.cpuMsPerFork, 0)} ms${firstError ? `; first error: ${firstError}` : ''}`,
+      `median round: storm p50 ${fmt(c.p50 / 1000, 0)} ms, p99 ${fmt(c.p99 / 1000, 0)} ms; forks p50 ${fmt(f.p50 / 1000, 0)} ms, p99 ${fmt(f.p99 / 1000, 0)} ms; machine CPU per call ${fmt(mid.cpuMsPerCall, 0)} ms, per fork ${fmt(mid.cpuMsPerFork, 0)} ms${sandboxed}${firstError ? `; first error: ${firstError}` : ''}`,
       '≤ 1.0x',
     ];
   });
@@ -268,7 +315,7 @@ export async function stormBench(
           // Workers get 128 MiB each so that the largest storm fits the derived instance budget of a small machine.
           const server = await startServer({ sets: [`executor.sandbox=${sandbox}`, 'logLevel=error', 'executor.memoryMB=128'] });
           try {
-            for (const r of await storm(server, rt, n, seq++, work)) results.push({ ...r, round });
+            for (const r of await storm(server, rt, n, seq++, work, sandbox === 'bubblewrap')) results.push({ ...r, round });
           } catch (err) {
             // One storm that cannot be set up (a deploy refused) costs its own row, not the other runtimes' results.
             failed.push([`cold-start storm, ${n} ${rt.name} functions, round ${round + 1}`, 'failed', String((err as Error).message).slice(0, 600), '≤ 1.0x']);
