@@ -63,4 +63,6 @@ export interface StormResult {
    */
   sandboxedForks?: number[];
   cpuMsPerSandboxedFork?: number;
+  /** Why the sandboxed forks failed, when they did (the storm and the plain forks still count). */
+  sandboxedError?: string;
 }

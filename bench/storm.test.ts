@@ -52,9 +52,15 @@ describe('storm rows', () => {
   });
 
   it('sets the same round\'s forks in the sandbox beside the plain ones, when there are some', () => {
-    const rows = stormRows([result(0, 300, 200, { sandboxedForks: [100, 250, 400].map((ms) => ms * 1000), cpuMsPerSandboxedFork: 55 })]);
-    assert.equal(rows[0][1], '1.50x', 'the target stays the plain forks');
-    assert.match(rows[0][2], /; forks in Flint's sandbox p50 250 ms, p99 \d+ ms, machine CPU per fork 55 ms \(storm \/ sandboxed forks 1\.20x\)$/);
+    const inSandbox = (p50Ms: number) => ({ sandboxedForks: [p50Ms / 2, p50Ms, p50Ms * 2].map((ms) => ms * 1000), cpuMsPerSandboxedFork: 55 });
+    const rows = stormRows([result(0, 300, 200, inSandbox(250)), result(1, 100, 200, inSandbox(200)), result(2, 200, 200, inSandbox(100))]);
+    assert.equal(rows[0][1], '1.00x (0.50-1.50x over 3 rounds)', 'the target stays the plain forks');
+    // The median round's (by the plain ratio), and the sandboxed ratio's own range over the rounds.
+    assert.match(rows[0][2], /; forks in Flint's sandbox p50 100 ms, p99 \d+ ms, machine CPU per fork 55 ms \(storm \/ sandboxed forks 2\.00x, 0\.50-2\.00x over 3 rounds\)$/);
+    // Sandboxed forks that failed are said, and the storm and the plain forks still count.
+    const failedRows = stormRows([result(0, 300, 200, { sandboxedError: 'bwrap: Creating new namespace failed' })]);
+    assert.equal(failedRows[0][1], '1.50x');
+    assert.match(failedRows[0][2], /; forks in Flint's sandbox failed: bwrap: Creating new namespace failed$/);
     // Without the sandbox (executor.sandbox=none) there are none, and the row does not mention them.
     assert.doesNotMatch(stormRows([result(0, 300, 200)])[0][2], /sandbox/);
   });
@@ -121,7 +127,7 @@ describe('storm rows', () => {
 });
 
 describe('storm forks', () => {
-  it('runs a fork plainly, and inside the sandbox where the socket directory is its one writable place', async (t) => {
+  it('runs a fork plainly, and inside the sandbox where the socket directory is its one writable place', { timeout: 60_000 }, async (t) => {
     const dir = fs.mkdtempSync(path.join(fs.realpathSync(os.tmpdir()), 'storm-fork-'));
     t.after(() => fs.rmSync(dir, { recursive: true, force: true }));
     const since = process.hrtime.bigint();

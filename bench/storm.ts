@@ -12,7 +12,7 @@ import path from 'node:path';
 import { Pool } from 'undici';
 import { ensureGoModuleBinary, type GoModule } from '../scripts/go-module.ts';
 import { findGo } from '../src/runtimes/go/launch.ts';
-import { SANDBOX_PATHS, sandboxBinaryPath, sandboxCommand } from '../src/sandbox/bwrap.ts';
+import { SANDBOX_PATHS, SANDBOX_UID, type SandboxBind, sandboxBinaryPath, sandboxCommand } from '../src/sandbox/bwrap.ts';
 import { startServer, type TestServer } from '../test/helpers/server.ts';
 import { readKnobs } from './knobs.ts';
 import {
@@ -179,23 +179,49 @@ async function burst(server: TestServer, names: string[]): Promise<{ calls: numb
   return { calls, failed, firstError, cpuMsPerCall: cpuMs / names.length };
 }
 
-/** What a sandboxed fork's /tmp may hold: the storms' workers get 128 MiB each. */
-const SANDBOX_TMP_BYTES = 128 * 1024 * 1024;
+/** Each storm worker's memory, MiB: so that 100 fit the derived instance budget of a small machine. */
+const WORKER_MB = 128;
+
+/**
+ * What a sandboxed fork is shown besides its socket's directory: empty stand-ins for what a worker's sandbox
+ * binds (its runtime's directory, its code, secrets and configs, the sandbox user's passwd and group), so
+ * that bwrap does as many mounts as for a worker. Made once per `dir`.
+ */
+function standIns(dir: string): { binds: SandboxBind[]; passwd: { passwd: string; group: string } } {
+  const root = path.join(dir, 'sandbox-stand-ins');
+  const at = (name: string) => path.join(root, name);
+  if (!fs.existsSync(root)) {
+    for (const d of ['runtime', 'userfunc', 'secrets', 'configs']) fs.mkdirSync(at(d), { recursive: true });
+    fs.writeFileSync(at('passwd'), `nobody:x:${SANDBOX_UID}:${SANDBOX_UID}:nobody:/tmp:/usr/sbin/nologin\n`);
+    fs.writeFileSync(at('group'), `nogroup:x:${SANDBOX_UID}:\n`);
+  }
+  return {
+    binds: [
+      { host: at('runtime'), at: SANDBOX_PATHS.runtime },
+      { host: at('userfunc'), at: SANDBOX_PATHS.userfunc },
+      { host: at('secrets'), at: SANDBOX_PATHS.secrets },
+      { host: at('configs'), at: SANDBOX_PATHS.configs },
+    ],
+    passwd: { passwd: at('passwd'), group: at('group') },
+  };
+}
 
 /**
  * One baseline fork until it has served a request, timed from `since`, the burst's start. `sandboxed`: inside
- * Flint's own sandbox, the bwrap command line a worker gets (no network, its own /tmp, the socket's directory
- * its one writable bind), without the worker's cgroups and without Flint: what the sandbox alone adds to a
- * process start.
+ * Flint's own sandbox, with a worker's bwrap flags and as many binds (no network, its own /tmp, the socket's
+ * directory its one writable place), without the worker's cgroups and without Flint: what the sandbox alone
+ * adds to a process start.
  */
 export function forkOnce(rt: StormRuntime, dir: string, name: string, since: bigint, sandboxed: boolean): Promise<number> {
   const sock = path.join(dir, `${name}.sock`);
-  const argv = sandboxed
-    ? sandboxCommand(
-        { binds: [{ host: dir, at: SANDBOX_PATHS.sock, writable: true }], binaries: rt.forkBinaries(), tmpSizeBytes: SANDBOX_TMP_BYTES, hostname: 'storm' },
-        rt.forkArgv(path.posix.join(SANDBOX_PATHS.sock, `${name}.sock`), sandboxBinaryPath),
-      )
-    : rt.forkArgv(sock, (p) => p);
+  let argv: string[];
+  if (sandboxed) {
+    const { binds, passwd } = standIns(dir);
+    argv = sandboxCommand(
+      { binds: [...binds, { host: dir, at: SANDBOX_PATHS.sock, writable: true }], binaries: rt.forkBinaries(), passwd, tmpSizeBytes: WORKER_MB * 1024 * 1024, hostname: 'storm' },
+      rt.forkArgv(path.posix.join(SANDBOX_PATHS.sock, `${name}.sock`), sandboxBinaryPath),
+    );
+  } else argv = rt.forkArgv(sock, (p) => p);
   const [command, ...args] = argv;
   return forkUntilServed(command, args, sock, since);
 }
@@ -221,31 +247,42 @@ export async function storm(server: TestServer, rt: StormRuntime, n: number, rou
     });
     return { times: result, cpuMsPerFork: cpuMs / n };
   };
-  // The plain forks and, with the sandbox, the sandboxed ones: before the bursts in odd rounds, after them in even ones.
-  const baselines = async () => {
+  // The plain forks and, with the sandbox, the sandboxed ones, which go first every other pair of rounds. A failure
+  // of the sandboxed ones is said in the row; it does not cost the storm and the plain forks, which the target is of.
+  const baselines = async (): Promise<Pick<StormResult, 'forks' | 'cpuMsPerFork' | 'sandboxedForks' | 'cpuMsPerSandboxedFork' | 'sandboxedError'>> => {
+    if (!sandboxed) {
+      const plain = await forkAll(false);
+      return { forks: plain.times, cpuMsPerFork: plain.cpuMsPerFork };
+    }
+    const inSandbox = async () => {
+      try {
+        const r = await forkAll(true);
+        return { sandboxedForks: r.times, cpuMsPerSandboxedFork: r.cpuMsPerFork };
+      } catch (err) {
+        return { sandboxedError: (err as Error).message };
+      }
+    };
+    const sandboxedFirst = Math.floor(round / 2) % 2 === 1;
+    const before = sandboxedFirst ? await inSandbox() : {};
+    if (sandboxedFirst) await settle(1500);
     const plain = await forkAll(false);
+    if (sandboxedFirst) return { forks: plain.times, cpuMsPerFork: plain.cpuMsPerFork, ...before };
     await settle(1500);
-    const inSandbox = sandboxed ? await forkAll(true) : undefined;
-    if (inSandbox) await settle(1500);
-    return { plain, inSandbox };
+    return { forks: plain.times, cpuMsPerFork: plain.cpuMsPerFork, ...(await inSandbox()) };
   };
-  let base: Awaited<ReturnType<typeof baselines>> | undefined;
-  if (round % 2 === 1) base = await baselines();
+  const baselinesFirst = round % 2 === 1;
+  const early = baselinesFirst ? await baselines() : undefined;
+  if (baselinesFirst) await settle(1500);
   const a = await burst(server, first);
   await rt.deploy(server, env, next);
   // The grown pool refills (in the background, at the lower priority) before the next burst.
   await settle(Number(process.env.STORM_REFILL_MS ?? 10_000));
   const b = await burst(server, next);
-  if (round % 2 === 0) {
+  let baseline = early;
+  if (baseline === undefined) {
     await settle(3000);
-    base = await baselines();
+    baseline = await baselines();
   }
-  const { plain, inSandbox } = base as Awaited<ReturnType<typeof baselines>>;
-  const baseline = {
-    forks: plain.times,
-    cpuMsPerFork: plain.cpuMsPerFork,
-    ...(inSandbox ? { sandboxedForks: inSandbox.times, cpuMsPerSandboxedFork: inSandbox.cpuMsPerFork } : {}),
-  };
   return [
     { runtime: rt.name, forkName: rt.forkName, n, burst: 'first', ...baseline, ...a },
     { runtime: rt.name, forkName: rt.forkName, n, burst: 'next', ...baseline, ...b },
@@ -253,13 +290,21 @@ export async function storm(server: TestServer, rt: StormRuntime, n: number, rou
 }
 
 /** A storm's p50 over its forks' p50. */
-export const stormRatio = (r: StormResult) => (r.calls.length > 0 ? percentiles(r.calls).p50 / percentiles(r.forks).p50 : Number.NaN);
+export const stormRatio = (r: StormResult, forks: number[] = r.forks) => (r.calls.length > 0 && forks.length > 0 ? percentiles(r.calls).p50 / percentiles(forks).p50 : Number.NaN);
 
-/** The same round's forks inside the sandbox, and the storm over them. */
-function sandboxedText(r: StormResult, times: number[]): string {
+/**
+ * The median round's forks inside the sandbox and the storm over them, with that ratio's range over `rounds`;
+ * or why they failed. Empty where the sandbox was off.
+ */
+function sandboxedText(mid: StormResult, rounds: StormResult[]): string {
+  const error = rounds.find((r) => r.sandboxedError)?.sandboxedError;
+  const failedText = error === undefined ? '' : `; forks in Flint's sandbox failed: ${error}`;
+  const times = mid.sandboxedForks;
+  if (times === undefined || times.length === 0) return failedText;
   const s = percentiles(times);
-  const ratio = r.calls.length > 0 ? percentiles(r.calls).p50 / s.p50 : Number.NaN;
-  return `; forks in Flint's sandbox p50 ${fmt(s.p50 / 1000, 0)} ms, p99 ${fmt(s.p99 / 1000, 0)} ms, machine CPU per fork ${fmt(r.cpuMsPerSandboxedFork ?? Number.NaN, 0)} ms (storm / sandboxed forks ${fmt(ratio, 2)}x)`;
+  const ratios = rounds.map((r) => stormRatio(r, r.sandboxedForks ?? [])).filter((x) => Number.isFinite(x));
+  const spread = ratios.length > 1 ? `, ${fmt(Math.min(...ratios), 2)}-${fmt(Math.max(...ratios), 2)}x over ${ratios.length} rounds` : '';
+  return `; forks in Flint's sandbox p50 ${fmt(s.p50 / 1000, 0)} ms, p99 ${fmt(s.p99 / 1000, 0)} ms, machine CPU per fork ${fmt(mid.cpuMsPerSandboxedFork ?? Number.NaN, 0)} ms (storm / sandboxed forks ${fmt(stormRatio(mid, times), 2)}x${spread})${failedText}`;
 }
 
 /** One row per runtime, size and burst: the round with the median ratio, and the ratios of all rounds. */
@@ -278,11 +323,11 @@ export function stormRows(results: StormResult[]): string[][] {
     const { runtime, n, burst } = mid;
     const c = percentiles(mid.calls);
     const f = percentiles(mid.forks);
-    const ratios = measured.map(stormRatio);
+    const ratios = measured.map((r) => stormRatio(r));
     const which = burst === 'first' ? "a new environment's first burst" : 'the next burst (pool grown)';
     const spreadText = ratios.length > 1 ? ` (${fmt(Math.min(...ratios), 2)}-${fmt(Math.max(...ratios), 2)}x over ${ratios.length} rounds)` : '';
     const firstError = rounds.find((r) => r.firstError)?.firstError;
-    const sandboxed = mid.sandboxedForks !== undefined && mid.sandboxedForks.length > 0 ? sandboxedText(mid, mid.sandboxedForks) : '';
+    const sandboxed = sandboxedText(mid, measured.length > 0 ? measured : rounds);
     return [
       `cold-start storm, ${n} ${runtime} functions at once, ${which} / ${n} concurrent ${mid.forkName ?? runtime} forks`,
       failed > 0 ? `${failed} failed` : `${fmt(stormRatio(mid), 2)}x${spreadText}`,
@@ -312,8 +357,7 @@ export async function stormBench(
     for (let round = 0; round < rounds; round++) {
       for (const rt of ready) {
         for (const n of sizes) {
-          // Workers get 128 MiB each so that the largest storm fits the derived instance budget of a small machine.
-          const server = await startServer({ sets: [`executor.sandbox=${sandbox}`, 'logLevel=error', 'executor.memoryMB=128'] });
+          const server = await startServer({ sets: [`executor.sandbox=${sandbox}`, 'logLevel=error', `executor.memoryMB=${WORKER_MB}`] });
           try {
             for (const r of await storm(server, rt, n, seq++, work, sandbox === 'bubblewrap')) results.push({ ...r, round });
           } catch (err) {
