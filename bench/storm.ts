@@ -250,10 +250,11 @@ export async function storm(server: TestServer, rt: StormRuntime, n: number, rou
   // The plain forks and, with the sandbox, the sandboxed ones, which go first every other pair of rounds. A failure
   // of the sandboxed ones is said in the row; it does not cost the storm and the plain forks, which the target is of.
   const baselines = async (): Promise<Pick<StormResult, 'forks' | 'cpuMsPerFork' | 'sandboxedForks' | 'cpuMsPerSandboxedFork' | 'sandboxedError'>> => {
-    if (!sandboxed) {
-      const plain = await forkAll(false);
-      return { forks: plain.times, cpuMsPerFork: plain.cpuMsPerFork };
-    }
+    const plainForks = async () => {
+      const r = await forkAll(false);
+      return { forks: r.times, cpuMsPerFork: r.cpuMsPerFork };
+    };
+    if (!sandboxed) return plainForks();
     const inSandbox = async () => {
       try {
         const r = await forkAll(true);
@@ -262,13 +263,12 @@ export async function storm(server: TestServer, rt: StormRuntime, n: number, rou
         return { sandboxedError: (err as Error).message };
       }
     };
-    const sandboxedFirst = Math.floor(round / 2) % 2 === 1;
-    const before = sandboxedFirst ? await inSandbox() : {};
-    if (sandboxedFirst) await settle(1500);
-    const plain = await forkAll(false);
-    if (sandboxedFirst) return { forks: plain.times, cpuMsPerFork: plain.cpuMsPerFork, ...before };
+    const before = Math.floor(round / 2) % 2 === 1 ? await inSandbox() : undefined;
+    if (before !== undefined) await settle(1500);
+    const plain = await plainForks();
+    if (before !== undefined) return { ...plain, ...before };
     await settle(1500);
-    return { forks: plain.times, cpuMsPerFork: plain.cpuMsPerFork, ...(await inSandbox()) };
+    return { ...plain, ...(await inSandbox()) };
   };
   const baselinesFirst = round % 2 === 1;
   const early = baselinesFirst ? await baselines() : undefined;
