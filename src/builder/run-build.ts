@@ -79,12 +79,14 @@ export async function runBuild(job: BuildJob): Promise<BuildOutcome> {
   const sandboxed = job.sandbox === 'bubblewrap';
   const inside = (hostPath: string) => (sandboxed ? path.posix.join(SANDBOX_PATHS.packages, path.relative(job.workDir, hostPath)) : hostPath);
   const builderDir = sandboxed ? SANDBOX_PATHS.builder : job.builder.dir;
+  const sources = job.builder.sources?.() ?? [];
   const env: Record<string, string> = {
     PATH: [builderDir, ...(job.builder.path?.() ?? []), '/usr/local/bin', '/usr/bin', '/bin'].join(':'),
     LANG: 'C.UTF-8',
     HOME: sandboxed ? SANDBOX_PATHS.tmp : tmpHost,
     TMPDIR: sandboxed ? SANDBOX_PATHS.tmp : tmpHost,
     ...job.builder.env?.(),
+    ...Object.fromEntries(sources.map((s) => [s.env, sandboxed ? s.at : s.host])),
     SRC_PKG: inside(srcHost),
     DEPLOY_PKG: inside(deployHost),
     FLINT_BUILD_CACHE: sandboxed ? SANDBOX_PATHS.buildCache : job.cacheDir,
@@ -102,6 +104,7 @@ export async function runBuild(job: BuildJob): Promise<BuildOutcome> {
       {
         binds: [
           { host: job.builder.dir, at: SANDBOX_PATHS.builder },
+          ...sources.map((s) => ({ host: s.host, at: s.at })),
           { host: job.workDir, at: SANDBOX_PATHS.packages, writable: true },
           { host: job.cacheDir, at: SANDBOX_PATHS.buildCache, writable: true },
         ],

@@ -5,7 +5,7 @@ import type { RuntimeLaunch, RuntimeLaunches } from './launch.ts';
 import { nodeLaunch } from './node/launch.ts';
 import { pythonLaunch } from './python/launch.ts';
 
-export type { BuilderLaunch, RuntimeBind, RuntimeLaunch } from './launch.ts';
+export type { BuilderLaunch, BuilderSource, RuntimeBind, RuntimeLaunch } from './launch.ts';
 
 const LAUNCHES: RuntimeLaunches = { node: nodeLaunch, python: pythonLaunch, go: goLaunch };
 

@@ -55,6 +55,19 @@ export interface BuilderLaunch {
   env?(): Record<string, string>;
   /** PATH entries (as seen in the sandbox) to put after the builder directory. */
   path?(): string[];
+  /** Host directories the build reads besides `dir` (sources it compiles in). */
+  sources?(): BuilderSource[];
+}
+
+/**
+ * A host directory a build reads: read-only at `at` in the sandbox (outside
+ * /flint/builder), at its host path without one; the variable `env` tells the
+ * build where it is.
+ */
+export interface BuilderSource {
+  host: string;
+  at: string;
+  env: string;
 }
 
 /** A host directory made visible, read-only, inside a runtime's sandbox. */

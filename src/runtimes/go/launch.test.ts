@@ -80,10 +80,14 @@ console.log(goLaunch.binaries()[0]);`;
     assert.equal(help.status, 2, 'the binary runs and refuses a bad flag');
   });
 
-  it('builds plugins and server with the same flags', () => {
+  it('builds functions and server with the same flags, the functions from the server sources', () => {
     const script = fs.readFileSync(path.join(goLaunch.builder!.dir, 'build'), 'utf8');
-    assert.match(script, new RegExp(`-buildmode=plugin ${GO_BUILD_FLAGS.join(' ')} `));
+    assert.match(script, new RegExp(`-tags flintfn ${GO_BUILD_FLAGS.join(' ')} `));
     assert.match(script, /GOTOOLCHAIN=local CGO_ENABLED=1 GOENV=off GOFLAGS=/);
+    const [source] = goLaunch.builder!.sources!();
+    assert.equal(source.env, 'FLINT_GO_RUNTIME_SRC');
+    assert.ok(fs.existsSync(path.join(source.host, 'function.go')), 'the server sources');
+    assert.ok(!source.at.startsWith('/flint/builder/'), 'not inside the read-only builder bind');
     const env = goLaunch.builder!.env!();
     assert.equal(env.FLINT_GO, fs.realpathSync(findGo()!));
     assert.deepEqual(goLaunch.builder!.path!(), [path.dirname(env.FLINT_GO)]);

@@ -1,11 +1,12 @@
-// The Go runtime: a generic worker (server/, a stdlib-only Go program) that
-// loads a function compiled as a Go plugin, and a builder (builder/build)
-// that compiles a package's source into one.
+// The Go runtime: a generic worker (server/, a stdlib-only Go program) and a
+// builder (builder/build) that compiles a package's source, with the same
+// server sources, into an executable; the worker specializes by exec'ing it.
 //
-// A plugin loads only into a program built by the same Go toolchain with the
-// same flags ("plugin was built with a different version of package ..."),
-// so the server cannot ship as a binary: prepare() compiles it on this
-// machine, with the toolchain and the flags the builder uses, into a cache
+// The worker also loads packages built before that: Go plugins, Fission's
+// form. A plugin loads only into a program built by the same Go toolchain
+// with the same flags ("plugin was built with a different version of package
+// ..."), so the server cannot ship as a binary: prepare() compiles it on this
+// machine, with the toolchain and the flags the builder used, into a cache
 // directory keyed by the toolchain's version and the server's sources.
 //
 // Both find the toolchain the same way: `go` on PATH, else /usr/local/go/bin/go.
@@ -30,8 +31,9 @@ const MIN_GO_MINOR = 21;
 const BUILD_TIMEOUT_MS = 10 * 60_000;
 
 /**
- * Flags of both the server's build and every plugin's (builder/build passes
- * the same, with CGO_ENABLED=1, GOTOOLCHAIN=local, GOFLAGS empty and GOENV=off).
+ * Flags of the server's build and of every function's (builder/build passes
+ * the same, with GOTOOLCHAIN=local, GOFLAGS empty and GOENV=off). The
+ * server's CGO_ENABLED=1 and these flags are what plugins were built with.
  */
 export const GO_BUILD_FLAGS: readonly string[] = ['-trimpath', '-buildvcs=false'];
 
@@ -213,8 +215,12 @@ function binary(): string {
   return serverBinary;
 }
 
+/** Where a sandboxed build finds the server's sources, which it compiles into every function. */
+const RUNTIME_SOURCES_IN_SANDBOX = '/flint/go-runtime-src';
+
 const goBuilder: BuilderLaunch = {
   dir: BUILDER_DIR,
+  sources: () => [{ host: SERVER_DIR, at: RUNTIME_SOURCES_IN_SANDBOX, env: 'FLINT_GO_RUNTIME_SRC' }],
   // The toolchain lives under /usr (prepare() insists), which every sandbox sees.
   binaries: () => [],
   env: () => {

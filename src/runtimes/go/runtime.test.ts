@@ -1,28 +1,31 @@
-// The Go runtime end to end: real plugins compiled by the builder script, loaded
-// by the runtime server (compiled by goLaunch.prepare()) in real workers,
-// sandboxed where bubblewrap works here. The plugins share one build cache kept
-// in the temporary directory between runs: the first build of a machine
-// compiles the standard library in plugin mode (tens of seconds), later ones
-// take a few seconds.
+// The Go runtime end to end: real function executables compiled by the builder
+// script, exec'd by the runtime server (compiled by goLaunch.prepare()) in real
+// workers, sandboxed where bubblewrap works here; and one Go plugin, the form
+// packages built before took, loaded into the server. The builds share one
+// build cache kept in the temporary directory between runs: the first build
+// of a machine compiles the standard library (for the plugin, in plugin mode:
+// tens of seconds), later ones take a few seconds.
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
+import { execFile, spawn } from 'node:child_process';
 import fs from 'node:fs';
 import http from 'node:http';
 import os from 'node:os';
 import path from 'node:path';
 import { after, afterEach, before, describe, it } from 'node:test';
+import { promisify } from 'node:util';
 import { isFlintError } from '../../api/errors.ts';
 import { unixRequest } from '../../executor/process/unix-http.ts';
 import { startWorker, type WorkerHandle } from '../../executor/process/worker-process.ts';
 import { sandboxAvailable } from '../../sandbox/bwrap.ts';
 import { eventually } from '../../testing/eventually.ts';
-import { findGo, goLaunch } from './launch.ts';
+import { findGo, GO_BUILD_FLAGS, goLaunch } from './launch.ts';
 
+const execFileAsync = promisify(execFile);
 const GO = findGo();
 const skip = GO ? false : 'no Go toolchain on PATH or in /usr/local/go';
 const CACHE = path.join(os.tmpdir(), `flint-go-test-cache-${os.userInfo().uid}`);
 
-// One plugin with every kind of symbol; a source directory without go.mod, two files.
+// One function package with every kind of symbol; a source directory without go.mod, two files.
 const MULTI = {
   'handlers.go': `package main
 
@@ -98,6 +101,20 @@ var NotAHandler = 42
 func WrongSignature(s string) string { return s }
 
 var NilHandler http.Handler
+
+// A package main may have a main of its own: the builder's program never calls it.
+func main() { panic("the function's own main ran") }
+
+// Generic functions have no value without type arguments: not an entrypoint, and no build error.
+func Generic[T any](t T) T { return t }
+
+var First, Second http.HandlerFunc = func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "first") },
+	func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "second") }
+
+// What of the hand-over a function can see: nothing.
+func Handover(w http.ResponseWriter, r *http.Request) {
+	fmt.Fprintf(w, "[%s][%s][%s]", os.Getenv("FLINT_GO_LISTENER_FD"), os.Getenv("FLINT_GO_SPECIALIZE_FD"), os.Getenv("FLINT_GO_ENTRYPOINT"))
+}
 `,
   'greeting.go': 'package main\n\nfunc greeting() string { return "hi" }\n',
 };
@@ -123,13 +140,15 @@ func Handler(w http.ResponseWriter, r *http.Request) { w.Write([]byte("nested v1
 `,
 };
 
-// A plugin whose initialization panics.
+// A function whose initialization panics.
 const INIT_PANIC = {
   'f.go': 'package main\n\nimport "net/http"\n\nfunc init() { panic("init boom") }\n\nfunc Handler(w http.ResponseWriter, r *http.Request) {}\n',
 };
 
 let root: string;
-const plugins: Record<'multi' | 'single' | 'nested' | 'initPanic', string> = { multi: '', single: '', nested: '', initPanic: '' };
+const built: Record<'multi' | 'single' | 'nested' | 'initPanic', string> = { multi: '', single: '', nested: '', initPanic: '' };
+/** SINGLE as a Go plugin, as the builder made it before functions were executables. */
+let legacyPlugin = '';
 const workers: WorkerHandle[] = [];
 let seq = 0;
 const timings: string[] = [];
@@ -157,6 +176,7 @@ function build(srcPkg: string, deployPkg: string): Promise<BuildResult> {
     HOME: tmp,
     TMPDIR: tmp,
     ...b.env?.(),
+    ...Object.fromEntries((b.sources?.() ?? []).map((s) => [s.env, s.host])),
     SRC_PKG: srcPkg,
     DEPLOY_PKG: deployPkg,
     FLINT_BUILD_CACHE: CACHE,
@@ -172,12 +192,24 @@ function build(srcPkg: string, deployPkg: string): Promise<BuildResult> {
   });
 }
 
+/** A plugin built the way builder/build did before (-buildmode=plugin, the server's flags). */
+async function buildPlugin(source: string): Promise<string> {
+  const dir = path.join(root, 'legacy');
+  writeTree(dir, { 'go.mod': 'module handler\n\ngo 1.21\n', 'function.go': source });
+  const out = path.join(root, 'legacy.so');
+  const started = Date.now();
+  const env: NodeJS.ProcessEnv = { ...process.env, GOCACHE: path.join(CACHE, 'go-build'), GOMODCACHE: path.join(CACHE, 'gomod'), GOTOOLCHAIN: 'local', CGO_ENABLED: '1', GOENV: 'off', GOFLAGS: '' };
+  await execFileAsync(GO!, ['build', '-buildmode=plugin', ...GO_BUILD_FLAGS, '-o', out, '.'], { cwd: dir, env, maxBuffer: 16 << 20 });
+  timings.push(`legacy plugin ${Date.now() - started} ms`);
+  return out;
+}
+
 async function buildOk(name: string, srcPkg: string): Promise<string> {
   const deploy = path.join(root, `${name}.deploy`);
   const r = await build(srcPkg, deploy);
   timings.push(`${name} ${r.ms} ms`);
   assert.equal(r.code, 0, `building ${name} failed:\n${r.out}`);
-  assert.ok(fs.statSync(deploy).isFile(), 'the plugin is one file at DEPLOY_PKG');
+  assert.ok(fs.statSync(deploy).isFile(), 'the executable is one file at DEPLOY_PKG');
   return deploy;
 }
 
@@ -194,11 +226,12 @@ before(
     const t0 = Date.now();
     const runtime = goLaunch.prepare!().then(() => timings.push(`runtime server ready ${Date.now() - t0} ms`));
     // The first build fills the cache; the others reuse it.
-    plugins.multi = await buildOk('multi (first)', path.join(root, 'multi'));
-    [plugins.single, plugins.nested, plugins.initPanic] = await Promise.all([
+    built.multi = await buildOk('multi (first)', path.join(root, 'multi'));
+    [built.single, built.nested, built.initPanic, legacyPlugin] = await Promise.all([
       buildOk('single', path.join(root, 'single', 'source')),
       buildOk('nested', path.join(root, 'nested')),
       buildOk('init-panic', path.join(root, 'init-panic')),
+      buildPlugin(SINGLE),
     ]);
     await runtime;
   },
@@ -217,7 +250,7 @@ describe('go builder', { skip }, () => {
     assert.ok(fs.existsSync(path.join(root, 'multi', 'go.mod')), 'go mod init ran in the source');
     assert.match(fs.readFileSync(path.join(root, 'multi', 'go.mod'), 'utf8'), /^module handler$/m);
     assert.ok(!fs.existsSync(path.join(root, 'single', 'go.mod')), 'a single file is built in a directory of its own');
-    for (const p of Object.values(plugins)) assert.equal(fs.readFileSync(p).subarray(0, 4).toString('latin1'), '\x7fELF');
+    for (const p of Object.values(built)) assert.equal(fs.readFileSync(p).subarray(0, 4).toString('latin1'), '\x7fELF');
   });
 
   it('fails with the compiler output on a broken source, and on a package that is not main', async () => {
@@ -259,9 +292,9 @@ for (const sandbox of sandboxes) describe(`go runtime worker (${sandbox})`, { sk
 
   const deployarchive = (w: WorkerHandle) => path.posix.join(w.sandboxDirs.userfunc, 'deployarchive');
 
-  async function deploy(plugin: string, functionName?: string, env?: Record<string, string>): Promise<WorkerHandle> {
+  async function deploy(executable: string, functionName?: string, env?: Record<string, string>): Promise<WorkerHandle> {
     const w = await start(env ? { FROM_ENV: 'runtime-env' } : undefined);
-    fs.copyFileSync(plugin, path.join(w.hostDirs.userfunc, 'deployarchive'));
+    fs.copyFileSync(executable, path.join(w.hostDirs.userfunc, 'deployarchive'));
     await w.specialize({ filepath: deployarchive(w), functionName, env }, 20_000);
     return w;
   }
@@ -283,7 +316,7 @@ for (const sandbox of sandboxes) describe(`go runtime worker (${sandbox})`, { sk
     const generic = await call(w, '/anything');
     assert.equal(generic.status, 500);
     assert.deepEqual(JSON.parse(generic.text), { error: 'Generic container: no requests supported' });
-    fs.copyFileSync(plugins.multi, path.join(w.hostDirs.userfunc, 'deployarchive'));
+    fs.copyFileSync(built.multi, path.join(w.hostDirs.userfunc, 'deployarchive'));
     await w.specialize({ filepath: deployarchive(w) }, 20_000);
     assert.deepEqual(await call(w, '/x/y?q=1'), { status: 200, text: 'plain /x/y env=/ hi' });
     const r = await unixRequest(w.socketPath, 'POST', '/v2/specialize', { body: {}, timeoutMs: 10_000 });
@@ -312,64 +345,73 @@ for (const sandbox of sandboxes) describe(`go runtime worker (${sandbox})`, { sk
       ['WithContext', '/', 'context same=true'],
       ['Mux', '/a', 'mux a'],
       ['Named', '/', 'named'],
+      ['First', '/', 'first'],
+      ['Second', '/', 'second'],
+      // The hand-over's variables are gone before the function runs.
+      ['Handover', '/', '[][][]'],
     ];
     await Promise.all(
       cases.map(async ([fn, urlPath, text]) => {
-        const w = await deploy(plugins.multi, fn);
+        const w = await deploy(built.multi, fn);
         assert.deepEqual(await call(w, urlPath), { status: 200, text }, fn);
       }),
     );
   });
 
   it('merges the specialize env, keeps the runtime env, and applies the memory limit', async () => {
-    const w = await deploy(plugins.multi, 'Handler', { FROM_SPEC: 'spec-env' });
+    const w = await deploy(built.multi, 'Handler', { FROM_SPEC: 'spec-env' });
     assert.equal((await call(w)).text, 'plain / env=runtime-env/spec-env hi');
+    // A function's env cannot point the hand-over elsewhere (stdin) or pick another entrypoint.
+    const redirected = await deploy(built.multi, 'Handler', { FLINT_GO_LISTENER_FD: '0', FLINT_GO_SPECIALIZE_FD: '1', FLINT_GO_ENTRYPOINT: 'Panics' });
+    assert.equal((await call(redirected)).text, 'plain / env=runtime-env/ hi');
     const m = await start();
-    fs.copyFileSync(plugins.multi, path.join(m.hostDirs.userfunc, 'deployarchive'));
+    fs.copyFileSync(built.multi, path.join(m.hostDirs.userfunc, 'deployarchive'));
     await m.specialize({ filepath: deployarchive(m), functionName: 'MemLimit' }, 20_000);
     assert.equal((await call(m)).text, String(m.limits.heapMB * 1024 * 1024));
   });
 
-  it('loads the plugin from a directory (a deploy archive unpacked) and runs there', async () => {
+  it('runs the function from a directory (a deploy archive unpacked), in that directory', async () => {
     const w = await start();
     const dir = path.join(w.hostDirs.userfunc, 'deployarchive');
     fs.mkdirSync(dir);
     // As the build manager stores a one-file build output: zipped as `deploy`.
-    fs.copyFileSync(plugins.multi, path.join(dir, 'deploy'));
-    fs.writeFileSync(path.join(dir, 'data.txt'), 'next to the plugin');
+    fs.copyFileSync(built.multi, path.join(dir, 'deploy'));
+    fs.writeFileSync(path.join(dir, 'data.txt'), 'next to the function');
     await w.specialize({ filepath: deployarchive(w), functionName: 'Files' }, 20_000);
-    assert.deepEqual(await call(w), { status: 200, text: 'next to the plugin' });
-    // The single .so wins over the first file.
+    assert.deepEqual(await call(w), { status: 200, text: 'next to the function' });
+    // A single .so (a plugin) wins over the first file.
     const v = await start();
     const vdir = path.join(v.hostDirs.userfunc, 'deployarchive');
     fs.mkdirSync(vdir);
     fs.writeFileSync(path.join(vdir, 'README'), 'not a plugin');
-    fs.copyFileSync(plugins.single, path.join(vdir, 'handler.so'));
+    fs.copyFileSync(legacyPlugin, path.join(vdir, 'handler.so'));
     await v.specialize({ filepath: deployarchive(v) }, 20_000);
     assert.equal((await call(v)).text, 'single file');
   });
 
   it('serves a single-file build and a v1 specialize of /userfunc/user', async () => {
-    const s = await deploy(plugins.single);
+    const s = await deploy(built.single);
     assert.equal((await call(s)).text, 'single file');
     const w = await start();
-    fs.copyFileSync(plugins.nested, path.join(w.hostDirs.userfunc, 'user'));
+    fs.copyFileSync(built.nested, path.join(w.hostDirs.userfunc, 'user'));
     const r = await unixRequest(w.socketPath, 'POST', '/specialize', { timeoutMs: 20_000 });
     assert.equal(r.status, 200, r.text);
     assert.equal((await call(w)).text, 'nested v1');
   });
 
-  it('refuses a missing symbol, a wrong type, a nil variable, a file that is no plugin, a panicking init, a missing path', async () => {
+  it('refuses a missing symbol, a wrong type, a nil variable, a file that is no function, a panicking init, a missing path', async () => {
     const cases: Array<[string | undefined, RegExp]> = [
       ['Nope', /error specializing function: symbol "Nope" not found/],
       ['NotAHandler', /symbol "NotAHandler": has type \*int; want http\.Handler/],
       ['WrongSignature', /has type func\(string\) string/],
+      ['Generic', /symbol "Generic" not found/],
+      ['main', /symbol "main" not found/],
       ['NilHandler', /NilHandler": is a variable of type http\.Handler that is nil/],
     ];
     await Promise.all(
       cases.map(async ([fn, message]) => {
         const w = await start();
-        fs.copyFileSync(plugins.multi, path.join(w.hostDirs.userfunc, 'deployarchive'));
+        fs.copyFileSync(built.multi, path.join(w.hostDirs.userfunc, 'deployarchive'));
         await rejectsWith(w.specialize({ filepath: deployarchive(w), functionName: fn }, 20_000), message);
         // A failed load is final.
         const again = await unixRequest(w.socketPath, 'POST', '/v2/specialize', { body: { filepath: deployarchive(w), functionName: 'Handler' }, timeoutMs: 10_000 });
@@ -378,14 +420,15 @@ for (const sandbox of sandboxes) describe(`go runtime worker (${sandbox})`, { sk
     );
     const bad = await start();
     fs.writeFileSync(path.join(bad.hostDirs.userfunc, 'deployarchive'), 'package main\n');
-    await rejectsWith(bad.specialize({ filepath: deployarchive(bad) }, 20_000), /error specializing function: \/.*deployarchive is not a Go plugin .*--src/);
+    await rejectsWith(bad.specialize({ filepath: deployarchive(bad) }, 20_000), /error specializing function: \/.*deployarchive is not a Go function: .*--src/);
     const elf = await start();
     fs.copyFileSync(fs.realpathSync('/bin/true'), path.join(elf.hostDirs.userfunc, 'deployarchive'));
     await rejectsWith(elf.specialize({ filepath: deployarchive(elf) }, 20_000), /error specializing function: plugin\.Open\(/);
     const initPanic = await start();
-    fs.copyFileSync(plugins.initPanic, path.join(initPanic.hostDirs.userfunc, 'deployarchive'));
-    await rejectsWith(initPanic.specialize({ filepath: deployarchive(initPanic) }, 20_000), /error specializing function: panic while loading .*: init boom/);
-    assert.equal((await call(initPanic, '/healthz')).status, 200, 'the worker survives');
+    fs.copyFileSync(built.initPanic, path.join(initPanic.hostDirs.userfunc, 'deployarchive'));
+    // The function's init runs in the exec'd program: its panic ends the worker, and the error says so with its output.
+    await rejectsWith(initPanic.specialize({ filepath: deployarchive(initPanic) }, 20_000), /^worker exited during specialization \(exit code 2\): panic: init boom/);
+    assert.equal(initPanic.isAlive(), false);
     const none = await start();
     await rejectsWith(none.specialize({ filepath: '/userfunc/none' }, 20_000), /^\/userfunc\/none: not found$/);
   });
@@ -399,13 +442,13 @@ for (const sandbox of sandboxes) describe(`go runtime worker (${sandbox})`, { sk
     assert.deepEqual([noPath.status, JSON.parse(noPath.text).error], [400, 'filepath is required']);
     const missing = await unixRequest(w.socketPath, 'POST', '/v2/specialize', { body: { filepath: deployarchive(w) }, timeoutMs: 10_000 });
     assert.equal(missing.status, 404);
-    fs.copyFileSync(plugins.multi, path.join(w.hostDirs.userfunc, 'deployarchive'));
+    fs.copyFileSync(built.multi, path.join(w.hostDirs.userfunc, 'deployarchive'));
     await w.specialize({ filepath: deployarchive(w), functionName: 'HandlerFuncVar' }, 20_000);
     assert.equal((await call(w)).text, 'handlerfunc');
   });
 
   it('answers a panic with 500 and logs it; the worker keeps serving', async () => {
-    const w = await deploy(plugins.multi, 'Panics');
+    const w = await deploy(built.multi, 'Panics');
     for (let i = 0; i < 2; i++) {
       const r = await call(w);
       assert.equal(r.status, 500);
@@ -430,14 +473,14 @@ for (const sandbox of sandboxes) describe(`go runtime worker (${sandbox})`, { sk
     await eventually(() => tagged().some((l) => l.includes('.Panics(')), 'the tagged stack naming the function');
     assert.equal(w.isAlive(), true);
     // Once the response has started, the connection is cut instead.
-    const late = await deploy(plugins.multi, 'PanicsLate');
+    const late = await deploy(built.multi, 'PanicsLate');
     await assert.rejects(call(late));
     await eventually(() => lines.some((l) => l.includes('panic in function: late boom')), 'the late panic in the log');
     assert.equal((await call(w)).status, 500);
   });
 
   it('stops on SIGTERM', async () => {
-    const w = await deploy(plugins.single);
+    const w = await deploy(built.single);
     const t0 = Date.now();
     await w.kill();
     const exit = await w.exited;

@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"net"
 	"net/http"
 	"os"
 	"sync"
@@ -14,6 +15,8 @@ import (
 // specialized, the function.
 type runtime struct {
 	codepath string
+	// The socket the worker serves, handed to a function's executable.
+	listener net.Listener
 	// The function, set once by a successful specialization.
 	fn atomic.Pointer[http.Handler]
 	// Held while a specialization runs; attempted refuses a second one, even
@@ -53,9 +56,14 @@ func (rt *runtime) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-func sendJSON(w http.ResponseWriter, status int, message string) {
+// jsonError is the body of an error answer.
+func jsonError(message string) []byte {
 	body, _ := json.Marshal(map[string]string{"error": message})
-	body = append(body, '\n')
+	return append(body, '\n')
+}
+
+func sendJSON(w http.ResponseWriter, status int, message string) {
+	body := jsonError(message)
 	h := w.Header()
 	h.Set("Content-Type", "application/json; charset=utf-8")
 	h.Set("Content-Length", fmt.Sprint(len(body)))

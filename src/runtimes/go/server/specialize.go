@@ -1,3 +1,5 @@
+//go:build !flintfn
+
 package main
 
 import (
@@ -13,11 +15,6 @@ import (
 	"strings"
 )
 
-const (
-	maxSpecializeBody = 1 << 20
-	defaultSymbol     = "Handler"
-)
-
 // loadRequest is the v2 body. Fission's other keys (url, FunctionMetadata,
 // envVersion, ...) are accepted and ignored.
 type loadRequest struct {
@@ -26,33 +23,21 @@ type loadRequest struct {
 	Env          map[string]string `json:"env"`
 }
 
-// specializeError is an answer to a failed specialization.
-type specializeError struct {
-	status  int
-	message string
-	// generic: nothing was loaded, so the worker may still be specialized.
-	generic bool
-}
-
-func (e *specializeError) Error() string { return e.message }
-
-func badRequest(format string, a ...any) *specializeError {
-	return &specializeError{status: http.StatusBadRequest, message: fmt.Sprintf(format, a...), generic: true}
-}
-
-func loadFailure(format string, a ...any) *specializeError {
-	return &specializeError{status: http.StatusInternalServerError, message: "error specializing function: " + fmt.Sprintf(format, a...)}
-}
-
 func (rt *runtime) specialize(w http.ResponseWriter, r *http.Request, version int) {
 	rt.mu.Lock()
 	defer rt.mu.Unlock()
 	if rt.attempted {
-		_, _ = io.Copy(io.Discard, io.LimitReader(r.Body, maxSpecializeBody))
-		sendJSON(w, http.StatusBadRequest, "Not a generic container: this worker has been specialized already")
+		refuseSecondSpecialization(w, r)
 		return
 	}
-	h, err := rt.load(r, version)
+	h, exe, err := rt.load(r, version)
+	if err == nil && exe != nil {
+		// Returns only when the exec failed.
+		err = rt.execFunction(w, exe)
+		if err == errAnswered {
+			return
+		}
+	}
 	if err != nil {
 		var se *specializeError
 		if !errors.As(err, &se) {
@@ -73,26 +58,28 @@ func (rt *runtime) specialize(w http.ResponseWriter, r *http.Request, version in
 	w.WriteHeader(http.StatusOK)
 }
 
-func (rt *runtime) load(r *http.Request, version int) (http.Handler, error) {
+// load loads a plugin into this process, or finds the function's executable
+// for execFunction (exe set, no handler).
+func (rt *runtime) load(r *http.Request, version int) (http.Handler, *functionExec, error) {
 	body, err := io.ReadAll(io.LimitReader(r.Body, maxSpecializeBody+1))
 	if err != nil {
-		return nil, badRequest("cannot read the specialize request: %v", err)
+		return nil, nil, badRequest("cannot read the specialize request: %v", err)
 	}
 	if len(body) > maxSpecializeBody {
-		return nil, badRequest("specialize request larger than %d bytes", maxSpecializeBody)
+		return nil, nil, badRequest("specialize request larger than %d bytes", maxSpecializeBody)
 	}
 	req := loadRequest{Filepath: rt.codepath}
 	if version == 2 {
 		req = loadRequest{}
 		if err := json.Unmarshal(body, &req); err != nil {
-			return nil, badRequest("specialize request is not valid JSON: %v", err)
+			return nil, nil, badRequest("specialize request is not valid JSON: %v", err)
 		}
 		if req.Filepath == "" {
-			return nil, badRequest("filepath is required")
+			return nil, nil, badRequest("filepath is required")
 		}
 		for k, v := range req.Env {
 			if k == "" || strings.ContainsAny(k, "=\x00") || strings.ContainsRune(v, 0) {
-				return nil, badRequest("env.%s is not a valid variable", k)
+				return nil, nil, badRequest("env.%s is not a valid variable", k)
 			}
 		}
 	}
@@ -103,24 +90,28 @@ func (rt *runtime) load(r *http.Request, version int) (http.Handler, error) {
 
 	file, err := pluginFile(req.Filepath)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
+	}
+	if isFunctionExecutable(file) {
+		return nil, &functionExec{file: file, symbol: symbol, env: req.Env}, nil
 	}
 	// The function's variables are in place before its init functions run.
 	for k, v := range req.Env {
 		if err := os.Setenv(k, v); err != nil {
-			return nil, loadFailure("cannot set env.%s: %v", k, err)
+			return nil, nil, loadFailure("cannot set env.%s: %v", k, err)
 		}
 	}
 	// Relative paths in the function, also in its init functions, resolve
 	// next to its code, as in a container.
 	_ = os.Chdir(filepath.Dir(file))
-	return openHandler(file, symbol)
+	h, err := openHandler(file, symbol)
+	return h, nil, err
 }
 
-// pluginFile is the plugin at path: the file itself, or in a directory (an
-// unpacked deploy archive) its only .so file, else its only ELF file (a
-// build's output is stored as one extensionless file), else its first
-// regular file, as Fission does.
+// pluginFile is the function's file at path: the file itself, or in a
+// directory (an unpacked deploy archive) its only .so file, else its only
+// ELF file (a build's output is stored as one extensionless file), else its
+// first regular file, as Fission does.
 func pluginFile(path string) (string, error) {
 	st, err := os.Stat(path)
 	if errors.Is(err, os.ErrNotExist) {
@@ -182,7 +173,8 @@ func baseNames(paths []string) []string {
 	return out
 }
 
-// openHandler opens the plugin and turns its symbol into a handler. The
+// openHandler opens a plugin (what the builder made before functions were
+// executables) and turns its symbol into a handler. The
 // plugin's init functions run here; one that panics fails the
 // specialization rather than the worker.
 func openHandler(file, symbol string) (h http.Handler, err error) {
@@ -193,7 +185,7 @@ func openHandler(file, symbol string) (h http.Handler, err error) {
 		}
 	}()
 	if !isELF(file) {
-		return nil, loadFailure("%s is not a Go plugin (built with go build -buildmode=plugin): deploy Go source with --src, so that the environment's builder (flint/go-builder) compiles it", file)
+		return nil, loadFailure("%s is not a Go function: deploy Go source with --src, so that the environment's builder (flint/go-builder) compiles it", file)
 	}
 	p, err := plugin.Open(file)
 	if err != nil {

@@ -1,0 +1,111 @@
+//go:build flintfn
+
+// A function's executable: these sources, built by flint/go-builder with the
+// tag flintfn, beside a generated main that names the function package's
+// exported functions and variables and calls runFunction. A generic worker
+// execs it to specialize (exec.go): it takes over the worker's socket and
+// answers the specialize request, then serves the function. Run by hand it
+// listens itself and serves the entrypoint named by FLINT_GO_ENTRYPOINT
+// (default Handler).
+package main
+
+import (
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"strconv"
+)
+
+func runFunction(symbols map[string]any) {
+	opts := startOptions()
+	rt := newRuntime(opts.codepath)
+	// However the load goes, this process never loads another function.
+	rt.attempted = true
+	entry := os.Getenv(envEntrypoint)
+	if entry == "" {
+		entry = defaultSymbol
+	}
+	lnFD, connFD := os.Getenv(envListenerFD), os.Getenv(envSpecialize)
+	for _, k := range []string{envListenerFD, envSpecialize, envEntrypoint} {
+		os.Unsetenv(k)
+	}
+
+	h, loadErr := lookupHandler(symbols, entry)
+	if lnFD == "" {
+		if loadErr != nil {
+			fmt.Fprintln(os.Stderr, loadErr.message)
+			os.Exit(1)
+		}
+		rt.fn.Store(&h)
+		serve(opts, rt, mustListen(opts))
+		return
+	}
+	lnFile, connFile := inherited(lnFD, "listener"), inherited(connFD, "connection")
+	ln, err := net.FileListener(lnFile)
+	lnFile.Close()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "flint-runtime: the handed-over socket: %v\n", err)
+		os.Exit(1)
+	}
+	conn, err := net.FileConn(connFile)
+	connFile.Close()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "flint-runtime: the handed-over connection: %v\n", err)
+		os.Exit(1)
+	}
+	if loadErr != nil {
+		// As a failed plugin load: the worker answers, stays up and serves nothing.
+		fmt.Fprintln(os.Stderr, loadErr.message)
+		body := jsonError(loadErr.message)
+		fmt.Fprintf(conn, "HTTP/1.1 %d %s\r\nContent-Type: application/json; charset=utf-8\r\nContent-Length: %d\r\nX-Content-Type-Options: nosniff\r\n\r\n%s", loadErr.status, http.StatusText(loadErr.status), len(body), body)
+	} else {
+		rt.fn.Store(&h)
+		fmt.Fprint(conn, "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n")
+	}
+	// The connection stays the executor's to reuse.
+	serve(opts, rt, &firstConnListener{Listener: ln, first: conn})
+}
+
+// specialize: this process was specialized when it started.
+func (rt *runtime) specialize(w http.ResponseWriter, r *http.Request, _ int) {
+	refuseSecondSpecialization(w, r)
+}
+
+// lookupHandler is the entrypoint's handler, with the messages a plugin's
+// lookup gives.
+func lookupHandler(symbols map[string]any, entry string) (http.Handler, *specializeError) {
+	sym, ok := symbols[entry]
+	if !ok {
+		return nil, loadFailure("symbol %q not found in %s (the entrypoint names an exported function or variable of package main)", entry, os.Args[0])
+	}
+	h, err := asHandler(sym)
+	if err != nil {
+		return nil, loadFailure("symbol %q: %v", entry, err)
+	}
+	return h, nil
+}
+
+func inherited(fd, what string) *os.File {
+	n, err := strconv.Atoi(fd)
+	if err != nil || n < 3 {
+		fmt.Fprintf(os.Stderr, "flint-runtime: the handed-over %s is not a descriptor: %q\n", what, fd)
+		os.Exit(1)
+	}
+	return os.NewFile(uintptr(n), what)
+}
+
+// firstConnListener gives the handed-over connection to the server first,
+// then what the socket accepts.
+type firstConnListener struct {
+	net.Listener
+	first net.Conn
+}
+
+func (l *firstConnListener) Accept() (net.Conn, error) {
+	if c := l.first; c != nil {
+		l.first = nil
+		return c, nil
+	}
+	return l.Listener.Accept()
+}

@@ -1,0 +1,3 @@
+module flint.dev/go-builder-genmain
+
+go 1.21

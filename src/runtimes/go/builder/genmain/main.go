@@ -1,0 +1,165 @@
+// genmain turns a function's package main into a program: the build script
+// (../build) runs it in the package's directory before `go build`.
+//
+//	genmain -dir <package dir> -importpath <its import path> -runtime <runtime sources> -out <subdirectory>
+//
+// A package named main cannot be imported, so its files' package clause
+// becomes `package flintfunction` (nothing else in them changes; a func main
+// of theirs becomes an ordinary unexported function). The subdirectory gets
+// the runtime's sources (src/runtimes/go/server, built with the tag flintfn)
+// and a main that hands runFunction every exported function and variable of
+// the package by name: the entrypoint is chosen when the function is
+// specialized, after the build, as a plugin's symbol was looked up.
+package main
+
+import (
+	"bytes"
+	"errors"
+	"flag"
+	"fmt"
+	"go/ast"
+	"go/build"
+	"go/parser"
+	"go/token"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+const packageName = "flintfunction"
+
+func main() {
+	dir := flag.String("dir", ".", "the function's package directory")
+	importPath := flag.String("importpath", "", "the package's import path")
+	runtimeDir := flag.String("runtime", "", "the runtime's sources")
+	out := flag.String("out", "", "subdirectory of -dir to write the program into")
+	flag.Parse()
+	if err := run(*dir, *importPath, *runtimeDir, *out); err != nil {
+		fmt.Fprintf(os.Stderr, "%v\n", err)
+		os.Exit(1)
+	}
+}
+
+func run(dir, importPath, runtimeDir, out string) error {
+	if importPath == "" || runtimeDir == "" || out == "" || strings.ContainsAny(out, "/\\") {
+		return errors.New("genmain: -importpath, -runtime and -out (a plain name) are required")
+	}
+	outDir := filepath.Join(dir, out)
+	if _, err := os.Lstat(outDir); err == nil {
+		return fmt.Errorf("the source holds %s/, a name the builder needs for its own code: rename it", out)
+	}
+	pkg, err := build.Default.ImportDir(dir, 0)
+	if err != nil {
+		var noGo *build.NoGoError
+		if errors.As(err, &noGo) {
+			return errors.New("no .go files in the source: a Go function is a package main with an exported handler")
+		}
+		return err
+	}
+	if pkg.Name != "main" {
+		return fmt.Errorf("a Go function is a main package (package main with an exported handler); the source is package %s", pkg.Name)
+	}
+	files := append(append([]string{}, pkg.GoFiles...), pkg.CgoFiles...)
+	sort.Strings(files)
+	var names []string
+	for _, name := range files {
+		exported, err := renamePackage(filepath.Join(dir, name))
+		if err != nil {
+			return err
+		}
+		names = append(names, exported...)
+	}
+	sort.Strings(names)
+	if err := os.Mkdir(outDir, 0o755); err != nil {
+		return err
+	}
+	if err := copyRuntime(runtimeDir, outDir); err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(outDir, "zz_function_main.go"), mainSource(importPath, names), 0o644)
+}
+
+// renamePackage rewrites the file's package clause and returns what it
+// exports by name: functions (not methods, not generic: those have no value
+// without type arguments) as values, variables by address, as plugin.Lookup
+// gives them.
+func renamePackage(path string) ([]string, error) {
+	src, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	fset := token.NewFileSet()
+	f, err := parser.ParseFile(fset, path, src, parser.SkipObjectResolution)
+	if err != nil {
+		return nil, err
+	}
+	var exported []string
+	for _, d := range f.Decls {
+		switch d := d.(type) {
+		case *ast.FuncDecl:
+			if d.Recv == nil && d.Name.IsExported() && (d.Type.TypeParams == nil || len(d.Type.TypeParams.List) == 0) {
+				exported = append(exported, d.Name.Name)
+			}
+		case *ast.GenDecl:
+			if d.Tok != token.VAR {
+				continue
+			}
+			for _, spec := range d.Specs {
+				for _, n := range spec.(*ast.ValueSpec).Names {
+					if n.IsExported() {
+						exported = append(exported, "&"+n.Name)
+					}
+				}
+			}
+		}
+	}
+	at := fset.Position(f.Name.Pos()).Offset
+	if !bytes.HasPrefix(src[at:], []byte("main")) {
+		return nil, fmt.Errorf("%s: cannot find its package clause", path)
+	}
+	renamed := append(append(append([]byte{}, src[:at]...), packageName...), src[at+len("main"):]...)
+	return exported, os.WriteFile(path, renamed, 0o644)
+}
+
+// copyRuntime copies the runtime's Go sources, tests excepted.
+func copyRuntime(from, to string) error {
+	entries, err := os.ReadDir(from)
+	if err != nil {
+		return fmt.Errorf("the runtime's sources: %v", err)
+	}
+	for _, e := range entries {
+		name := e.Name()
+		if !e.Type().IsRegular() || !strings.HasSuffix(name, ".go") || strings.HasSuffix(name, "_test.go") {
+			continue
+		}
+		data, err := os.ReadFile(filepath.Join(from, name))
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(filepath.Join(to, name), data, 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func mainSource(importPath string, names []string) []byte {
+	var b bytes.Buffer
+	b.WriteString("//go:build flintfn\n\n// Code generated by flint/go-builder (genmain). DO NOT EDIT.\n\npackage main\n\n")
+	if len(names) == 0 {
+		fmt.Fprintf(&b, "import _ %s\n\nfunc main() { runFunction(map[string]any{}) }\n", strconv.Quote(importPath))
+		return b.Bytes()
+	}
+	fmt.Fprintf(&b, "import flintuser %s\n\nfunc main() {\n\trunFunction(map[string]any{\n", strconv.Quote(importPath))
+	for _, n := range names {
+		name, ref := strings.TrimPrefix(n, "&"), "flintuser."+strings.TrimPrefix(n, "&")
+		if strings.HasPrefix(n, "&") {
+			ref = "&" + ref
+		}
+		fmt.Fprintf(&b, "\t\t%s: %s,\n", strconv.Quote(name), ref)
+	}
+	b.WriteString("\t})\n}\n")
+	return b.Bytes()
+}
