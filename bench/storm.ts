@@ -91,17 +91,17 @@ export const GO_HELLO_MODULE: GoModule = {
 const GO_FUNCTION = 'package main\n\nimport "net/http"\n\nfunc Handler(w http.ResponseWriter, r *http.Request) {\n\tw.Write([]byte("hello\\n"))\n}\n';
 
 /**
- * A Go function is a plugin that must be built, and each storm's server
+ * A Go function is an executable that must be built, and each storm's server
  * starts with an empty build cache, where the first build compiles the
- * standard library in plugin mode (minutes on 2 cores). So the function is
- * built once, through a server's own builder, and every storm function gets
- * a package of its own whose deployment is that plugin's archive, uploaded
- * to the storm's server: what specializing an instance does (fetch, unpack,
- * load the plugin) is done per function, as for Node and Python.
+ * standard library (most of a minute on 2 cores). So the function is built
+ * once, through a server's own builder, and every storm function gets a
+ * package of its own whose deployment is that build's archive, uploaded to
+ * the storm's server: what specializing an instance does (fetch, unpack, exec
+ * the executable) is done per function, as for Node and Python.
  */
 function goRuntime(): StormRuntime {
   // Set by prepare() and read by every storm after it: one bench run prepares once, then runs its storms in turn.
-  let plugin: Buffer | undefined;
+  let built: Buffer | undefined;
   let gohello: string | undefined;
   const uploaded = new WeakMap<TestServer, ArchiveRef>();
   return {
@@ -123,17 +123,17 @@ function goRuntime(): StormRuntime {
         const sum = built.spec.deployment?.checksum?.sum;
         if (sum === undefined) throw new Error('the Go build succeeded without a deployment archive');
         const res = await fetch(`${server.controllerUrl}/v1/archives/${sum}`);
-        if (res.status !== 200) throw new Error(`download of the built plugin: ${res.status} ${await res.text()}`);
-        plugin = Buffer.from(await res.arrayBuffer());
+        if (res.status !== 200) throw new Error(`download of the built function: ${res.status} ${await res.text()}`);
+        built = Buffer.from(await res.arrayBuffer());
       } finally {
         await server.stop();
       }
     },
     async deploy(server, env, names) {
-      if (plugin === undefined) throw new Error('the Go storm runtime was not prepared');
+      if (built === undefined) throw new Error('the Go storm runtime was not prepared');
       let deployment = uploaded.get(server);
       if (deployment === undefined) {
-        deployment = await uploadArchive(server.controllerUrl, plugin);
+        deployment = await uploadArchive(server.controllerUrl, built);
         uploaded.set(server, deployment);
       }
       for (const name of names) await createFunction(server.controllerUrl, name, { env, deployment });

@@ -87,6 +87,20 @@ describe('packages and builds', () => {
       return x.status === 200 ? x : undefined;
     }, 'the Go function to answer', 60_000);
     assert.equal(r.text, 'hello from go flint');
+
+    // A single file (copied read-only into the build) with a main of its own, and another entrypoint.
+    const single = path.join(work, 'greet.go');
+    fs.writeFileSync(single, 'package main\n\nimport "net/http"\n\nfunc main() { panic("not called") }\n\nfunc Greet(w http.ResponseWriter, r *http.Request) {\n\tw.Write([]byte("greetings from go"))\n}\n', { mode: 0o444 });
+    const pkg2 = createdPackage(ok(['package', 'create', '--env', 'go', '--src', single]));
+    const built2 = await waitBuild(pkg2);
+    assert.equal(built2.status, 'succeeded', built2.text);
+    ok(['fn', 'create', '--name', 'greet-go', '--pkg', pkg2, '--entrypoint', 'Greet']);
+    ok(['route', 'create', '--name', 'greet-go', '--function', 'greet-go', '--url', '/greet-go']);
+    const g = await eventually(async () => {
+      const x = await call('/greet-go');
+      return x.status === 200 ? x : undefined;
+    }, 'the single-file Go function to answer', 60_000);
+    assert.equal(g.text, 'greetings from go');
   });
 
   it('builds a Node.js package with a registry dependency, and moves traffic on fn update --src', async () => {

@@ -120,7 +120,29 @@ func renamePackage(path string) ([]string, error) {
 		return nil, fmt.Errorf("%s: cannot find its package clause", path)
 	}
 	renamed := append(append(append([]byte{}, src[:at]...), packageName...), src[at+len("main"):]...)
-	return exported, os.WriteFile(path, renamed, 0o644)
+	return exported, replaceFile(path, renamed)
+}
+
+// replaceFile writes a new file in path's place: the source's own may be
+// read-only (a single-file package is copied with its mode).
+func replaceFile(path string, data []byte) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".genmain-*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := tmp.Write(data); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Chmod(0o644); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), path)
 }
 
 // copyRuntime copies the runtime's Go sources, tests excepted.
