@@ -101,7 +101,7 @@ const GO_FUNCTION = 'package main\n\nimport "net/http"\n\nfunc Handler(w http.Re
  */
 function goRuntime(): StormRuntime {
   // Set by prepare() and read by every storm after it: one bench run prepares once, then runs its storms in turn.
-  let built: Buffer | undefined;
+  let executable: Buffer | undefined;
   let gohello: string | undefined;
   const uploaded = new WeakMap<TestServer, ArchiveRef>();
   return {
@@ -124,16 +124,16 @@ function goRuntime(): StormRuntime {
         if (sum === undefined) throw new Error('the Go build succeeded without a deployment archive');
         const res = await fetch(`${server.controllerUrl}/v1/archives/${sum}`);
         if (res.status !== 200) throw new Error(`download of the built function: ${res.status} ${await res.text()}`);
-        built = Buffer.from(await res.arrayBuffer());
+        executable = Buffer.from(await res.arrayBuffer());
       } finally {
         await server.stop();
       }
     },
     async deploy(server, env, names) {
-      if (built === undefined) throw new Error('the Go storm runtime was not prepared');
+      if (executable === undefined) throw new Error('the Go storm runtime was not prepared');
       let deployment = uploaded.get(server);
       if (deployment === undefined) {
-        deployment = await uploadArchive(server.controllerUrl, built);
+        deployment = await uploadArchive(server.controllerUrl, executable);
         uploaded.set(server, deployment);
       }
       for (const name of names) await createFunction(server.controllerUrl, name, { env, deployment });

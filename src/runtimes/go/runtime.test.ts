@@ -266,6 +266,52 @@ describe('go builder', { skip }, () => {
     assert.notEqual(r2.code, 0);
     assert.match(r2.out, /main package/);
   });
+
+  it("refuses a source that brings its own flint_function_main/ (it would replace the runtime's code)", async () => {
+    const src = path.join(root, 'own-main');
+    writeTree(src, { 'f.go': SINGLE, 'flint_function_main/main.go': 'package main\n\nfunc main() {}\n' });
+    const r = await build(src, path.join(root, 'own-main.deploy'));
+    assert.notEqual(r.code, 0);
+    assert.match(r.out, /the source holds flint_function_main\/, a name the builder needs/);
+    assert.ok(!fs.existsSync(path.join(root, 'own-main.deploy')));
+    assert.equal(fs.readFileSync(path.join(src, 'f.go'), 'utf8'), SINGLE, 'nothing rewritten');
+  });
+
+  it('builds a package with C code with cgo, and one without as a static executable', async () => {
+    const src = path.join(root, 'cgo');
+    writeTree(src, {
+      'f.go': 'package main\n\n// static int add(int a, int b) { return a + b; }\nimport "C"\n\nimport (\n\t"fmt"\n\t"net/http"\n)\n\nfunc Handler(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, C.add(1, 2)) }\n',
+    });
+    const deploy = path.join(root, 'cgo.deploy');
+    const r = await build(src, deploy);
+    assert.equal(r.code, 0, r.out);
+    assert.match(r.out, /CGO_ENABLED=1 go build/);
+    // The program interpreter's path sits in the first page of a dynamically linked executable.
+    const interp = (file: string) => fs.readFileSync(file).subarray(0, 4096).toString('latin1').includes('/ld-linux');
+    assert.equal(interp(deploy), true, 'linked with the C library');
+    assert.equal(interp(built.single), false, 'a package without C code is static');
+    const run = (exe: string) =>
+      new Promise<string>((resolve, reject) => {
+        const sock = path.join(root, `${path.basename(exe)}.sock`);
+        const child = spawn(exe, ['--socket', sock], { stdio: 'ignore' });
+        const stop = () => child.kill('SIGKILL');
+        eventually(async () => {
+          try {
+            return (await unixRequest(sock, 'GET', '/', { timeoutMs: 2000 })).text;
+          } catch {
+            return undefined;
+          }
+        }, 'the executable to answer').then((t) => {
+          stop();
+          resolve(t);
+        }, (err) => {
+          stop();
+          reject(err);
+        });
+      });
+    // Run by hand, an executable listens itself and serves its Handler.
+    assert.equal(await run(deploy), '3');
+  });
 });
 
 const sandboxes: Array<'none' | 'bubblewrap'> = ['none'];
