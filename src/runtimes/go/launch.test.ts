@@ -82,7 +82,10 @@ console.log(goLaunch.binaries()[0]);`;
 
   it('builds functions and server with the same flags, the functions from the server sources', () => {
     const script = fs.readFileSync(path.join(goLaunch.builder!.dir, 'build'), 'utf8');
-    assert.match(script, new RegExp(`-tags flintfn ${GO_BUILD_FLAGS.join(' ')} `));
+    // The hand-over the script builds for is the one the runtime speaks.
+    const handoff = /handoffTag\s*=\s*"([a-z0-9]+)"/.exec(fs.readFileSync(path.join(goLaunch.dir, 'handoff.go'), 'utf8'))?.[1];
+    assert.ok(handoff);
+    assert.match(script, new RegExp(`-tags flintfn,${handoff} ${GO_BUILD_FLAGS.join(' ')} `));
     assert.match(script, /GOTOOLCHAIN=local CGO_ENABLED=1 GOENV=off GOFLAGS=/);
     const [source] = goLaunch.builder!.sources!();
     assert.equal(source.env, 'FLINT_GO_RUNTIME_SRC');

@@ -117,6 +117,9 @@ func Handover(w http.ResponseWriter, r *http.Request) {
 }
 `,
   'greeting.go': 'package main\n\nfunc greeting() string { return "hi" }\n',
+  // In the build only without cgo, as the builder's build is: its symbols count, and its package clause is renamed too.
+  'nocgo.go': '//go:build !cgo\n\npackage main\n\nimport (\n\t"fmt"\n\t"net/http"\n)\n\nfunc NoCgo(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "no cgo") }\n',
+  'withcgo.go': '//go:build cgo\n\npackage main\n\nconst built = "with cgo"\n',
 };
 
 const SINGLE = `package main
@@ -131,7 +134,8 @@ func Handler(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "single fil
 
 // A zip of one folder, with its own go.mod.
 const NESTED = {
-  'hello/go.mod': 'module example.com/hello\n\ngo 1.21\n',
+  // A go line from before generics: the runtime's sources, compiled in this module, still build.
+  'hello/go.mod': 'module example.com/hello\n\ngo 1.16\n',
   'hello/main.go': `package main
 
 import "net/http"
@@ -149,6 +153,8 @@ let root: string;
 const built: Record<'multi' | 'single' | 'nested' | 'initPanic', string> = { multi: '', single: '', nested: '', initPanic: '' };
 /** SINGLE as a Go plugin, as the builder made it before functions were executables. */
 let legacyPlugin = '';
+/** MULTI built with the function tag but not the hand-over's: an executable for another version of the runtime. */
+let otherHandoff = '';
 const workers: WorkerHandle[] = [];
 let seq = 0;
 const timings: string[] = [];
@@ -233,6 +239,9 @@ before(
       buildOk('init-panic', path.join(root, 'init-panic')),
       buildPlugin(SINGLE),
     ]);
+    otherHandoff = path.join(root, 'other-handoff');
+    const goEnv = { ...process.env, GOCACHE: path.join(CACHE, 'go-build'), GOMODCACHE: path.join(CACHE, 'gomod'), GOTOOLCHAIN: 'local', CGO_ENABLED: '0', GOENV: 'off', GOFLAGS: '-mod=mod' };
+    await execFileAsync(GO!, ['build', '-tags', 'flintfn', '-o', otherHandoff, './flint_function_main'], { cwd: path.join(root, 'multi'), env: goEnv, maxBuffer: 16 << 20 });
     await runtime;
   },
   { timeout: 600_000 },
@@ -393,6 +402,7 @@ for (const sandbox of sandboxes) describe(`go runtime worker (${sandbox})`, { sk
       ['Named', '/', 'named'],
       ['First', '/', 'first'],
       ['Second', '/', 'second'],
+      ['NoCgo', '/', 'no cgo'],
       // The hand-over's variables are gone before the function runs.
       ['Handover', '/', '[][][]'],
     ];
@@ -451,7 +461,6 @@ for (const sandbox of sandboxes) describe(`go runtime worker (${sandbox})`, { sk
       ['NotAHandler', /symbol "NotAHandler": has type \*int; want http\.Handler/],
       ['WrongSignature', /has type func\(string\) string/],
       ['Generic', /symbol "Generic" not found/],
-      ['main', /symbol "main" not found/],
       ['NilHandler', /NilHandler": is a variable of type http\.Handler that is nil/],
     ];
     await Promise.all(
@@ -477,6 +486,52 @@ for (const sandbox of sandboxes) describe(`go runtime worker (${sandbox})`, { sk
     assert.equal(initPanic.isAlive(), false);
     const none = await start();
     await rejectsWith(none.specialize({ filepath: '/userfunc/none' }, 20_000), /^\/userfunc\/none: not found$/);
+  });
+
+  it('stays generic when the exec fails, and still stops at once', async () => {
+    const w = await start();
+    // A function executable for another machine: its build settings read as Flint's, execve refuses it.
+    const foreign = Buffer.from(fs.readFileSync(built.single));
+    foreign.writeUInt16LE(0xb7, 18); // e_machine: AArch64
+    fs.writeFileSync(path.join(w.hostDirs.userfunc, 'deployarchive'), foreign, { mode: 0o755 });
+    await rejectsWith(w.specialize({ filepath: deployarchive(w) }, 20_000), /^error specializing function: cannot start \/.*deployarchive: exec format error$/);
+    fs.rmSync(path.join(w.hostDirs.userfunc, 'deployarchive'));
+    fs.copyFileSync(built.single, path.join(w.hostDirs.userfunc, 'deployarchive'));
+    await w.specialize({ filepath: deployarchive(w) }, 20_000);
+    assert.equal((await call(w)).text, 'single file');
+    // The failed hand-over left the worker's socket as it was: it stops without waiting out its grace.
+    const g = await start();
+    fs.writeFileSync(path.join(g.hostDirs.userfunc, 'deployarchive'), foreign, { mode: 0o755 });
+    await rejectsWith(g.specialize({ filepath: deployarchive(g) }, 20_000), /exec format error/);
+    const t0 = Date.now();
+    await g.kill();
+    assert.ok(Date.now() - t0 < 2500, 'a generic worker whose exec failed exits at once');
+  });
+
+  it('refuses an executable built for another hand-over, a non-executable file and a NUL in the entrypoint', async () => {
+    const w = await start();
+    fs.copyFileSync(otherHandoff, path.join(w.hostDirs.userfunc, 'deployarchive'));
+    await rejectsWith(w.specialize({ filepath: deployarchive(w) }, 20_000), /was built for another version of Flint's Go runtime: build the package again/);
+    const m = await start();
+    fs.writeFileSync(path.join(m.hostDirs.userfunc, 'deployarchive'), fs.readFileSync(built.single), { mode: 0o644 });
+    await rejectsWith(m.specialize({ filepath: deployarchive(m) }, 20_000), /deployarchive is not executable \(mode -rw-r--r--\)/);
+    const n = await start();
+    fs.copyFileSync(built.single, path.join(n.hostDirs.userfunc, 'deployarchive'));
+    await rejectsWith(n.specialize({ filepath: deployarchive(n), functionName: 'Hand\u0000ler' }, 20_000), /functionName must not contain a NUL character/);
+    await n.specialize({ filepath: deployarchive(n) }, 20_000);
+    assert.equal((await call(n)).text, 'single file', 'still generic after the refusals');
+  });
+
+  it("keeps the worker's options whatever the function's env says", async () => {
+    // Each would change how the exec'd program listens, stops or limits its memory, if it read them.
+    const env = { FLINT_PORT: 'x', FLINT_EXIT_ON_STDIN_EOF: '0', FLINT_SHUTDOWN_GRACE_MS: '60000', GOMEMLIMIT: '1MiB', FLINT_DEBUG: '1' };
+    const w = await start();
+    fs.copyFileSync(built.multi, path.join(w.hostDirs.userfunc, 'deployarchive'));
+    await w.specialize({ filepath: deployarchive(w), functionName: 'MemLimit', env }, 20_000);
+    assert.equal((await call(w)).text, String(w.limits.heapMB * 1024 * 1024));
+    const t0 = Date.now();
+    await w.kill();
+    assert.ok(Date.now() - t0 < 2500, 'stops at once, as the worker was told to');
   });
 
   it('stays generic after a bad request or a missing path', async () => {

@@ -4,12 +4,14 @@ package main
 
 import (
 	"debug/buildinfo"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
+	goruntime "runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -17,85 +19,103 @@ import (
 
 // functionExec is a function's executable and what it starts with.
 type functionExec struct {
-	file   string
-	symbol string
-	env    map[string]string
+	file      string
+	symbol    string
+	env       map[string]string
+	goVersion string
 }
 
 // errAnswered: execFunction failed after it took over the connection and
 // has answered the request itself.
 var errAnswered = errors.New("answered on the hijacked connection")
 
-// isFunctionExecutable says whether file is an executable flint/go-builder
-// made: a Go program whose build settings carry the function tag. Reading
-// them opens the ELF file and reads one section; a plugin or any other
-// program is not one.
-func isFunctionExecutable(file string) bool {
+// functionBuild reads the Go build settings of file: whether flint/go-builder
+// made it (the function tag) and for which hand-over. It opens the ELF file
+// and reads one section; a plugin or any other program is no function.
+func functionBuild(file string) (function, handoff bool, goVersion string) {
 	info, err := buildinfo.ReadFile(file)
 	if err != nil {
-		return false
+		return false, false, ""
 	}
 	for _, s := range info.Settings {
-		if s.Key == "-tags" {
-			for _, t := range strings.Split(s.Value, ",") {
-				if t == functionBuildTag {
-					return true
-				}
-			}
+		if s.Key != "-tags" {
+			continue
+		}
+		for _, t := range strings.Split(s.Value, ",") {
+			function = function || t == functionBuildTag
+			handoff = handoff || t == handoffTag
 		}
 	}
-	return false
+	return function, handoff, info.GoVersion
 }
 
-type fileConn interface{ File() (*os.File, error) }
-
-// inheritable duplicates what c holds into a descriptor that survives exec.
-func inheritable(c any) (*os.File, error) {
-	fc, ok := c.(fileConn)
+// inheritable duplicates the descriptor under c into one that survives
+// exec. Not through File(): its Fd() puts the descriptor, shared with the
+// worker's own listener or connection, into blocking mode, and a worker
+// whose exec then failed could no longer stop its accept loop.
+func inheritable(c any) (int, error) {
+	sc, ok := c.(syscall.Conn)
 	if !ok {
-		return nil, fmt.Errorf("a %T cannot be handed over", c)
+		return -1, fmt.Errorf("a %T cannot be handed over", c)
 	}
-	f, err := fc.File()
+	raw, err := sc.SyscallConn()
 	if err != nil {
-		return nil, err
+		return -1, err
 	}
-	// File() gives a close-on-exec duplicate.
-	if _, _, e := syscall.Syscall(syscall.SYS_FCNTL, f.Fd(), syscall.F_SETFD, 0); e != 0 {
-		f.Close()
-		return nil, e
+	// dup leaves close-on-exec off on the new descriptor.
+	fd, dupErr := -1, error(nil)
+	if err := raw.Control(func(s uintptr) { fd, dupErr = syscall.Dup(int(s)) }); err != nil {
+		return -1, err
 	}
-	return f, nil
+	return fd, dupErr
 }
 
 // execFunction replaces this process with the function's executable, which
 // serves the same socket and answers this request once its function is
 // loaded: the process, its pid, cgroup, sandbox and output stay the ones
 // the executor started. It returns only on failure, with a specializeError
-// to send, or errAnswered once the connection has been taken over.
+// to send, or errAnswered once the connection has been taken over. Nothing
+// has changed in this process then, so the worker stays generic.
 //
 // Starting a function this way costs a fresh process image (a few ms) where
 // plugin.Open cost 6-12 ms and about as much CPU again: most of it the
 // dynamic linker resolving the plugin's symbols against this program.
 func (rt *runtime) execFunction(w http.ResponseWriter, fx *functionExec) error {
-	st, err := os.Stat(fx.file)
+	generic := func(se *specializeError) *specializeError {
+		se.generic = true
+		return se
+	}
+	file, err := filepath.Abs(fx.file)
 	if err != nil {
-		return loadFailure("%v", err)
+		return generic(loadFailure("%v", err))
+	}
+	st, err := os.Stat(file)
+	if err != nil {
+		return generic(loadFailure("%v", err))
 	}
 	if st.Mode()&0o111 == 0 {
-		return loadFailure("%s is not executable (mode %v): rebuild the package", fx.file, st.Mode().Perm())
+		return generic(loadFailure("%s is not executable (mode %v): deploy the builder's output as it is (a zip keeps the mode), or the source with --src", file, st.Mode().Perm()))
+	}
+	if fx.goVersion != goruntime.Version() {
+		// Only a rebuild brings a function a newer standard library (net/http included); say so where its owner looks.
+		fmt.Fprintf(os.Stderr, "flint-runtime: the function was built with %s, this worker's toolchain is %s: build the package again (flint package update --src) for its fixes\n", fx.goVersion, goruntime.Version())
 	}
 	if rt.listener == nil {
-		return loadFailure("no listening socket to hand over")
+		return generic(loadFailure("no listening socket to hand over"))
 	}
-	lnFile, err := inheritable(rt.listener)
+	options, err := json.Marshal(rt.opts.handed())
 	if err != nil {
-		return loadFailure("cannot hand over the listening socket: %v", err)
+		return generic(loadFailure("%v", err))
 	}
-	defer lnFile.Close()
+	lnFD, err := inheritable(rt.listener)
+	if err != nil {
+		return generic(loadFailure("cannot hand over the listening socket: %v", err))
+	}
+	defer syscall.Close(lnFD)
 
 	conn, buf, err := http.NewResponseController(w).Hijack()
 	if err != nil {
-		return loadFailure("cannot hand over the connection: %v", err)
+		return generic(loadFailure("cannot hand over the connection: %v", err))
 	}
 	answer := func(se *specializeError) error {
 		fmt.Fprintln(os.Stderr, se.message)
@@ -108,21 +128,22 @@ func (rt *runtime) execFunction(w http.ResponseWriter, fx *functionExec) error {
 		// the request cannot follow the connection into the new program.
 		return answer(badRequest("a request was pipelined after the specialize request"))
 	}
-	connFile, err := inheritable(conn)
+	connFD, err := inheritable(conn)
 	if err != nil {
-		return answer(loadFailure("cannot hand over the connection: %v", err))
+		return answer(generic(loadFailure("cannot hand over the connection: %v", err)))
 	}
-	defer connFile.Close()
+	defer syscall.Close(connFD)
 
 	// The function's variables replace the worker's of the same name, and
 	// the hand-over's replace both.
-	set := make(map[string]string, len(fx.env)+3)
+	set := make(map[string]string, len(fx.env)+4)
 	for k, v := range fx.env {
 		set[k] = v
 	}
-	set[envListenerFD] = strconv.Itoa(int(lnFile.Fd()))
-	set[envSpecialize] = strconv.Itoa(int(connFile.Fd()))
+	set[envListenerFD] = strconv.Itoa(lnFD)
+	set[envSpecialize] = strconv.Itoa(connFD)
 	set[envEntrypoint] = fx.symbol
+	set[envOptions] = string(options)
 	env := make([]string, 0, len(os.Environ())+len(set))
 	for _, kv := range os.Environ() {
 		k, _, _ := strings.Cut(kv, "=")
@@ -135,13 +156,14 @@ func (rt *runtime) execFunction(w http.ResponseWriter, fx *functionExec) error {
 	}
 	// Relative paths in the function, also in its init functions, resolve
 	// next to its code, as in a container.
-	_ = os.Chdir(filepath.Dir(fx.file))
-	argv := append([]string{fx.file}, os.Args[1:]...)
-	err = syscall.Exec(fx.file, argv, env)
-	// Still this program: nothing was replaced, so the worker stays generic.
-	se := loadFailure("cannot start %s: %v", fx.file, err)
-	se.generic = true
-	return answer(se)
+	wd, _ := os.Getwd()
+	_ = os.Chdir(filepath.Dir(file))
+	err = syscall.Exec(file, []string{file}, env)
+	// Still this program, unchanged but for its directory.
+	if wd != "" {
+		_ = os.Chdir(wd)
+	}
+	return answer(generic(loadFailure("cannot start %s: %v", file, err)))
 }
 
 // writeRawJSON writes a whole response, as sendJSON does, on a connection

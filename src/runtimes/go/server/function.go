@@ -10,16 +10,34 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"net"
 	"net/http"
 	"os"
+	"runtime/debug"
 	"strconv"
 	"sync"
 )
 
 func runFunction(symbols map[string]any) {
-	opts := startOptions()
+	handed := os.Getenv(envOptions)
+	var opts options
+	if handed == "" {
+		opts = startOptions()
+	} else {
+		// Exec'd by a worker: its options, not what the function's own variables say.
+		var h handedOptions
+		if err := json.Unmarshal([]byte(handed), &h); err != nil {
+			fmt.Fprintf(os.Stderr, "flint-runtime: the handed-over options: %v\n", err)
+			os.Exit(2)
+		}
+		opts = h.options()
+		// The executor's limit even over a GOMEMLIMIT of the function's, as with a plugin.
+		if opts.memLimitMB > 0 {
+			debug.SetMemoryLimit(int64(opts.memLimitMB) << 20)
+		}
+	}
 	rt := newRuntime(opts.codepath)
 	// However the load goes, this process never loads another function.
 	rt.attempted = true
@@ -28,7 +46,7 @@ func runFunction(symbols map[string]any) {
 		entry = defaultSymbol
 	}
 	lnFD, connFD := os.Getenv(envListenerFD), os.Getenv(envSpecialize)
-	for _, k := range []string{envListenerFD, envSpecialize, envEntrypoint} {
+	for _, k := range []string{envListenerFD, envSpecialize, envEntrypoint, envOptions} {
 		os.Unsetenv(k)
 	}
 
@@ -70,7 +88,9 @@ func runFunction(symbols map[string]any) {
 
 // closeWhileUnused closes the handed-over connection at shutdown if no
 // request came on it since: the server counts a connection it has read
-// nothing from as new, not idle, and would wait 5 s before closing it.
+// nothing from as new, not idle, and would wait 5 s before closing it. A
+// request still arriving on it then is cut; the executor sends none to a
+// worker it stops.
 func closeWhileUnused(conn net.Conn) func(*http.Server) {
 	return func(srv *http.Server) {
 		var mu sync.Mutex

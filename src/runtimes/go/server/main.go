@@ -22,6 +22,7 @@ package main
 func main() {
 	opts := startOptions()
 	rt := newRuntime(opts.codepath)
+	rt.opts = opts
 	rt.listener = mustListen(opts)
 	serve(opts, rt, rt.listener, nil)
 }

@@ -84,3 +84,27 @@ func parseOptions(args []string, getenv func(string) string) (options, error) {
 	}
 	return o, nil
 }
+
+// handedOptions is how a generic worker passes its options to the
+// function's executable it execs (FLINT_GO_OPTIONS): resolved once, from the
+// worker's own command line and environment, so that the function's
+// variables, which the executable's environment also holds, cannot change
+// where it listens or how it stops.
+type handedOptions struct {
+	Socket     string `json:"socket"`
+	Host       string `json:"host"`
+	Port       int    `json:"port"`
+	Codepath   string `json:"codepath"`
+	MemLimitMB int    `json:"memLimitMB"`
+	Debug      bool   `json:"debug"`
+	ExitOnEOF  bool   `json:"exitOnEOF"`
+	GraceMS    int64  `json:"graceMs"`
+}
+
+func (o options) handed() handedOptions {
+	return handedOptions{o.socket, o.host, o.port, o.codepath, o.memLimitMB, o.debug, o.exitOnEOF, o.grace.Milliseconds()}
+}
+
+func (h handedOptions) options() options {
+	return options{socket: h.Socket, host: h.Host, port: h.Port, codepath: h.Codepath, memLimitMB: h.MemLimitMB, debug: h.Debug, exitOnEOF: h.ExitOnEOF, grace: time.Duration(h.GraceMS) * time.Millisecond}
+}

@@ -15,6 +15,8 @@ import (
 // specialized, the function.
 type runtime struct {
 	codepath string
+	// The worker's options, handed to a function's executable.
+	opts options
 	// The socket the worker serves, handed to a function's executable.
 	listener net.Listener
 	// The function, set once by a successful specialization.

@@ -87,13 +87,19 @@ func (rt *runtime) load(r *http.Request, version int) (http.Handler, *functionEx
 	if symbol == "" {
 		symbol = defaultSymbol
 	}
+	if strings.ContainsRune(symbol, 0) {
+		return nil, nil, badRequest("functionName must not contain a NUL character")
+	}
 
 	file, err := pluginFile(req.Filepath)
 	if err != nil {
 		return nil, nil, err
 	}
-	if isFunctionExecutable(file) {
-		return nil, &functionExec{file: file, symbol: symbol, env: req.Env}, nil
+	if function, handoff, goVersion := functionBuild(file); function {
+		if !handoff {
+			return nil, nil, loadFailure("%s was built for another version of Flint's Go runtime: build the package again (flint package update --src)", file)
+		}
+		return nil, &functionExec{file: file, symbol: symbol, env: req.Env, goVersion: goVersion}, nil
 	}
 	// The function's variables are in place before its init functions run.
 	for k, v := range req.Env {

@@ -1,15 +1,20 @@
 // genmain turns a function's package main into a program: the build script
 // (../build) runs it in the package's directory before `go build`.
 //
-//	genmain -dir <package dir> -importpath <its import path> -runtime <runtime sources> -out <subdirectory>
+//	genmain -dir <package dir> -importpath <its import path> -runtime <runtime sources> -out <subdirectory> [-cgo]
 //
 // A package named main cannot be imported, so its files' package clause
 // becomes `package flintfunction` (nothing else in them changes; a func main
-// of theirs becomes an ordinary unexported function). The subdirectory gets
-// the runtime's sources (src/runtimes/go/server, built with the tag flintfn)
-// and a main that hands runFunction every exported function and variable of
-// the package by name: the entrypoint is chosen when the function is
-// specialized, after the build, as a plugin's symbol was looked up.
+// of theirs becomes an ordinary unexported function): every non-test file
+// that says `package main`, also those the build leaves out. The
+// subdirectory gets the runtime's sources (src/runtimes/go/server, built
+// with the tag flintfn) and a main that hands runFunction every exported
+// function and variable of the package by name, as the build will see it
+// (the tag flintfn, cgo as -cgo says): the entrypoint is chosen when the
+// function is specialized, after the build, as a plugin's symbol was looked
+// up. The runtime's files and the main ask for Go 1.21 in their build
+// constraints, which raises their language version in a module whose go
+// line is older.
 package main
 
 import (
@@ -31,26 +36,30 @@ import (
 const packageName = "flintfunction"
 
 func main() {
-	dir := flag.String("dir", ".", "the function's package directory")
+	dir := flag.String("dir", "", "the function's package directory")
 	importPath := flag.String("importpath", "", "the package's import path")
 	runtimeDir := flag.String("runtime", "", "the runtime's sources")
 	out := flag.String("out", "", "subdirectory of -dir to write the program into")
+	cgo := flag.Bool("cgo", false, "whether the build uses cgo")
 	flag.Parse()
-	if err := run(*dir, *importPath, *runtimeDir, *out); err != nil {
+	if err := run(*dir, *importPath, *runtimeDir, *out, *cgo); err != nil {
 		fmt.Fprintf(os.Stderr, "%v\n", err)
 		os.Exit(1)
 	}
 }
 
-func run(dir, importPath, runtimeDir, out string) error {
-	if importPath == "" || runtimeDir == "" || out == "" || strings.ContainsAny(out, "/\\") {
-		return errors.New("genmain: -importpath, -runtime and -out (a plain name) are required")
+func run(dir, importPath, runtimeDir, out string, cgo bool) error {
+	if dir == "" || importPath == "" || runtimeDir == "" || out == "" || strings.ContainsAny(out, "/\\") {
+		return errors.New("genmain: -dir, -importpath, -runtime and -out (a plain name) are required")
 	}
 	outDir := filepath.Join(dir, out)
 	if _, err := os.Lstat(outDir); err == nil {
 		return fmt.Errorf("the source holds %s/, a name the builder needs for its own code: rename it", out)
 	}
-	pkg, err := build.Default.ImportDir(dir, 0)
+	ctx := build.Default
+	ctx.CgoEnabled = cgo
+	ctx.BuildTags = append(append([]string{}, ctx.BuildTags...), "flintfn")
+	pkg, err := ctx.ImportDir(dir, 0)
 	if err != nil {
 		var noGo *build.NoGoError
 		if errors.As(err, &noGo) {
@@ -61,15 +70,22 @@ func run(dir, importPath, runtimeDir, out string) error {
 	if pkg.Name != "main" {
 		return fmt.Errorf("a Go function is a main package (package main with an exported handler); the source is package %s", pkg.Name)
 	}
-	files := append(append([]string{}, pkg.GoFiles...), pkg.CgoFiles...)
-	sort.Strings(files)
+	built := append(append([]string{}, pkg.GoFiles...), pkg.CgoFiles...)
+	sort.Strings(built)
 	var names []string
-	for _, name := range files {
-		exported, err := renamePackage(filepath.Join(dir, name))
+	for _, name := range built {
+		exported, err := renamePackage(filepath.Join(dir, name), true)
 		if err != nil {
 			return err
 		}
 		names = append(names, exported...)
+	}
+	// Left out of this build, but one package with the rest: a file another
+	// build would take must not say main beside flintfunction.
+	for _, name := range pkg.IgnoredGoFiles {
+		if _, err := renamePackage(filepath.Join(dir, name), false); err != nil && !errors.Is(err, errNotMain) {
+			return err
+		}
 	}
 	sort.Strings(names)
 	if err := os.Mkdir(outDir, 0o755); err != nil {
@@ -81,19 +97,31 @@ func run(dir, importPath, runtimeDir, out string) error {
 	return os.WriteFile(filepath.Join(outDir, "zz_function_main.go"), mainSource(importPath, names), 0o644)
 }
 
-// renamePackage rewrites the file's package clause and returns what it
-// exports by name: functions (not methods, not generic: those have no value
-// without type arguments) as values, variables by address, as plugin.Lookup
-// gives them.
-func renamePackage(path string) ([]string, error) {
+var errNotMain = errors.New("not package main")
+
+// renamePackage rewrites the file's package clause and, for a file of the
+// build, returns what it exports by name: functions (not methods, not
+// generic: those have no value without type arguments) as values, variables
+// by address, as plugin.Lookup gives them.
+func renamePackage(path string, inBuild bool) ([]string, error) {
 	src, err := os.ReadFile(path)
 	if err != nil {
 		return nil, err
 	}
 	fset := token.NewFileSet()
-	f, err := parser.ParseFile(fset, path, src, parser.SkipObjectResolution)
+	mode := parser.SkipObjectResolution
+	if !inBuild {
+		mode |= parser.PackageClauseOnly
+	}
+	f, err := parser.ParseFile(fset, path, src, mode)
 	if err != nil {
+		if !inBuild {
+			return nil, errNotMain
+		}
 		return nil, err
+	}
+	if f.Name.Name != "main" {
+		return nil, errNotMain
 	}
 	var exported []string
 	for _, d := range f.Decls {
@@ -145,7 +173,8 @@ func replaceFile(path string, data []byte) error {
 	return os.Rename(tmp.Name(), path)
 }
 
-// copyRuntime copies the runtime's Go sources, tests excepted.
+// copyRuntime copies the runtime's Go sources, tests excepted, each with go1.21
+// added to its build constraint.
 func copyRuntime(from, to string) error {
 	entries, err := os.ReadDir(from)
 	if err != nil {
@@ -160,16 +189,30 @@ func copyRuntime(from, to string) error {
 		if err != nil {
 			return err
 		}
-		if err := os.WriteFile(filepath.Join(to, name), data, 0o644); err != nil {
+		if err := os.WriteFile(filepath.Join(to, name), withGo121(data), 0o644); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
+// withGo121 adds go1.21 to a Go file's //go:build line, or gives it one.
+func withGo121(src []byte) []byte {
+	const prefix = "//go:build "
+	if bytes.HasPrefix(src, []byte(prefix)) {
+		end := bytes.IndexByte(src, '\n')
+		if end < 0 {
+			end = len(src)
+		}
+		expr := string(src[len(prefix):end])
+		return append([]byte(prefix+"("+expr+") && go1.21"), src[end:]...)
+	}
+	return append([]byte(prefix+"go1.21\n\n"), src...)
+}
+
 func mainSource(importPath string, names []string) []byte {
 	var b bytes.Buffer
-	b.WriteString("//go:build flintfn\n\n// Code generated by flint/go-builder (genmain). DO NOT EDIT.\n\npackage main\n\n")
+	b.WriteString("//go:build flintfn && go1.21\n\n// Code generated by flint/go-builder (genmain). DO NOT EDIT.\n\npackage main\n\n")
 	if len(names) == 0 {
 		fmt.Fprintf(&b, "import _ %s\n\nfunc main() { runFunction(map[string]any{}) }\n", strconv.Quote(importPath))
 		return b.Bytes()
