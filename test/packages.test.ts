@@ -54,6 +54,13 @@ async function call(url: string, init?: RequestInit) {
 }
 
 
+/** The first 200 answer of a route, once its function is up. */
+const firstOk = (url: string) =>
+  eventually(async () => {
+    const x = await call(url);
+    return x.status === 200 ? x : undefined;
+  }, `${url} to answer`, 60_000);
+
 describe('packages and builds', () => {
   before(async () => {
     work = fs.mkdtempSync(path.join(os.tmpdir(), 'flint-pkg-'));
@@ -82,11 +89,7 @@ describe('packages and builds', () => {
     assert.match(built.text, /go build/);
     ok(['fn', 'create', '--name', 'hello-go', '--pkg', pkg, '--entrypoint', 'Handler']);
     ok(['route', 'create', '--name', 'hello-go', '--function', 'hello-go', '--url', '/hello-go']);
-    const r = await eventually(async () => {
-      const x = await call('/hello-go?name=flint');
-      return x.status === 200 ? x : undefined;
-    }, 'the Go function to answer', 60_000);
-    assert.equal(r.text, 'hello from go flint');
+    assert.equal((await firstOk('/hello-go?name=flint')).text, 'hello from go flint');
 
     // A single file (copied read-only into the build) with a main of its own, and another entrypoint.
     const single = path.join(work, 'greet.go');
@@ -96,11 +99,7 @@ describe('packages and builds', () => {
     assert.equal(built2.status, 'succeeded', built2.text);
     ok(['fn', 'create', '--name', 'greet-go', '--pkg', pkg2, '--entrypoint', 'Greet']);
     ok(['route', 'create', '--name', 'greet-go', '--function', 'greet-go', '--url', '/greet-go']);
-    const g = await eventually(async () => {
-      const x = await call('/greet-go');
-      return x.status === 200 ? x : undefined;
-    }, 'the single-file Go function to answer', 60_000);
-    assert.equal(g.text, 'greetings from go');
+    assert.equal((await firstOk('/greet-go')).text, 'greetings from go');
   });
 
   it('builds a Node.js package with a registry dependency, and moves traffic on fn update --src', async () => {
