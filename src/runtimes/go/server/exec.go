@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -119,7 +118,7 @@ func (rt *runtime) execFunction(w http.ResponseWriter, fx *functionExec) error {
 	}
 	answer := func(se *specializeError) error {
 		fmt.Fprintln(os.Stderr, se.message)
-		writeRawJSON(conn, se.status, se.message)
+		writeRawAnswer(conn, se.status, jsonError(se.message), true)
 		conn.Close()
 		return errAnswered
 	}
@@ -164,11 +163,4 @@ func (rt *runtime) execFunction(w http.ResponseWriter, fx *functionExec) error {
 		_ = os.Chdir(wd)
 	}
 	return answer(generic(loadFailure("cannot start %s: %v", file, err)))
-}
-
-// writeRawJSON writes a whole response, as sendJSON does, on a connection
-// taken from the HTTP server, and asks the client to close it.
-func writeRawJSON(c net.Conn, status int, message string) {
-	body := jsonError(message)
-	fmt.Fprintf(c, "HTTP/1.1 %d %s\r\nContent-Type: application/json; charset=utf-8\r\nContent-Length: %d\r\nX-Content-Type-Options: nosniff\r\nConnection: close\r\n\r\n%s", status, http.StatusText(status), len(body), body)
 }

@@ -76,11 +76,10 @@ func runFunction(symbols map[string]any) {
 	if loadErr != nil {
 		// As a failed plugin load: the worker answers, stays up and serves nothing.
 		fmt.Fprintln(os.Stderr, loadErr.message)
-		body := jsonError(loadErr.message)
-		fmt.Fprintf(conn, "HTTP/1.1 %d %s\r\nContent-Type: application/json; charset=utf-8\r\nContent-Length: %d\r\nX-Content-Type-Options: nosniff\r\n\r\n%s", loadErr.status, http.StatusText(loadErr.status), len(body), body)
+		writeRawAnswer(conn, loadErr.status, jsonError(loadErr.message), false)
 	} else {
 		rt.fn.Store(&h)
-		fmt.Fprint(conn, "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n")
+		writeRawAnswer(conn, http.StatusOK, nil, false)
 	}
 	// The connection stays the executor's to reuse.
 	serve(opts, rt, &firstConnListener{Listener: ln, first: conn}, closeWhileUnused(conn))

@@ -64,6 +64,20 @@ func jsonError(message string) []byte {
 	return append(body, '\n')
 }
 
+// writeRawAnswer writes a whole response on a connection outside the HTTP
+// server (the specialize request's, across the exec): a JSON error body, or
+// none; closing asks the client to close the connection.
+func writeRawAnswer(c net.Conn, status int, body []byte, closing bool) {
+	head := fmt.Sprintf("HTTP/1.1 %d %s\r\nContent-Length: %d\r\n", status, http.StatusText(status), len(body))
+	if len(body) > 0 {
+		head += "Content-Type: application/json; charset=utf-8\r\nX-Content-Type-Options: nosniff\r\n"
+	}
+	if closing {
+		head += "Connection: close\r\n"
+	}
+	_, _ = c.Write(append([]byte(head+"\r\n"), body...))
+}
+
 func sendJSON(w http.ResponseWriter, status int, message string) {
 	body := jsonError(message)
 	h := w.Header()
