@@ -16,7 +16,7 @@ import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { type KafkaBroker, startKafka } from '../scripts/kafka-broker.ts';
 import { sandboxAvailable } from '../src/sandbox/bwrap.ts';
-import { startTestCluster } from './helpers/kube-cluster.ts';
+import { startTestCluster, type TestCluster } from './helpers/kube-cluster.ts';
 import { eventually, flintAsync, type TestServer } from './helpers/server.ts';
 import { type SplitCluster, startSplitCluster } from './helpers/split-cluster.ts';
 
@@ -54,6 +54,8 @@ function steadyTraffic(routers: string[], route: string, expect: string): Traffi
 
 describe('kubernetes mode as separate roles: executor failover and trigger failover', { skip: !usable && 'bubblewrap is not usable here', timeout: 20 * 60_000 }, () => {
   let split: SplitCluster;
+  // Kept apart from split: when the split cluster fails to start, after() still stops the control plane.
+  let cluster: TestCluster | undefined;
   let kafka: KafkaBroker;
   let work: string;
   const clusterLog: string[] = [];
@@ -66,7 +68,8 @@ describe('kubernetes mode as separate roles: executor failover and trigger failo
 
   before(async () => {
     work = fs.mkdtempSync(path.join(os.tmpdir(), 'flint-scale-'));
-    const [cluster, broker] = await Promise.all([startTestCluster({ log: (l) => clusterLog.push(l) }), startKafka()]);
+    const [started, broker] = await Promise.all([startTestCluster({ log: (l) => clusterLog.push(l) }), startKafka()]);
+    cluster = started;
     kafka = broker;
     split = await startSplitCluster({ cluster, executors: 2, routers: 2, sets: ['kafka.enabled=true', `kafka.brokers=${kafka.brokers}`, 'logLevel=info'] });
     fs.writeFileSync(path.join(work, 'hello.js'), "module.exports = async () => ({ status: 200, body: 'hello from a pod\\n' });\n");
@@ -78,7 +81,7 @@ describe('kubernetes mode as separate roles: executor failover and trigger failo
 
   after(async () => {
     await split?.stop();
-    await split?.cluster.stop();
+    await cluster?.stop();
     await kafka?.destroy();
     if (work) fs.rmSync(work, { recursive: true, force: true });
   });

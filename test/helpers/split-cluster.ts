@@ -64,10 +64,16 @@ export async function startSplitCluster(o: SplitClusterOptions = {}): Promise<Sp
     for (const s of [...routers, controller, ...executors]) await s?.stop().catch(() => {});
     if (!o.cluster) await cluster.stop();
   };
+  // Every start settles before a failure is thrown, and each server is tracked as it comes up: one that failed must
+  // not leave the others running (a test file whose servers outlive it never exits).
+  const allStarted = async (starts: Promise<unknown>[]) => {
+    const failed = (await Promise.allSettled(starts)).find((r) => r.status === 'rejected');
+    if (failed) throw failed.reason;
+  };
   try {
-    await Promise.all(Array.from({ length: o.executors ?? 1 }, () => startExecutor()));
+    await allStarted(Array.from({ length: o.executors ?? 1 }, () => startExecutor()));
     controller = await startServer({ sets: [...sets(), 'role=controller', `kubernetes.routerUrl=${routerUrls[0]}`], expect: ['controller'] });
-    routers.push(...(await Promise.all(ports.map((p) => startServer({ sets: [...sets(), 'role=router', `router.port=${p}`], expect: ['router'] })))));
+    await allStarted(ports.map(async (p) => routers.push(await startServer({ sets: [...sets(), 'role=router', `router.port=${p}`], expect: ['router'] }))));
   } catch (err) {
     await stopAll();
     throw err;
