@@ -7,6 +7,7 @@ import fs from 'node:fs';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
+import { freePort } from '../src/ingress/free-port.ts';
 
 export interface LocalBroker {
   url: string;
@@ -70,16 +71,7 @@ function tlsFiles(dir: string): TlsFiles {
   };
 }
 
-export async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const s = net.createServer();
-    s.once('error', reject);
-    s.listen(0, '127.0.0.1', () => {
-      const { port } = s.address() as net.AddressInfo;
-      s.close(() => resolve(port));
-    });
-  });
-}
+export { freePort };
 
 export function canConnect(port: number): Promise<boolean> {
   return new Promise((resolve) => {

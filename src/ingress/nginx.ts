@@ -7,12 +7,12 @@
 import { type ChildProcess, execFile, spawn } from 'node:child_process';
 import fs from 'node:fs';
 import http from 'node:http';
-import net from 'node:net';
 import path from 'node:path';
 import tls from 'node:tls';
 import { promisify } from 'node:util';
 import { pino, type Logger } from 'pino';
 import { localOptions } from './annotations.ts';
+import { freePort } from './free-port.ts';
 import { type PathRule, parsePathRule, rewriteFor } from './paths.ts';
 import { type ApplyResult, DEFAULT_BACKEND_BODY, type IngressProvider, type IngressSpec, type TlsMaterial } from './provider.ts';
 
@@ -381,17 +381,6 @@ export function findNginx(): string | undefined {
     } catch {}
   }
   return undefined;
-}
-
-export async function freePort(host: string): Promise<number> {
-  const srv = net.createServer();
-  await new Promise<void>((resolve, reject) => {
-    srv.once('error', reject);
-    srv.listen(0, host, () => resolve());
-  });
-  const port = (srv.address() as net.AddressInfo).port;
-  await new Promise<void>((r) => srv.close(() => r()));
-  return port;
 }
 
 function statusGeneration(socketPath: string): Promise<number | undefined> {
