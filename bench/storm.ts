@@ -152,6 +152,30 @@ async function settle(ms: number): Promise<void> {
   await new Promise((r) => setTimeout(r, ms));
 }
 
+/** A gauge's value from a Prometheus text exposition, or undefined when absent. */
+function gauge(text: string, name: string, labels: string): number | undefined {
+  const line = text.split('\n').find((l) => l.startsWith(`${name}{${labels}}`));
+  return line === undefined ? undefined : Number(line.slice(line.lastIndexOf(' ') + 1));
+}
+
+/**
+ * Until no worker is starting or waiting to, and `env`'s warm pool has held the same count for a second: the pool
+ * grows ahead for new functions (docs/executor.md), and nothing is timed while it does (60 s at most).
+ */
+async function untilPoolSettled(server: TestServer, env: string): Promise<void> {
+  let last: number | undefined;
+  let same = 0;
+  for (const deadline = Date.now() + 60_000; Date.now() < deadline; ) {
+    const text = await fetch(`${server.routerUrl}/metrics`).then((r) => r.text());
+    const busy = (gauge(text, 'flint_executor_worker_starts', 'state="starting"') ?? 0) + (gauge(text, 'flint_executor_worker_starts', 'state="waiting"') ?? 0);
+    const idle = gauge(text, 'flint_executor_warm_workers', `environment="default/${env}"`);
+    same = busy === 0 && idle === last ? same + 1 : 0;
+    if (same >= 5) return;
+    last = idle;
+    await settle(200);
+  }
+}
+
 /** The first calls of `names` all at once. */
 async function burst(server: TestServer, names: string[]): Promise<{ calls: number[]; failed: number; firstError?: string; cpuMsPerCall: number }> {
   const router = new Pool(server.routerUrl, { connections: names.length, pipelining: 0 });
@@ -240,6 +264,7 @@ export async function storm(server: TestServer, rt: StormRuntime, n: number, rou
   await rt.deploy(server, env, first);
   // The pool fills and the deployments unpack before anyone is timed.
   await settle(3000);
+  await untilPoolSettled(server, env);
   const forkAll = async (inSandbox: boolean) => {
     const { result, cpuMs } = await machineCpuDuring(() => {
       const since = process.hrtime.bigint();
@@ -277,6 +302,7 @@ export async function storm(server: TestServer, rt: StormRuntime, n: number, rou
   await rt.deploy(server, env, next);
   // The grown pool refills (in the background, at the lower priority) before the next burst.
   await settle(Number(process.env.STORM_REFILL_MS ?? 10_000));
+  await untilPoolSettled(server, env);
   const b = await burst(server, next);
   let baseline = early;
   if (baseline === undefined) {

@@ -64,6 +64,7 @@ export const ValuesSchema = Type.Object(
         memoryMB: Type.Integer({ minimum: 16, maximum: 65536 }),
         poolSize: Type.Integer({ minimum: 0, maximum: 1000 }),
         concurrentStarts: Type.Integer({ minimum: 0, maximum: 1000 }),
+        firstCallWindowSeconds: Type.Integer({ minimum: 0, maximum: 86_400 }),
         reapIntervalSeconds: Type.Number({ exclusiveMinimum: 0, maximum: 3600 }),
         maxInstances: Type.Integer({ minimum: 0, maximum: 100_000 }),
         maxMemoryMB: Type.Integer({ minimum: 0, maximum: 16_777_216 }),

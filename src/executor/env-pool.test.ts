@@ -83,6 +83,39 @@ describe('EnvPool', () => {
     await none.close();
   });
 
+  it('grows ahead for the first calls expected soon, the larger of those and the last burst, within MAX_GROWTH', async () => {
+    let now = 7_000_000;
+    let expected = 0;
+    const w = fakeWorkers();
+    const pool = new EnvPool(env(3), 3, w.factory, log, () => true, () => now, () => expected);
+    pool.refill();
+    await settle();
+    assert.equal(pool.idleCount, 3);
+    expected = 20;
+    assert.equal(pool.target, 23);
+    pool.refill();
+    await settle();
+    assert.equal(pool.idleCount, 23, 'twenty new functions find a warm worker each, beside the pool of 3');
+    // Their burst: each take is one of them called (no longer expected) and one more of the burst.
+    for (let i = 0; i < 20; i++) {
+      assert.ok(pool.take());
+      expected--;
+    }
+    assert.equal(pool.target, 20, "the burst's peak, not the expected calls, now holds it");
+    // Expected calls and a burst of them are one demand, not two: the larger counts.
+    expected = 10;
+    assert.equal(pool.target, 20);
+    expected = 0;
+    now += 61_000;
+    assert.equal(pool.target, 3);
+    expected = MAX_GROWTH + 100;
+    assert.equal(pool.target, 3 + MAX_GROWTH);
+    await pool.close();
+    const none = new EnvPool(env(0), 3, w.factory, log, () => true, () => now, () => 5);
+    assert.equal(none.target, 0, 'a pool of size 0 does not grow ahead either');
+    await none.close();
+  });
+
   it('starts workers beyond its size only when the room check allows growth', async () => {
     const now = 9_000_000;
     const w = fakeWorkers();

@@ -10,6 +10,12 @@
 // size, as many workers as the largest burst it served within the last
 // minute took (up to MAX_GROWTH more): the next such burst finds them warm.
 // A minute without one and the extra idle workers are stopped again.
+//
+// It also grows ahead of demand: each function created or given new code a
+// short while ago, not called since, counts for one more worker
+// (first-calls.ts), so the first calls of a batch of deployments find them
+// warm. The larger of the two, not their sum: a burst of those first calls
+// is the same demand counted twice.
 import type { Logger } from 'pino';
 import type { Environment } from '../api/kinds.ts';
 import { START_ABANDONED } from './core/types.ts';
@@ -50,15 +56,26 @@ export class EnvPool {
   /** Bursts of takes: when each began and how many workers it took. */
   readonly #bursts: Array<{ at: number; takes: number }> = [];
   readonly #now: () => number;
+  readonly #expected: () => number;
 
   /**
    * `defaultSize`: the size when the environment sets no poolsize.
    * `hasRoom`: whether the instance budget (and, for growth, the executor)
    * lets one more warm worker start now; the pool stays short until it
    * does, and is refilled on a release.
+   * `expected`: how many of the environment's functions are expected to be called for the first time soon.
    */
-  constructor(env: Environment, defaultSize: number, factory: WorkerFactory, log: Logger, hasRoom: RoomCheck = () => true, now: () => number = Date.now) {
+  constructor(
+    env: Environment,
+    defaultSize: number,
+    factory: WorkerFactory,
+    log: Logger,
+    hasRoom: RoomCheck = () => true,
+    now: () => number = Date.now,
+    expected: () => number = () => 0,
+  ) {
     this.env = env;
+    this.#expected = expected;
     this.#defaultSize = defaultSize;
     this.#factory = factory;
     this.#log = log;
@@ -70,7 +87,10 @@ export class EnvPool {
     return this.env.spec.poolsize ?? this.#defaultSize;
   }
 
-  /** The size plus what recent demand adds: the most workers one burst took within the last minute. */
+  /**
+   * The size plus what demand adds: the most workers one burst took within the last minute, or the first calls
+   * expected soon, whichever is more.
+   */
   get target(): number {
     const since = this.#now() - DEMAND_WINDOW_MS;
     while (this.#bursts.length > 0 && this.#bursts[0].at < since) this.#bursts.shift();
@@ -78,7 +98,7 @@ export class EnvPool {
     if (this.size === 0) return 0;
     let peak = 0;
     for (const b of this.#bursts) peak = Math.max(peak, b.takes);
-    return this.size + Math.min(MAX_GROWTH, Math.max(0, peak - this.size));
+    return this.size + Math.min(MAX_GROWTH, Math.max(0, peak - this.size, this.#expected()));
   }
 
   get idleCount(): number {

@@ -56,3 +56,47 @@ describe('pool growth', () => {
     assert.equal(budget.instances, 6);
   });
 });
+
+describe('pool growth ahead of first calls', () => {
+  let store2: Store;
+  let executor2: ProcessExecutor;
+  let stop2: () => Promise<void>;
+  before(async () => {
+    // The same environment (pool of 1), with functions created or changed counting for 300 s.
+    ({ store: store2, executor: executor2, stop: stop2 } = await startTestProcessExecutor(undefined, undefined, 300));
+    await store2.create<Package>({
+      apiVersion: 'flint.dev/v1',
+      kind: 'Package',
+      metadata: { name: 'p', namespace: 'default' },
+      spec: { environment: { name: 'node' }, deployment: { type: 'literal', literal: Buffer.from(CODE).toString('base64') } },
+    } as Package);
+  });
+  after(() => stop2());
+
+  it('new functions each hold a warm worker ready until they are called', async () => {
+    await eventually(() => executor2.status().pools['default/node'] === 1, 'the pool to hold its one worker');
+    const fns: FunctionResource[] = [];
+    for (let i = 0; i < 4; i++) {
+      fns.push(
+        await store2.create<FunctionResource>({
+          apiVersion: 'flint.dev/v1',
+          kind: 'Function',
+          metadata: { name: `g${i}`, namespace: 'default' },
+          spec: { environment: { name: 'node' }, package: { packageref: { name: 'p' } } },
+        } as FunctionResource),
+      );
+    }
+    // Before any call: the pool's one and one for each new function.
+    await eventually(() => executor2.status().pools['default/node'] === 5, 'the pool to grow to 5 idle workers');
+    const leases = await Promise.all(fns.map((f) => executor2.acquire(f)));
+    for (const l of leases) l.release();
+    assert.deepEqual(
+      fns.map((f) => executor2.status().functions[`default/${f.metadata.name}`]?.instances),
+      [1, 1, 1, 1],
+    );
+    // Called, they no longer count: the pool keeps its size and what the burst of 4 takes adds (3), not 5 more.
+    await eventually(() => executor2.status().pools['default/node'] === 4, 'the pool to refill to 4 idle workers');
+    await new Promise((r) => setTimeout(r, 1000));
+    assert.equal(executor2.status().pools['default/node'], 4);
+  });
+});

@@ -25,6 +25,7 @@ import { InstanceState } from './core/instance-state.ts';
 import { type FunctionSlot, START_ABANDONED, type StartReason } from './core/types.ts';
 import { DeployCache } from './deploy-cache.ts';
 import { EnvPool, sameSettings } from './env-pool.ts';
+import { ExpectedFirstCalls } from './first-calls.ts';
 import { FunctionLogs } from './function-log.ts';
 import type { InstanceBudget, Reservation } from './instance-budget.ts';
 import { type CodeSource, materialize } from './materialize.ts';
@@ -56,7 +57,11 @@ export interface ProcessExecutorOptions {
   concurrentStarts?: number;
   /** The CPUs workers run on, as taskset writes them ('' or unset: the scheduler's choice). */
   cpus?: string;
+  /** How long a function created or given new code counts for a warm worker more in its pool (first-calls.ts); 0 turns it off. */
+  firstCallWindowSeconds?: number;
 }
+
+const DEFAULT_FIRST_CALL_WINDOW_S = 300;
 
 /** The longest one worker's start holds its place among the concurrent starts. */
 const START_HOLD_CAP_MS = 1000;
@@ -125,12 +130,14 @@ export class ProcessExecutor extends CoreExecutor<WorkerInstance> {
 
   readonly #code: CodeSource;
   readonly #gate: StartGate;
+  readonly #firstCalls: ExpectedFirstCalls;
 
   constructor(opts: ProcessExecutorOptions) {
     super();
     this.#o = opts;
     this.#log = opts.logger;
     this.#logs = new FunctionLogs(opts.layout, (namespace, name, err) => this.#log.error({ namespace, fn: name, err: err.message }, "refusing to write this function's log: its file or directory is not the server's own"));
+    this.#firstCalls = new ExpectedFirstCalls((opts.firstCallWindowSeconds ?? DEFAULT_FIRST_CALL_WINDOW_S) * 1000);
     this.#gate = new StartGate(opts.concurrentStarts ?? os.availableParallelism() * 2, { holdCapMs: START_HOLD_CAP_MS, promoteAfterMs: START_PROMOTE_MS });
     this.#code = { store: opts.store, archives: opts.archives, deployCache: new DeployCache(opts.layout.deployCache, opts.maxUnpackedBytes ?? 2 * 1024 ** 3) };
     this.core = new InstanceCore<WorkerInstance>({
@@ -158,7 +165,7 @@ export class ProcessExecutor extends CoreExecutor<WorkerInstance> {
     const pkgs = await store.list('Package');
     for (const p of pkgs.items) this.packages.set(fnKey(p.metadata.namespace, p.metadata.name), p);
     const fns = await store.list('Function');
-    for (const f of fns.items) this.#upsertFunction(f);
+    for (const f of fns.items) this.#upsertFunction(f, false);
     this.watches.push(
       store.watch({ kind: 'Environment', sinceResourceVersion: envs.resourceVersion }, (ev) => {
         const env = ev.object as Environment;
@@ -171,13 +178,14 @@ export class ProcessExecutor extends CoreExecutor<WorkerInstance> {
         else this.packages.set(key, ev.object as Package);
         this.#code.deployCache.retain(new Set([...this.packages.values()].flatMap((p) => archiveShas(p.spec.deployment))));
         if (ev.type !== 'DELETED') this.#prefetch(ev.object as Package);
+        this.#noteFirstCalls(ev.object as Package);
         // Functions using this package move to instances of the new code.
         this.core.refreshAll();
       }),
       store.watch({ kind: 'Function', sinceResourceVersion: fns.resourceVersion }, (ev) => {
         const fn = ev.object as FunctionResource;
         if (ev.type === 'DELETED') this.#deleteFunction(fn);
-        else this.#upsertFunction(fn);
+        else this.#upsertFunction(fn, true);
       }),
     );
     this.#reaper = setInterval(() => {
@@ -254,7 +262,7 @@ export class ProcessExecutor extends CoreExecutor<WorkerInstance> {
       if (this.#processStarts > 0) return false;
       return !b || (b.instances + 1 <= b.limits.maxInstances * GROWTH_BUDGET_SHARE && b.memoryMB + mb <= b.limits.maxMemoryMB * GROWTH_BUDGET_SHARE);
     };
-    const pool = new EnvPool(env, this.#o.poolSize, (e) => this.#startPoolWorker(key, e), this.#log, hasRoom);
+    const pool = new EnvPool(env, this.#o.poolSize, (e) => this.#startPoolWorker(key, e), this.#log, hasRoom, Date.now, () => this.#firstCalls.count(key));
     this.#pools.set(key, pool);
     pool.refill();
   }
@@ -436,15 +444,42 @@ export class ProcessExecutor extends CoreExecutor<WorkerInstance> {
       .catch((err) => this.#log.warn({ err, package: pkg.metadata.name }, 'unpacking a deployment ahead of its first request failed; it will be tried again then'));
   }
 
-  #upsertFunction(fn: FunctionResource): void {
+  /** `announced`: created or changed while the server runs (a watch event), not found at start. */
+  #upsertFunction(fn: FunctionResource, announced: boolean): void {
     this.functions.set(fnKey(fn.metadata.namespace, fn.metadata.name), fn);
     const ref = fn.spec.package.packageref;
     const pkg = this.packages.get(fnKey(ref.namespace ?? fn.metadata.namespace, ref.name));
     if (pkg) this.#prefetch(pkg);
+    this.#expectFirstCall(fn, announced);
     this.core.upsertFunction(fn);
   }
 
+  /**
+   * A function whose code is new to this server will need an instance of it: its environment's pool keeps a warm
+   * worker more for that first call for a while (first-calls.ts). A function with its own workers (newdeploy) takes
+   * none from the pool.
+   */
+  #expectFirstCall(fn: FunctionResource, announced: boolean): void {
+    const key = fnKey(fn.metadata.namespace, fn.metadata.name);
+    if (isNewdeploy(fn)) {
+      this.#firstCalls.forget(key);
+      return;
+    }
+    const envRef = fn.spec.environment;
+    const envKey = fnKey(envRef.namespace ?? fn.metadata.namespace, envRef.name);
+    if (this.#firstCalls.note(key, envKey, this.#versionOf(fn), announced)) this.#pools.get(envKey)?.refill();
+  }
+
+  /** New code in a package: the functions using it will each need an instance of it. */
+  #noteFirstCalls(pkg: Package): void {
+    for (const fn of this.functions.values()) {
+      const ref = fn.spec.package.packageref;
+      if (ref.name === pkg.metadata.name && (ref.namespace ?? fn.metadata.namespace) === pkg.metadata.namespace) this.#expectFirstCall(fn, true);
+    }
+  }
+
   #deleteFunction(fn: FunctionResource): void {
+    this.#firstCalls.forget(fnKey(fn.metadata.namespace, fn.metadata.name));
     this.functions.delete(fnKey(fn.metadata.namespace, fn.metadata.name));
     this.core.deleteFunction(fn);
     this.#logs.close(fn.metadata.namespace, fn.metadata.name);
@@ -474,6 +509,7 @@ export class ProcessExecutor extends CoreExecutor<WorkerInstance> {
       const ref = fn.spec.package.packageref;
       const pkg = this.packages.get(fnKey(ref.namespace ?? ns, ref.name));
       if (!pkg) throw new FlintError('FLINT_ERR_NOT_FOUND', `package '${ref.name}' not found in namespace '${ref.namespace ?? ns}'`);
+      this.#firstCalls.started(st.key);
       worker = isNewdeploy(fn) ? undefined : pool.take();
       if (worker) outputSinks.set(worker.id, sink);
       // No request waits for a rollout's or minScale's new worker (old instances serve meanwhile): it starts at the

@@ -15,6 +15,8 @@ import { createProcessExecutor, type ProcessExecutor } from './process-executor.
 export async function startTestProcessExecutor(
   queue?: { maxLength: number; timeoutMs: number },
   budget?: InstanceBudget,
+  /** Off unless given: the other tests count warm workers, and a pool growing ahead for new functions would change their counts. */
+  firstCallWindowSeconds = 0,
 ): Promise<{ store: Store; executor: ProcessExecutor; stop(): Promise<void> }> {
   const root = fs.mkdtempSync(path.join(os.tmpdir(), 'flint-pe-test-'));
   const layout = dataLayout(root);
@@ -31,6 +33,7 @@ export async function startTestProcessExecutor(
     archives: new LocalArchiveStore(layout.archives),
     queue,
     budget,
+    firstCallWindowSeconds,
   });
   await executor.start();
   return {

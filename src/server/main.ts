@@ -270,6 +270,7 @@ export async function startServer(
             poolSize: values.executor.poolSize,
             // Derived from the workers' CPUs, not from this process's: it may have just been pinned to fewer.
             concurrentStarts: values.executor.concurrentStarts || (workerCpus !== '' ? 2 * parseCpuList(workerCpus).length : undefined),
+            firstCallWindowSeconds: values.executor.firstCallWindowSeconds,
             reapIntervalMs: values.executor.reapIntervalSeconds * 1000,
             budget,
             queue: { maxLength: values.executor.maxQueueLength, timeoutMs: values.executor.queueTimeoutSeconds * 1000 },
