@@ -67,6 +67,9 @@ describe('install values', () => {
     await refuses({ sets: ['executor.poolSize=two'] }, /'executor\.poolSize' must be an integer/);
     await refuses({ sets: ['executor.concurrentStarts=-1'] }, /'executor\.concurrentStarts' must be at least 0/);
     await refuses({ sets: ['executor.concurrentStarts=1.5'] }, /'executor\.concurrentStarts' must be an integer/);
+    await refuses({ sets: ['executor.firstCallWindowSeconds=-1'] }, /'executor\.firstCallWindowSeconds' must be at least 0/);
+    await refuses({ sets: ['executor.firstCallWindowSeconds=86401'] }, /'executor\.firstCallWindowSeconds' must be at most 86400/);
+    await refuses({ sets: ['executor.firstCallWindowSeconds=soon'] }, /'executor\.firstCallWindowSeconds' must be an integer/);
     await refuses({ sets: ['router=1'] }, /'router' is a map/);
     // Each socket of a listener group is an open file and a net.Server: a typo must not open a million.
     await refuses({ sets: ['router.acceptSockets=0'] }, /'router\.acceptSockets' must be at least 1/);

@@ -100,3 +100,47 @@ describe('pool growth ahead of first calls', () => {
     assert.equal(executor2.status().pools['default/node'], 4);
   });
 });
+
+describe('pool growth ahead of first calls, within the budget', () => {
+  let store3: Store;
+  let executor3: ProcessExecutor;
+  let stop3: () => Promise<void>;
+  const budget3 = new InstanceBudget({ maxInstances: 8, maxMemoryMB: 100_000 });
+  before(async () => {
+    ({ store: store3, executor: executor3, stop: stop3 } = await startTestProcessExecutor(undefined, budget3, 300));
+    await store3.create<Package>({
+      apiVersion: 'flint.dev/v1',
+      kind: 'Package',
+      metadata: { name: 'p', namespace: 'default' },
+      spec: { environment: { name: 'node' }, deployment: { type: 'literal', literal: Buffer.from(CODE).toString('base64') } },
+    } as Package);
+  });
+  after(() => stop3());
+
+  it('deploying many functions fills at most three quarters of the budget, and every function still gets an instance', async () => {
+    await eventually(() => executor3.status().pools['default/node'] === 1, 'the pool to hold its one worker');
+    const fns: FunctionResource[] = [];
+    for (let i = 0; i < 20; i++) {
+      fns.push(
+        await store3.create<FunctionResource>({
+          apiVersion: 'flint.dev/v1',
+          kind: 'Function',
+          metadata: { name: `h${i}`, namespace: 'default' },
+          spec: { environment: { name: 'node' }, package: { packageref: { name: 'p' } } },
+        } as FunctionResource),
+      );
+    }
+    // Twenty expected first calls, but growth stops at 6 of the budget's 8.
+    await eventually(() => executor3.status().pools['default/node'] === 6, 'the pool to grow to 6 idle workers');
+    await new Promise((r) => setTimeout(r, 1000));
+    assert.equal(executor3.status().pools['default/node'], 6);
+    assert.equal(budget3.instances, 6);
+    // Eight functions called one after another (each released before the next): the warm workers serve six, and the
+    // last two start within what is left; none waits for a warm worker to be stopped, none fails.
+    for (const f of fns.slice(0, 8)) (await executor3.acquire(f)).release();
+    assert.equal(budget3.instances, 8);
+    // A ninth takes the budget from the least recently used idle instance, as without the pool's growth.
+    (await executor3.acquire(fns[8])).release();
+    assert.equal(budget3.instances, 8);
+  });
+});
