@@ -166,14 +166,19 @@ async function untilPoolSettled(server: TestServer, env: string): Promise<void> 
   let last: number | undefined;
   let same = 0;
   for (const deadline = Date.now() + 60_000; Date.now() < deadline; ) {
-    const text = await fetch(`${server.routerUrl}/metrics`).then((r) => r.text());
-    const busy = (gauge(text, 'flint_executor_worker_starts', 'state="starting"') ?? 0) + (gauge(text, 'flint_executor_worker_starts', 'state="waiting"') ?? 0);
+    // The executor's gauges are the control plane's, not the router's.
+    const text = await fetch(`${server.controllerUrl}/metrics`).then((r) => r.text());
+    const starting = gauge(text, 'flint_executor_worker_starts', 'state="starting"');
+    const waiting = gauge(text, 'flint_executor_worker_starts', 'state="waiting"');
     const idle = gauge(text, 'flint_executor_warm_workers', `environment="default/${env}"`);
+    if (starting === undefined || waiting === undefined || idle === undefined) throw new Error(`no executor gauges for ${env} in the control plane's /metrics`);
+    const busy = starting + waiting;
     same = busy === 0 && idle === last ? same + 1 : 0;
     if (same >= 5) return;
     last = idle;
     await settle(200);
   }
+  throw new Error(`the warm pool of ${env} did not settle within 60 s`);
 }
 
 /** The first calls of `names` all at once. */

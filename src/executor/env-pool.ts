@@ -14,8 +14,8 @@
 // It also grows ahead of demand: each function created or given new code a
 // short while ago, not called since, counts for one more worker
 // (first-calls.ts), so the first calls of a batch of deployments find them
-// warm. The larger of the two, not their sum: a burst of those first calls
-// is the same demand counted twice.
+// warm. The larger of the two, not their sum; and the takes of those first
+// calls are not remembered as a burst, since the pool grew for them already.
 import type { Logger } from 'pino';
 import type { Environment } from '../api/kinds.ts';
 import { START_ABANDONED } from './core/types.ts';
@@ -112,9 +112,12 @@ export class EnvPool {
     else this.#bursts.push({ at: now, takes: 1 });
   }
 
-  /** A warm worker, or undefined when none is ready; the pool refills itself. */
-  take(): WorkerHandle | undefined {
-    this.#noteTake();
+  /**
+   * A warm worker, or undefined when none is ready; the pool refills itself. `remember`: false for a take the pool
+   * grew ahead for (an expected first call), which a burst's memory must not count a second time.
+   */
+  take(remember = true): WorkerHandle | undefined {
+    if (remember) this.#noteTake();
     let w = this.#idle.shift();
     while (w && !w.isAlive()) w = this.#idle.shift();
     // Starting a replacement costs a process start's worth of CPU; on a small

@@ -94,10 +94,10 @@ describe('pool growth ahead of first calls', () => {
       fns.map((f) => executor2.status().functions[`default/${f.metadata.name}`]?.instances),
       [1, 1, 1, 1],
     );
-    // Called, they no longer count: the pool keeps its size and what the burst of 4 takes adds (3), not 5 more.
-    await eventually(() => executor2.status().pools['default/node'] === 4, 'the pool to refill to 4 idle workers');
-    await new Promise((r) => setTimeout(r, 1000));
-    assert.equal(executor2.status().pools['default/node'], 4);
+    // Called, they no longer count, and their four takes are not remembered as a burst (the pool grew for them
+    // already): it keeps its size, one idle worker, rather than starting 3 or 4 more.
+    await new Promise((r) => setTimeout(r, 1500));
+    assert.equal(executor2.status().pools['default/node'], 1);
   });
 });
 
@@ -135,12 +135,15 @@ describe('pool growth ahead of first calls, within the budget', () => {
     await new Promise((r) => setTimeout(r, 1000));
     assert.equal(executor3.status().pools['default/node'], 6);
     assert.equal(budget3.instances, 6);
-    // Eight functions called one after another (each released before the next): the warm workers serve six, and the
-    // last two start within what is left; none waits for a warm worker to be stopped, none fails.
-    for (const f of fns.slice(0, 8)) (await executor3.acquire(f)).release();
-    assert.equal(budget3.instances, 8);
-    // A ninth takes the budget from the least recently used idle instance, as without the pool's growth.
-    (await executor3.acquire(fns[8])).release();
-    assert.equal(budget3.instances, 8);
+    // Nine functions called one after another (each released before the next): the warm workers serve six, the
+    // rest start in what growth left to functions, reclaiming idle instances once the budget is spent; none fails.
+    const instancesOf = (f: FunctionResource) => executor3.status().functions[`default/${f.metadata.name}`]?.instances ?? 0;
+    for (const f of fns.slice(0, 9)) {
+      (await executor3.acquire(f)).release();
+      assert.equal(instancesOf(f), 1);
+    }
+    assert.ok(budget3.instances <= 8);
+    const running = fns.slice(0, 9).reduce((n, f) => n + instancesOf(f), 0);
+    assert.ok(running >= 7, `${running} of the nine functions' instances still running`);
   });
 });

@@ -177,8 +177,10 @@ export class ProcessExecutor extends CoreExecutor<WorkerInstance> {
         if (ev.type === 'DELETED') this.packages.delete(key);
         else this.packages.set(key, ev.object as Package);
         this.#code.deployCache.retain(new Set([...this.packages.values()].flatMap((p) => archiveShas(p.spec.deployment))));
-        if (ev.type !== 'DELETED') this.#prefetch(ev.object as Package);
-        this.#noteFirstCalls(ev.object as Package);
+        if (ev.type !== 'DELETED') {
+          this.#prefetch(ev.object as Package);
+          this.#noteFirstCalls(ev.object as Package);
+        }
         // Functions using this package move to instances of the new code.
         this.core.refreshAll();
       }),
@@ -450,32 +452,40 @@ export class ProcessExecutor extends CoreExecutor<WorkerInstance> {
     const ref = fn.spec.package.packageref;
     const pkg = this.packages.get(fnKey(ref.namespace ?? fn.metadata.namespace, ref.name));
     if (pkg) this.#prefetch(pkg);
-    this.#expectFirstCall(fn, announced);
+    this.#expectFirstCall(fn, announced)?.refill();
     this.core.upsertFunction(fn);
   }
 
   /**
    * A function whose code is new to this server will need an instance of it: its environment's pool keeps a warm
    * worker more for that first call for a while (first-calls.ts). A function with its own workers (newdeploy) takes
-   * none from the pool.
+   * none from the pool; one without code to start yet (its package missing, or still building) counts once its
+   * code lands. Returns the pool to refill, if any.
    */
-  #expectFirstCall(fn: FunctionResource, announced: boolean): void {
+  #expectFirstCall(fn: FunctionResource, announced: boolean): EnvPool | undefined {
     const key = fnKey(fn.metadata.namespace, fn.metadata.name);
     if (isNewdeploy(fn)) {
       this.#firstCalls.forget(key);
-      return;
+      return undefined;
     }
     const envRef = fn.spec.environment;
     const envKey = fnKey(envRef.namespace ?? fn.metadata.namespace, envRef.name);
-    if (this.#firstCalls.note(key, envKey, this.#versionOf(fn), announced)) this.#pools.get(envKey)?.refill();
+    const ref = fn.spec.package.packageref;
+    const pkg = this.packages.get(fnKey(ref.namespace ?? fn.metadata.namespace, ref.name));
+    const runnable = pkg !== undefined && archiveShas(pkg.spec.deployment).length > 0;
+    return this.#firstCalls.note(key, envKey, this.#versionOf(fn), announced, runnable) ? this.#pools.get(envKey) : undefined;
   }
 
-  /** New code in a package: the functions using it will each need an instance of it. */
+  /** New code in a package: the functions using it will each need an instance of it. Each pool refills once. */
   #noteFirstCalls(pkg: Package): void {
+    const pools = new Set<EnvPool>();
     for (const fn of this.functions.values()) {
       const ref = fn.spec.package.packageref;
-      if (ref.name === pkg.metadata.name && (ref.namespace ?? fn.metadata.namespace) === pkg.metadata.namespace) this.#expectFirstCall(fn, true);
+      if (ref.name !== pkg.metadata.name || (ref.namespace ?? fn.metadata.namespace) !== pkg.metadata.namespace) continue;
+      const pool = this.#expectFirstCall(fn, true);
+      if (pool) pools.add(pool);
     }
+    for (const pool of pools) pool.refill();
   }
 
   #deleteFunction(fn: FunctionResource): void {
@@ -509,8 +519,9 @@ export class ProcessExecutor extends CoreExecutor<WorkerInstance> {
       const ref = fn.spec.package.packageref;
       const pkg = this.packages.get(fnKey(ref.namespace ?? ns, ref.name));
       if (!pkg) throw new FlintError('FLINT_ERR_NOT_FOUND', `package '${ref.name}' not found in namespace '${ref.namespace ?? ns}'`);
-      this.#firstCalls.started(st.key);
-      worker = isNewdeploy(fn) ? undefined : pool.take();
+      // A first call the pool grew ahead for is not a burst for it to remember: that worker was already counted.
+      const expected = this.#firstCalls.started(st.key, version);
+      worker = isNewdeploy(fn) ? undefined : pool.take(!expected);
       if (worker) outputSinks.set(worker.id, sink);
       // No request waits for a rollout's or minScale's new worker (old instances serve meanwhile): it starts at the
       // warm pool's lower priority, raised when it is specialized, so the instances serving keep the CPU.
