@@ -19,19 +19,16 @@
 import type { Logger } from 'pino';
 import type { Environment } from '../api/kinds.ts';
 import { START_ABANDONED } from './core/types.ts';
+import { MAX_GROWTH } from './first-calls.ts';
 import type { WorkerHandle } from './process/worker-process.ts';
+
+export { MAX_GROWTH };
 
 const REFILL_DELAY_MS = 150;
 /** Takes within this long of each other count as one burst. */
 const BURST_MS = 1000;
 /** How long the pool remembers a burst. */
 const DEMAND_WINDOW_MS = 60_000;
-/**
- * The most workers demand adds to the pool's size. The instance budget's share for growth (three quarters) is what
- * bounds their memory; this bounds one environment's start-up work, and still lets a deploy of a hundred functions
- * find a warm worker each (at 64, a third of such a burst started on its requests' path).
- */
-export const MAX_GROWTH = 128;
 
 export type WorkerFactory = (env: Environment) => Promise<WorkerHandle>;
 

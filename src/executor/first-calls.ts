@@ -13,7 +13,19 @@
 // passed without a call. Functions the server finds at start are not
 // counted: nothing says they will be called soon, and a restart of a server
 // holding a thousand idle functions should not start a pool's growth limit
-// of workers.
+// of workers. Both backends keep these counts: the local one in its
+// EnvPool's target, the kubernetes one in its pool Deployment's replicas.
+import type { FunctionResource, Package } from '../api/kinds.ts';
+import { archiveShas } from '../archive/refs.ts';
+import { isNewdeploy } from './core/instance-core.ts';
+
+/**
+ * The most workers (pods) demand adds to a pool's size, bursts and expected first calls alike. In local mode the
+ * instance budget's share for growth (three quarters) is what bounds their memory; this bounds one environment's
+ * start-up work, and still lets a deploy of a hundred functions find a warm worker each (at 64, a third of such a
+ * burst started on its requests' path).
+ */
+export const MAX_GROWTH = 128;
 
 interface Expected {
   env: string;
@@ -90,4 +102,41 @@ export class ExpectedFirstCalls {
     else this.#counts.delete(e.env);
     return true;
   }
+}
+
+const keyOf = (ns: string, name: string) => `${ns}/${name}`;
+
+/** The environment key (`namespace/name`) of the pool a function takes its instances from. */
+export function poolKeyOf(fn: FunctionResource): string {
+  const envRef = fn.spec.environment;
+  return keyOf(envRef.namespace ?? fn.metadata.namespace, envRef.name);
+}
+
+/**
+ * Tells `calls` about a function as an executor's watch (`announced`) or its start-up list delivered it, at code
+ * `version`, with `packages` as the executor knows them. A newdeploy function keeps pods of its own and takes none
+ * from the pool; one without code to start yet (its package missing or still building) counts once its code lands.
+ * Returns the key of the environment whose pool should grow for it, if any.
+ */
+export function expectFirstCall(calls: ExpectedFirstCalls, fn: FunctionResource, packages: ReadonlyMap<string, Package>, version: string, announced: boolean): string | undefined {
+  const key = keyOf(fn.metadata.namespace, fn.metadata.name);
+  if (isNewdeploy(fn)) {
+    calls.forget(key);
+    return undefined;
+  }
+  const ref = fn.spec.package.packageref;
+  const pkg = packages.get(keyOf(ref.namespace ?? fn.metadata.namespace, ref.name));
+  const runnable = pkg !== undefined && archiveShas(pkg.spec.deployment).length > 0;
+  const env = poolKeyOf(fn);
+  return calls.note(key, env, version, announced, runnable) ? env : undefined;
+}
+
+/** The functions whose package is `pkg`. */
+export function functionsOf(pkg: Package, functions: Iterable<FunctionResource>): FunctionResource[] {
+  const out: FunctionResource[] = [];
+  for (const fn of functions) {
+    const ref = fn.spec.package.packageref;
+    if (ref.name === pkg.metadata.name && (ref.namespace ?? fn.metadata.namespace) === pkg.metadata.namespace) out.push(fn);
+  }
+  return out;
 }

@@ -25,7 +25,7 @@ import { InstanceState } from './core/instance-state.ts';
 import { type FunctionSlot, START_ABANDONED, type StartReason } from './core/types.ts';
 import { DeployCache } from './deploy-cache.ts';
 import { EnvPool, sameSettings } from './env-pool.ts';
-import { ExpectedFirstCalls } from './first-calls.ts';
+import { ExpectedFirstCalls, expectFirstCall, functionsOf } from './first-calls.ts';
 import { FunctionLogs } from './function-log.ts';
 import type { InstanceBudget, Reservation } from './instance-budget.ts';
 import { type CodeSource, materialize } from './materialize.ts';
@@ -57,11 +57,9 @@ export interface ProcessExecutorOptions {
   concurrentStarts?: number;
   /** The CPUs workers run on, as taskset writes them ('' or unset: the scheduler's choice). */
   cpus?: string;
-  /** How long a function created or given new code counts for a warm worker more in its pool (first-calls.ts); 0 turns it off. */
+  /** How long a function created or given new code counts for a warm worker more in its pool (first-calls.ts); 0 or unset: never. */
   firstCallWindowSeconds?: number;
 }
-
-const DEFAULT_FIRST_CALL_WINDOW_S = 300;
 
 /** The longest one worker's start holds its place among the concurrent starts. */
 const START_HOLD_CAP_MS = 1000;
@@ -137,7 +135,7 @@ export class ProcessExecutor extends CoreExecutor<WorkerInstance> {
     this.#o = opts;
     this.#log = opts.logger;
     this.#logs = new FunctionLogs(opts.layout, (namespace, name, err) => this.#log.error({ namespace, fn: name, err: err.message }, "refusing to write this function's log: its file or directory is not the server's own"));
-    this.#firstCalls = new ExpectedFirstCalls((opts.firstCallWindowSeconds ?? DEFAULT_FIRST_CALL_WINDOW_S) * 1000);
+    this.#firstCalls = new ExpectedFirstCalls((opts.firstCallWindowSeconds ?? 0) * 1000);
     this.#gate = new StartGate(opts.concurrentStarts ?? os.availableParallelism() * 2, { holdCapMs: START_HOLD_CAP_MS, promoteAfterMs: START_PROMOTE_MS });
     this.#code = { store: opts.store, archives: opts.archives, deployCache: new DeployCache(opts.layout.deployCache, opts.maxUnpackedBytes ?? 2 * 1024 ** 3) };
     this.core = new InstanceCore<WorkerInstance>({
@@ -456,32 +454,16 @@ export class ProcessExecutor extends CoreExecutor<WorkerInstance> {
     this.core.upsertFunction(fn);
   }
 
-  /**
-   * A function whose code is new to this server will need an instance of it: its environment's pool keeps a warm
-   * worker more for that first call for a while (first-calls.ts). A function with its own workers (newdeploy) takes
-   * none from the pool; one without code to start yet (its package missing, or still building) counts once its
-   * code lands. Returns the pool to refill, if any.
-   */
+  /** A function whose code is new to this server will need an instance of it: its pool grows for it (first-calls.ts). */
   #expectFirstCall(fn: FunctionResource, announced: boolean): EnvPool | undefined {
-    const key = fnKey(fn.metadata.namespace, fn.metadata.name);
-    if (isNewdeploy(fn)) {
-      this.#firstCalls.forget(key);
-      return undefined;
-    }
-    const envRef = fn.spec.environment;
-    const envKey = fnKey(envRef.namespace ?? fn.metadata.namespace, envRef.name);
-    const ref = fn.spec.package.packageref;
-    const pkg = this.packages.get(fnKey(ref.namespace ?? fn.metadata.namespace, ref.name));
-    const runnable = pkg !== undefined && archiveShas(pkg.spec.deployment).length > 0;
-    return this.#firstCalls.note(key, envKey, this.#versionOf(fn), announced, runnable) ? this.#pools.get(envKey) : undefined;
+    const env = expectFirstCall(this.#firstCalls, fn, this.packages, this.#versionOf(fn), announced);
+    return env === undefined ? undefined : this.#pools.get(env);
   }
 
   /** New code in a package: the functions using it will each need an instance of it. Each pool refills once. */
   #noteFirstCalls(pkg: Package): void {
     const pools = new Set<EnvPool>();
-    for (const fn of this.functions.values()) {
-      const ref = fn.spec.package.packageref;
-      if (ref.name !== pkg.metadata.name || (ref.namespace ?? fn.metadata.namespace) !== pkg.metadata.namespace) continue;
+    for (const fn of functionsOf(pkg, this.functions.values())) {
       const pool = this.#expectFirstCall(fn, true);
       if (pool) pools.add(pool);
     }

@@ -15,7 +15,7 @@ import { createProcessExecutor, type ProcessExecutor } from './process-executor.
 export async function startTestProcessExecutor(
   queue?: { maxLength: number; timeoutMs: number },
   budget?: InstanceBudget,
-  /** Off unless given: the other tests count warm workers, and a pool growing ahead for new functions would change their counts. */
+  /** Off unless given (as the executor's own default): the other tests count warm workers, and a pool growing ahead for new functions would change their counts. */
   firstCallWindowSeconds = 0,
 ): Promise<{ store: Store; executor: ProcessExecutor; stop(): Promise<void> }> {
   const root = fs.mkdtempSync(path.join(os.tmpdir(), 'flint-pe-test-'));

@@ -8,11 +8,11 @@ import os from 'node:os';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { pino } from 'pino';
-import type { Environment, FunctionResource, Package } from '../../api/kinds.ts';
-import { dataLayout, functionLogFile } from '../../config/layout.ts';
 import { storeResources } from '../../../test/fake-kube/crd-resources.ts';
 import { DEPLOYMENT_RESOURCE, type FakeKubelet, POD_RESOURCE, SERVICE_RESOURCE, startFakeKubelet } from '../../../test/fake-kube/kubelet.ts';
 import { type FakeKube, startFakeKube } from '../../../test/fake-kube/server.ts';
+import type { Environment, FunctionResource, Package } from '../../api/kinds.ts';
+import { dataLayout, functionLogFile } from '../../config/layout.ts';
 import { sandboxAvailable } from '../../sandbox/bwrap.ts';
 import { createKubeClient, type KubeClient } from '../../store/kube-client.ts';
 import { type KubeStore, openKubeStore } from '../../store/kubernetes.ts';
@@ -477,5 +477,68 @@ describe('kubernetes executor with enableIstio', () => {
     assert.equal((poolDeployment(e, o) as any).spec.replicas, 2);
     const { poolsize: _, ...unsized } = e.spec;
     assert.equal((poolDeployment({ ...e, spec: unsized }, o) as any).spec.replicas, 5);
+    // Pods for the first calls expected soon come on top.
+    assert.equal((poolDeployment(e, { ...o, extra: 4 }) as any).spec.replicas, 6);
+  });
+});
+
+describe('kubernetes executor: the pool grows ahead of first calls', () => {
+  let fake: FakeKube;
+  let client: KubeClient;
+  let store: KubeStore;
+  let kubelet: FakeKubelet;
+  let executor: KubeExecutor;
+  const replicas = () => fake.objects('deployments.apps', FN_NS).find((d) => d.metadata.name.startsWith('poolmgr-node-'))?.spec.replicas;
+
+  before(async () => {
+    if (!usable) return;
+    fake = await startFakeKube({ resources: [...storeResources(), DEPLOYMENT_RESOURCE, POD_RESOURCE, SERVICE_RESOURCE] });
+    client = createKubeClient({ baseUrl: fake.url });
+    store = await openKubeStore({ client });
+    kubelet = startFakeKubelet({ client, fetcherImage: FETCHER, log: () => {} });
+    executor = createKubeExecutor({
+      store,
+      client,
+      logger: pino({ level: 'silent' }),
+      functionNamespace: FN_NS,
+      fetcherImage: FETCHER,
+      controllerUrl: 'http://127.0.0.1:1',
+      reapIntervalMs: 100,
+      firstCallWindowSeconds: 300,
+    });
+    await store.create(env('node', { poolsize: 1 }));
+    // Found at start: not counted.
+    await store.create(pkg('old', "module.exports = async () => ({ status: 200, body: 'old' });\n"));
+    await store.create(fn('old', 'old'));
+    await executor.start();
+  });
+
+  after(async () => {
+    if (!usable) return;
+    try {
+      await executor.stop();
+    } finally {
+      await kubelet.stop();
+      await store.close();
+      await fake.close();
+    }
+  });
+
+  it("adds a pool pod for each new function until it is called or deleted, and none for those found at start", { skip: !usable && 'bubblewrap is not usable here' }, async () => {
+    await eventually(() => replicas() === 1, 'the pool Deployment at its size');
+    await new Promise((r) => setTimeout(r, 500));
+    assert.equal(replicas(), 1);
+    await store.create(pkg('p', "module.exports = async () => ({ status: 200, body: 'new' });\n"));
+    const fns = [await store.create(fn('a', 'p')), await store.create(fn('b', 'p')), await store.create(fn('c', 'p'))];
+    await eventually(() => replicas() === 4, 'one more replica for each new function');
+    await eventually(async () => (await managedPods(client)).length === 4, 'four generic pods');
+    const lease = await executor.acquire(fns[0]);
+    assert.equal(await call(lease), '200 new');
+    lease.release();
+    // The pod it took is not replaced: the pool shrinks by it.
+    await eventually(() => replicas() === 3, 'the replica the first call took given back');
+    await store.delete('Function', 'default', 'b');
+    await eventually(() => replicas() === 2, 'a deleted function no longer counted');
+    await eventually(async () => (await managedPods(client)).length === 2, 'two generic pods');
   });
 });

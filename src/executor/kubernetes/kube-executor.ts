@@ -30,6 +30,7 @@ import { CoreExecutor } from '../core/core-executor.ts';
 import { InstanceCore } from '../core/instance-core.ts';
 import { InstanceState } from '../core/instance-state.ts';
 import type { FunctionSlot } from '../core/types.ts';
+import { ExpectedFirstCalls, expectFirstCall, functionsOf, MAX_GROWTH } from '../first-calls.ts';
 import { FunctionLogs } from '../function-log.ts';
 import { fetcherState, SPECIALIZED_FOR } from './adoption.ts';
 import { applyDeployment, DEPLOYMENTS } from './apply-deployment.ts';
@@ -65,6 +66,8 @@ export interface KubeExecutorOptions {
   layout?: DataLayout;
   /** How long one watch of the function namespace's pods lasts before it is watched again. */
   watchTimeoutSeconds?: number;
+  /** How long a function created or given new code counts for a pool pod more (first-calls.ts); 0 or unset: never. */
+  firstCallWindowSeconds?: number;
 }
 
 /** A specialized pod, as the instance core tracks it. */
@@ -109,11 +112,15 @@ export class KubeExecutor extends CoreExecutor<PodInstance> {
   readonly #poolSize: number;
   /** Pool reconciliations, one after another, so a quick env change cannot race its own cleanup. */
   #pools: Promise<void> = Promise.resolve();
+  readonly #firstCalls: ExpectedFirstCalls;
+  /** Environment key -> the pool pods beyond its size last asked for, for the first calls expected. */
+  readonly #poolExtra = new Map<string, number>();
 
   constructor(o: KubeExecutorOptions) {
     super();
     this.#o = o;
     this.#poolSize = o.poolSize ?? 3;
+    this.#firstCalls = new ExpectedFirstCalls((o.firstCallWindowSeconds ?? 0) * 1000);
     this.#log = o.logger;
     this.#logs = o.layout ? new FunctionLogs(o.layout, (namespace, name, err) => this.#log.error({ namespace, fn: name, err: err.message }, "refusing to write this function's log: its file or directory is not the server's own")) : undefined;
     this.#pods = new FunctionPods({
@@ -161,6 +168,8 @@ export class KubeExecutor extends CoreExecutor<PodInstance> {
     const fns = await store.list('Function');
     for (const p of pkgs.items) this.packages.set(keyOf(p.metadata.namespace, p.metadata.name), p);
     for (const f of fns.items) this.functions.set(keyOf(f.metadata.namespace, f.metadata.name), f);
+    for (const e of envs.items) this.#envs.set(keyOf(e.metadata.namespace, e.metadata.name), e);
+    for (const f of fns.items) expectFirstCall(this.#firstCalls, f, this.packages, this.#versionOf(f), false);
     for (const e of envs.items) this.#upsertEnv(e);
     const newdeploys = fns.items.filter(isNewdeploy);
     await this.#functionDeployments.removeAllBut(new Set(newdeploys.map(functionDeploymentName)));
@@ -180,7 +189,11 @@ export class KubeExecutor extends CoreExecutor<PodInstance> {
         const pkg = ev.object as Package;
         const key = keyOf(pkg.metadata.namespace, pkg.metadata.name);
         if (ev.type === 'DELETED') this.packages.delete(key);
-        else this.packages.set(key, pkg);
+        else {
+          this.packages.set(key, pkg);
+          for (const fn of functionsOf(pkg, this.functions.values())) expectFirstCall(this.#firstCalls, fn, this.packages, this.#versionOf(fn), true);
+          this.#resizePools();
+        }
         this.core.refreshAll();
       }),
       store.watch({ kind: 'Function', sinceResourceVersion: fns.resourceVersion }, (ev) => {
@@ -189,6 +202,8 @@ export class KubeExecutor extends CoreExecutor<PodInstance> {
         const previous = this.functions.get(key);
         if (ev.type === 'DELETED') {
           this.functions.delete(key);
+          this.#firstCalls.forget(key);
+          this.#resizePools();
           this.core.deleteFunction(fn);
           if (this.#o.enableIstio) void this.#deleteService(fn);
           this.#logs?.close(fn.metadata.namespace, fn.metadata.name);
@@ -197,6 +212,8 @@ export class KubeExecutor extends CoreExecutor<PodInstance> {
         }
         this.functions.set(key, fn);
         if (previous && isNewdeploy(previous) && !isNewdeploy(fn)) this.#removeFunctionDeployment(previous);
+        expectFirstCall(this.#firstCalls, fn, this.packages, this.#versionOf(fn), true);
+        this.#resizePools();
         this.core.upsertFunction(fn);
       }),
     );
@@ -277,9 +294,30 @@ export class KubeExecutor extends CoreExecutor<PodInstance> {
     this.#pools = this.#pools.then(task).catch((err) => this.#log.error({ err }, 'reconciling a pool Deployment failed'));
   }
 
+  /** Pool pods beyond an environment's size for the first calls expected soon (none for a pool of size 0). */
+  #extraFor(env: Environment): number {
+    if ((env.spec.poolsize ?? this.#poolSize) === 0) return 0;
+    return Math.min(MAX_GROWTH, this.#firstCalls.count(keyOf(env.metadata.namespace, env.metadata.name)));
+  }
+
+  /** Pool Deployments whose replicas should change with the first calls expected now are reconciled. */
+  #resizePools(): void {
+    if (this.stopped) return;
+    for (const [key, env] of this.#envs) {
+      const extra = this.#extraFor(env);
+      if ((this.#poolExtra.get(key) ?? 0) === extra) continue;
+      this.#poolExtra.set(key, extra);
+      this.#queuePools(() => this.#reconcilePool(env));
+    }
+  }
+
   async #reconcilePool(env: Environment): Promise<void> {
     const { client, functionNamespace } = this.#o;
-    const desired = poolDeployment(env, { namespace: functionNamespace, fetcherImage: this.#o.fetcherImage, enableIstio: this.#o.enableIstio === true, poolSize: this.#poolSize });
+    // The newest copy: a queued reconciliation may run after the environment changed again.
+    if (this.#envs.get(keyOf(env.metadata.namespace, env.metadata.name)) !== env) return;
+    const extra = this.#extraFor(env);
+    this.#poolExtra.set(keyOf(env.metadata.namespace, env.metadata.name), extra);
+    const desired = poolDeployment(env, { namespace: functionNamespace, fetcherImage: this.#o.fetcherImage, enableIstio: this.#o.enableIstio === true, poolSize: this.#poolSize, extra });
     const done = await applyDeployment(client, desired);
     if (done !== 'unchanged') this.#log.info({ environment: env.metadata.name, deployment: desired.metadata.name }, `pool Deployment ${done}`);
     // The name carries the environment's version: any other one of this environment is an older pool.
@@ -403,6 +441,8 @@ export class KubeExecutor extends CoreExecutor<PodInstance> {
   #reap(): void {
     this.core.reap();
     this.#checkPods();
+    // Expected first calls whose window passed.
+    this.#resizePools();
   }
 
   /**
@@ -468,6 +508,8 @@ export class KubeExecutor extends CoreExecutor<PodInstance> {
       // With the mesh, the function's Service must front only the pod about to be specialized.
       if (this.#o.enableIstio) await this.#deletePods(`functionName=${fn.metadata.name},functionNamespace=${ns},executorType=poolmgr`);
       pod = await this.#claimPod(env, fn, version, deadline);
+      // The pod the pool grew for has been taken: the pool shrinks by it rather than replacing it.
+      if (this.#firstCalls.started(st.key, version)) this.#resizePools();
     }
     // From the claim on, so what the environment prints while loading the code (a syntax error) is kept too.
     this.#followLog(fn, pod.name, env.metadata.name);

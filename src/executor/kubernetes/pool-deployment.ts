@@ -25,6 +25,8 @@ export interface PodTemplateOptions {
 export interface PoolDeploymentOptions extends PodTemplateOptions {
   /** Replicas of an environment that sets no poolsize. */
   poolSize: number;
+  /** Replicas beyond the size, for the first calls of new functions expected soon (first-calls.ts). */
+  extra?: number;
 }
 
 /** Lower-case DNS-1123 label of at most 63 characters; a long one keeps a hash of the whole. */
@@ -109,7 +111,7 @@ export function poolDeployment(env: Environment, o: PoolDeploymentOptions): Kube
     kind: 'Deployment',
     metadata: { name: poolDeploymentName(env), namespace: o.namespace, labels },
     spec: {
-      replicas: env.spec.poolsize ?? o.poolSize,
+      replicas: (env.spec.poolsize ?? o.poolSize) + (o.extra ?? 0),
       selector: { matchLabels: selector },
       template: genericPodTemplate(env, selector, o),
     },
