@@ -84,32 +84,64 @@ async function managedPods(client: KubeClient): Promise<string[]> {
 // The fake kubelet runs containers under bubblewrap, as local mode runs workers.
 const usable = await sandboxAvailable();
 
+interface Rig {
+  fake: FakeKube;
+  client: KubeClient;
+  store: KubeStore;
+  kubelet: FakeKubelet;
+  executor: KubeExecutor;
+  stop(): Promise<void>;
+}
+
+/** The fake API server and kubelet, the store on them, and an executor (not started) with `extra` options. */
+async function startRig(extra: Partial<Parameters<typeof createKubeExecutor>[0]>, log: (line: string) => void): Promise<Rig> {
+  const fake = await startFakeKube({ resources: [...storeResources(), DEPLOYMENT_RESOURCE, POD_RESOURCE, SERVICE_RESOURCE] });
+  const client = createKubeClient({ baseUrl: fake.url });
+  const store = await openKubeStore({ client });
+  const kubelet = startFakeKubelet({ client, fetcherImage: FETCHER, log });
+  const executor = createKubeExecutor({
+    store,
+    client,
+    logger: pino({ level: 'silent' }),
+    functionNamespace: FN_NS,
+    fetcherImage: FETCHER,
+    controllerUrl: 'http://127.0.0.1:1',
+    reapIntervalMs: 100,
+    ...extra,
+  });
+  return {
+    fake,
+    client,
+    store,
+    kubelet,
+    executor,
+    async stop() {
+      try {
+        await executor.stop();
+      } finally {
+        await kubelet.stop();
+        await store.close();
+        await fake.close();
+      }
+    },
+  };
+}
+
 describe('kubernetes executor (fake API server, fake kubelet)', () => {
   let fake: FakeKube;
   let client: KubeClient;
   let store: KubeStore;
   let kubelet: FakeKubelet;
   let executor: KubeExecutor;
+  let rig: Rig;
   const logs: string[] = [];
   const layout = dataLayout(fs.mkdtempSync(path.join(os.tmpdir(), 'flint-kube-exec-')));
 
   before(async () => {
     if (!usable) return;
-    fake = await startFakeKube({ resources: [...storeResources(), DEPLOYMENT_RESOURCE, POD_RESOURCE, SERVICE_RESOURCE] });
-    client = createKubeClient({ baseUrl: fake.url });
-    store = await openKubeStore({ client });
-    kubelet = startFakeKubelet({ client, fetcherImage: FETCHER, log: (l) => logs.push(l) });
+    rig = await startRig({ layout }, (l) => logs.push(l));
+    ({ fake, client, store, kubelet, executor } = rig);
     fake.setPodLogs(kubelet.logs);
-    executor = createKubeExecutor({
-      store,
-      client,
-      logger: pino({ level: 'silent' }),
-      functionNamespace: FN_NS,
-      fetcherImage: FETCHER,
-      controllerUrl: 'http://127.0.0.1:1',
-      reapIntervalMs: 100,
-      layout,
-    });
     await store.create(env('node'));
     await executor.start();
   });
@@ -117,11 +149,8 @@ describe('kubernetes executor (fake API server, fake kubelet)', () => {
   after(async () => {
     if (!usable) return;
     try {
-      await executor.stop();
+      await rig.stop();
     } finally {
-      await kubelet.stop();
-      await store.close();
-      await fake.close();
       fs.rmSync(layout.root, { recursive: true, force: true });
     }
   });
@@ -401,28 +430,25 @@ describe('kubernetes executor (fake API server, fake kubelet)', () => {
 
 describe('kubernetes executor with enableIstio', () => {
   it('names ports for the mesh, skips the sidecar for environments allowed out, and serves a function through its own Service', { skip: !usable && 'bubblewrap is not usable here' }, async () => {
-    const fake = await startFakeKube({ resources: [...storeResources(), DEPLOYMENT_RESOURCE, POD_RESOURCE, SERVICE_RESOURCE] });
-    const client = createKubeClient({ baseUrl: fake.url });
-    const store = await openKubeStore({ client });
-    const kubelet = startFakeKubelet({ client, fetcherImage: FETCHER });
     const serviceHosts: string[] = [];
-    const executor = createKubeExecutor({
-      store,
-      client,
-      logger: pino({ level: 'silent' }),
-      functionNamespace: FN_NS,
-      fetcherImage: FETCHER,
-      controllerUrl: 'http://127.0.0.1:1',
-      enableIstio: true,
-      // No cluster DNS here: the Service's one pod stands in for its address, found by the Service's own selector.
-      serviceHost: async (name, namespace) => {
-        serviceHosts.push(`${name}.${namespace}`);
-        const svc = await client.get<any>(SERVICES, namespace, name);
-        const selector = Object.entries(svc.spec.selector).map(([k, v]) => `${k}=${v}`).join(',');
-        const pods = await client.list<any>(PODS, namespace, { labelSelector: selector });
-        return pods.items[0].status.podIP;
+    let client: KubeClient | undefined;
+    const rig = await startRig(
+      {
+        enableIstio: true,
+        reapIntervalMs: undefined,
+        // No cluster DNS here: the Service's one pod stands in for its address, found by the Service's own selector.
+        serviceHost: async (name, namespace) => {
+          serviceHosts.push(`${name}.${namespace}`);
+          const svc = await client!.get<any>(SERVICES, namespace, name);
+          const selector = Object.entries(svc.spec.selector).map(([k, v]) => `${k}=${v}`).join(',');
+          const pods = await client!.list<any>(PODS, namespace, { labelSelector: selector });
+          return pods.items[0].status.podIP;
+        },
       },
-    });
+      () => {},
+    );
+    client = rig.client;
+    const { fake, store, executor } = rig;
     try {
       await store.create(env('node', { allowAccessToExternalNetwork: true, poolsize: 1 }));
       await executor.start();
@@ -456,10 +482,7 @@ describe('kubernetes executor with enableIstio', () => {
       await store.delete('Function', 'default', 'mesh');
       await eventually(() => fake.objects('services', FN_NS).length === 0, 'the Service deleted with its function');
     } finally {
-      await executor.stop();
-      await kubelet.stop();
-      await store.close();
-      await fake.close();
+      await rig.stop();
     }
   });
 
@@ -483,62 +506,38 @@ describe('kubernetes executor with enableIstio', () => {
 });
 
 describe('kubernetes executor: the pool grows ahead of first calls', () => {
-  let fake: FakeKube;
-  let client: KubeClient;
-  let store: KubeStore;
-  let kubelet: FakeKubelet;
-  let executor: KubeExecutor;
-  const replicas = () => fake.objects('deployments.apps', FN_NS).find((d) => d.metadata.name.startsWith('poolmgr-node-'))?.spec.replicas;
+  let rig: Rig;
+  const replicas = () => rig.fake.objects('deployments.apps', FN_NS).find((d) => d.metadata.name.startsWith('poolmgr-node-'))?.spec.replicas;
 
   before(async () => {
     if (!usable) return;
-    fake = await startFakeKube({ resources: [...storeResources(), DEPLOYMENT_RESOURCE, POD_RESOURCE, SERVICE_RESOURCE] });
-    client = createKubeClient({ baseUrl: fake.url });
-    store = await openKubeStore({ client });
-    kubelet = startFakeKubelet({ client, fetcherImage: FETCHER, log: () => {} });
-    executor = createKubeExecutor({
-      store,
-      client,
-      logger: pino({ level: 'silent' }),
-      functionNamespace: FN_NS,
-      fetcherImage: FETCHER,
-      controllerUrl: 'http://127.0.0.1:1',
-      reapIntervalMs: 100,
-      firstCallWindowSeconds: 300,
-    });
-    await store.create(env('node', { poolsize: 1 }));
+    rig = await startRig({ firstCallWindowSeconds: 300 }, () => {});
+    await rig.store.create(env('node', { poolsize: 1 }));
     // Found at start: not counted.
-    await store.create(pkg('old', "module.exports = async () => ({ status: 200, body: 'old' });\n"));
-    await store.create(fn('old', 'old'));
-    await executor.start();
+    await rig.store.create(pkg('old', "module.exports = async () => ({ status: 200, body: 'old' });\n"));
+    await rig.store.create(fn('old', 'old'));
+    await rig.executor.start();
   });
 
   after(async () => {
-    if (!usable) return;
-    try {
-      await executor.stop();
-    } finally {
-      await kubelet.stop();
-      await store.close();
-      await fake.close();
-    }
+    if (usable) await rig.stop();
   });
 
   it("adds a pool pod for each new function until it is called or deleted, and none for those found at start", { skip: !usable && 'bubblewrap is not usable here' }, async () => {
     await eventually(() => replicas() === 1, 'the pool Deployment at its size');
     await new Promise((r) => setTimeout(r, 500));
     assert.equal(replicas(), 1);
-    await store.create(pkg('p', "module.exports = async () => ({ status: 200, body: 'new' });\n"));
-    const fns = [await store.create(fn('a', 'p')), await store.create(fn('b', 'p')), await store.create(fn('c', 'p'))];
+    await rig.store.create(pkg('p', "module.exports = async () => ({ status: 200, body: 'new' });\n"));
+    const fns = [await rig.store.create(fn('a', 'p')), await rig.store.create(fn('b', 'p')), await rig.store.create(fn('c', 'p'))];
     await eventually(() => replicas() === 4, 'one more replica for each new function');
-    await eventually(async () => (await managedPods(client)).length === 4, 'four generic pods');
-    const lease = await executor.acquire(fns[0]);
+    await eventually(async () => (await managedPods(rig.client)).length === 4, 'four generic pods');
+    const lease = await rig.executor.acquire(fns[0]);
     assert.equal(await call(lease), '200 new');
     lease.release();
     // The pod it took is not replaced: the pool shrinks by it.
     await eventually(() => replicas() === 3, 'the replica the first call took given back');
-    await store.delete('Function', 'default', 'b');
+    await rig.store.delete('Function', 'default', 'b');
     await eventually(() => replicas() === 2, 'a deleted function no longer counted');
-    await eventually(async () => (await managedPods(client)).length === 2, 'two generic pods');
+    await eventually(async () => (await managedPods(rig.client)).length === 2, 'two generic pods');
   });
 });
