@@ -100,7 +100,13 @@ describe('kubernetes mode on a real control plane', { skip: !usable && 'bubblewr
     // more for hello's first call, given back once it claimed this pod: a pod the ReplicaSet is stopping for that is
     // not the pool's any more.)
     assert.equal(pod.metadata.ownerReferences, undefined);
-    await eventually(async () => (await functionPods('executorType=poolmgr,managed=true')).filter((p) => !p.metadata.deletionTimestamp).length === 2, 'the pool refilled');
+    await eventually(async () => {
+      const [pool] = (await kubectlJson(['-n', FUNCTION_NAMESPACE, 'get', 'deployments', '-l', 'executorType=poolmgr'])).items;
+      const ready = (await functionPods('executorType=poolmgr,managed=true')).filter(
+        (p) => !p.metadata.deletionTimestamp && p.status?.conditions?.some((c: any) => c.type === 'Ready' && c.status === 'True'),
+      );
+      return pool?.spec.replicas === 2 && ready.length === 2;
+    }, 'the pool refilled: its Deployment back at 2 replicas, 2 ready pods');
     const ingress = await kubectlJson(['-n', FLINT_NAMESPACE, 'get', 'ingress', 'hello']);
     assert.equal(ingress.spec.rules[0].http.paths[0].path, '/hello');
     assert.deepEqual(await call('/hello', await login()), { status: 200, text: 'hello from a pod\n' });

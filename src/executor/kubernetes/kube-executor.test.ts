@@ -541,3 +541,30 @@ describe('kubernetes executor: the pool grows ahead of first calls', () => {
     await eventually(async () => (await managedPods(rig.client)).length === 2, 'two generic pods');
   });
 });
+
+describe('kubernetes executor: first calls expected for a short window', () => {
+  let rig: Rig;
+  const replicas = () => rig.fake.objects('deployments.apps', FN_NS).find((d) => d.metadata.name.startsWith('poolmgr-node-'))?.spec.replicas;
+
+  before(async () => {
+    if (!usable) return;
+    rig = await startRig({ firstCallWindowSeconds: 1 }, () => {});
+    await rig.store.create(env('node', { poolsize: 1 }));
+    await rig.executor.start();
+  });
+
+  after(async () => {
+    if (usable) await rig.stop();
+  });
+
+  it('gives the replica back when the window passes without a call, and counts no newdeploy function', { skip: !usable && 'bubblewrap is not usable here' }, async () => {
+    await eventually(() => replicas() === 1, 'the pool Deployment at its size');
+    await rig.store.create(pkg('p', "module.exports = async () => ({ status: 200, body: 'new' });\n"));
+    await rig.store.create(fn('a', 'p'));
+    await eventually(() => replicas() === 2, 'one more replica for the new function');
+    await eventually(() => replicas() === 1, 'the replica given back a second later, on a reap');
+    await rig.store.create(fn('dedicated', 'p', { invokeStrategy: { executionStrategy: { executorType: 'newdeploy' } } } as Partial<FunctionResource['spec']>));
+    await new Promise((r) => setTimeout(r, 500));
+    assert.equal(replicas(), 1, 'a newdeploy function runs on pods of its own');
+  });
+});

@@ -113,8 +113,10 @@ export class KubeExecutor extends CoreExecutor<PodInstance> {
   /** Pool reconciliations, one after another, so a quick env change cannot race its own cleanup. */
   #pools: Promise<void> = Promise.resolve();
   readonly #firstCalls: ExpectedFirstCalls;
-  /** Environment key -> the pool pods beyond its size last asked for, for the first calls expected. */
+  /** Environment key -> the pool pods beyond its size last written to its Deployment, for the first calls expected. */
   readonly #poolExtra = new Map<string, number>();
+  /** Environments with a resize queued: one is enough, as it reads the count when it runs. */
+  readonly #resizeQueued = new Set<string>();
 
   constructor(o: KubeExecutorOptions) {
     super();
@@ -287,6 +289,7 @@ export class KubeExecutor extends CoreExecutor<PodInstance> {
 
   #deleteEnv(env: Environment): void {
     this.#envs.delete(keyOf(env.metadata.namespace, env.metadata.name));
+    this.#poolExtra.delete(keyOf(env.metadata.namespace, env.metadata.name));
     this.#queuePools(() => this.#removePools(env, undefined));
   }
 
@@ -300,26 +303,37 @@ export class KubeExecutor extends CoreExecutor<PodInstance> {
     return Math.min(MAX_GROWTH, this.#firstCalls.count(keyOf(env.metadata.namespace, env.metadata.name)));
   }
 
-  /** Pool Deployments whose replicas should change with the first calls expected now are reconciled. */
+  /**
+   * Pool Deployments whose replicas differ from what the first calls expected now want get one resize queued each
+   * (a burst of a hundred new functions writes as often as the queue drains, not a hundred times). Called on the
+   * watches' events, after claims, and on every reap, which also retries a write that failed.
+   */
   #resizePools(): void {
     if (this.stopped) return;
     for (const [key, env] of this.#envs) {
-      const extra = this.#extraFor(env);
-      if ((this.#poolExtra.get(key) ?? 0) === extra) continue;
-      this.#poolExtra.set(key, extra);
-      this.#queuePools(() => this.#reconcilePool(env));
+      if ((this.#poolExtra.get(key) ?? 0) === this.#extraFor(env) || this.#resizeQueued.has(key)) continue;
+      this.#resizeQueued.add(key);
+      this.#queuePools(async () => {
+        this.#resizeQueued.delete(key);
+        const newest = this.#envs.get(key);
+        if (newest) await this.#reconcilePool(newest, true);
+      });
     }
   }
 
-  async #reconcilePool(env: Environment): Promise<void> {
+  /** `resizeOnly`: only the replicas may have changed, so no older pool Deployment can be left to remove. */
+  async #reconcilePool(env: Environment, resizeOnly = false): Promise<void> {
     const { client, functionNamespace } = this.#o;
+    const key = keyOf(env.metadata.namespace, env.metadata.name);
     // The newest copy: a queued reconciliation may run after the environment changed again.
-    if (this.#envs.get(keyOf(env.metadata.namespace, env.metadata.name)) !== env) return;
+    if (this.#envs.get(key) !== env) return;
     const extra = this.#extraFor(env);
-    this.#poolExtra.set(keyOf(env.metadata.namespace, env.metadata.name), extra);
     const desired = poolDeployment(env, { namespace: functionNamespace, fetcherImage: this.#o.fetcherImage, enableIstio: this.#o.enableIstio === true, poolSize: this.#poolSize, extra });
     const done = await applyDeployment(client, desired);
-    if (done !== 'unchanged') this.#log.info({ environment: env.metadata.name, deployment: desired.metadata.name }, `pool Deployment ${done}`);
+    // Recorded once written: a write that failed leaves the old count, which the next reap finds different.
+    this.#poolExtra.set(key, extra);
+    if (done !== 'unchanged') this.#log.info({ environment: env.metadata.name, deployment: desired.metadata.name, replicas: (desired.spec as { replicas: number }).replicas }, `pool Deployment ${done}`);
+    if (resizeOnly) return;
     // The name carries the environment's version: any other one of this environment is an older pool.
     await this.#removePools(env, desired.metadata.name);
   }
@@ -508,7 +522,8 @@ export class KubeExecutor extends CoreExecutor<PodInstance> {
       // With the mesh, the function's Service must front only the pod about to be specialized.
       if (this.#o.enableIstio) await this.#deletePods(`functionName=${fn.metadata.name},functionNamespace=${ns},executorType=poolmgr`);
       pod = await this.#claimPod(env, fn, version, deadline);
-      // The pod the pool grew for has been taken: the pool shrinks by it rather than replacing it.
+      // The pod the pool grew for has been taken: the replica it held is given back. (The ReplicaSet may have begun a
+      // replacement for the pod it lost by then; the lower count removes one again.)
       if (this.#firstCalls.started(st.key, version)) this.#resizePools();
     }
     // From the claim on, so what the environment prints while loading the code (a syntax error) is kept too.
