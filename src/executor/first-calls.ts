@@ -107,7 +107,7 @@ export class ExpectedFirstCalls {
 const keyOf = (ns: string, name: string) => `${ns}/${name}`;
 
 /** The environment key (`namespace/name`) of the pool a function takes its instances from. */
-export function poolKeyOf(fn: FunctionResource): string {
+function poolKeyOf(fn: FunctionResource): string {
   const envRef = fn.spec.environment;
   return keyOf(envRef.namespace ?? fn.metadata.namespace, envRef.name);
 }

@@ -505,9 +505,14 @@ describe('kubernetes executor with enableIstio', () => {
   });
 });
 
+/** The replicas of environment node's pool Deployment, once there is one. */
+function poolReplicas(rig: Rig): number | undefined {
+  return rig.fake.objects('deployments.apps', FN_NS).find((d) => d.metadata.name.startsWith('poolmgr-node-'))?.spec.replicas;
+}
+
 describe('kubernetes executor: the pool grows ahead of first calls', () => {
   let rig: Rig;
-  const replicas = () => rig.fake.objects('deployments.apps', FN_NS).find((d) => d.metadata.name.startsWith('poolmgr-node-'))?.spec.replicas;
+  const replicas = () => poolReplicas(rig);
 
   before(async () => {
     if (!usable) return;
@@ -544,7 +549,7 @@ describe('kubernetes executor: the pool grows ahead of first calls', () => {
 
 describe('kubernetes executor: first calls expected for a short window', () => {
   let rig: Rig;
-  const replicas = () => rig.fake.objects('deployments.apps', FN_NS).find((d) => d.metadata.name.startsWith('poolmgr-node-'))?.spec.replicas;
+  const replicas = () => poolReplicas(rig);
 
   before(async () => {
     if (!usable) return;
