@@ -158,11 +158,28 @@ export async function timedFirstCall(router: Pool, name: string, since?: bigint)
 /** What /proc counts CPU time in: clock ticks (USER_HZ, 100 on Linux). */
 export const TICKS_PER_S = 100;
 
-/** Busy and total ticks of the whole machine, every core (/proc/stat; Linux only). */
-export function machineTicks(): { busy: number; total: number } {
+/**
+ * Busy and total ticks of the whole machine, every core (/proc/stat; Linux only), and of those the steal: time a
+ * virtual CPU was ready to run but the hypervisor ran something else.
+ */
+export function machineTicks(): { busy: number; total: number; steal: number } {
   const [user, nice, system, idle, iowait, irq, softirq, steal] = fs.readFileSync('/proc/stat', 'utf8').split('\n')[0].trim().split(/\s+/).slice(1).map(Number);
   const total = user + nice + system + idle + iowait + irq + softirq + steal;
-  return { busy: total - idle - iowait, total };
+  return { busy: total - idle - iowait, total, steal };
+}
+
+/** The steal's share of the machine's CPU time between two readings, percent; undefined without /proc/stat. */
+export function stealPercent(before: ReturnType<typeof machineTicks> | undefined, after: ReturnType<typeof machineTicks> | undefined): number | undefined {
+  if (!before || !after || after.total <= before.total) return undefined;
+  return (100 * (after.steal - before.steal)) / (after.total - before.total);
+}
+
+function machineTicksIfAny(): ReturnType<typeof machineTicks> | undefined {
+  try {
+    return machineTicks();
+  } catch {
+    return undefined;
+  }
 }
 
 /** `body`'s result, and the CPU the whole machine spent while it ran (every process, the kernel's own work too), in ms. */
@@ -181,6 +198,11 @@ export interface WrkResult {
   p99Us: number;
   non2xx: number;
   errors: number;
+  /**
+   * The hypervisor's steal during the run, percent of the machine's CPU time (undefined where /proc/stat is not):
+   * on a shared VM the rate any server reaches moves with it, so the figures' spread is read beside it.
+   */
+  stealPct?: number;
 }
 
 function toUs(text: string): number {
@@ -209,7 +231,9 @@ export async function wrk(url: string, opts: { seconds: number; connections: num
   if (opts.script !== undefined) args.push('-s', opts.script);
   for (const h of opts.headers ?? []) args.push('-H', h);
   args.push(url);
+  const ticksBefore = machineTicksIfAny();
   const { stdout } = await run('wrk', args, { timeout: (opts.seconds + 30) * 1000 });
+  const stealPct = stealPercent(ticksBefore, machineTicksIfAny());
   const rps = Number(/Requests\/sec:\s+([\d.]+)/.exec(stdout)?.[1]);
   const p50 = /^\s+50%\s+(\S+)/m.exec(stdout)?.[1] ?? '';
   const p99 = /^\s+99%\s+(\S+)/m.exec(stdout)?.[1] ?? '';
@@ -219,7 +243,7 @@ export async function wrk(url: string, opts: { seconds: number; connections: num
   const requests = Number(/(\d+) requests in ([\d.]+)(ms|s|m)/.exec(stdout)?.[1] ?? 0);
   const took = /\d+ requests in ([\d.]+)(ms|s|m)/.exec(stdout);
   const tookS = took ? Number(took[1]) * (took[2] === 'ms' ? 0.001 : took[2] === 'm' ? 60 : 1) : opts.seconds;
-  return { rps, requests, goodput: (requests - non2xx) / tookS, p50Us: toUs(p50), p99Us: toUs(p99), non2xx, errors };
+  return { rps, requests, goodput: (requests - non2xx) / tookS, p50Us: toUs(p50), p99Us: toUs(p99), non2xx, errors, ...(stealPct === undefined ? {} : { stealPct }) };
 }
 
 /**

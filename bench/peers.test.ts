@@ -5,10 +5,10 @@ import os from 'node:os';
 import path from 'node:path';
 import { describe, it } from 'node:test';
 import { writeCharts } from './charts.ts';
-import { machineCpuDuring, median, spread, startBareServer, type WrkResult } from './lib.ts';
+import { machineCpuDuring, machineTicks, median, spread, startBareServer, stealPercent, type WrkResult } from './lib.ts';
 import { BARE, BARE_AGAIN, FLINT, paceScript, peerRows, peerTable, rotation, summarizePeers } from './peers.ts';
-import type { PeersResult } from './results.ts';
 import { findProgram, goFailure, haproxyConfig, nginxConfig, startNodePipe } from './proxies.ts';
+import type { PeersResult } from './results.ts';
 
 const w = (rps: number, p50Us: number, p99Us: number, non2xx = 0, errors = 0): WrkResult => ({ rps, requests: rps * 4, goodput: rps, p50Us, p99Us, non2xx, errors });
 
@@ -98,6 +98,31 @@ describe('peer table math', () => {
     assert.match(ratio[2], /; nginx 0\.75x; bare node:http against itself \(A\/A\) 1\.00x \(0\.90x-1\.10x\)$/);
     assert.match(p99[2], /; paced, bare node:http against itself \(A\/A\) added p99 0 \(-30 to \+50\) µs$/);
     assert.doesNotMatch(peerRows(result)[0][2], /A\/A/, 'nothing said of an A/A comparison not measured');
+  });
+
+  it("reads the hypervisor's steal beside the figures: each round's, the baseline's rate by round, and nothing when not measured", () => {
+    const withSteal = (rounds: Record<string, WrkResult>[], steal: number[]) => rounds.map((r, i) => Object.fromEntries(Object.entries(r).map(([k, v]) => [k, { ...v, stealPct: steal[i] + (k === BARE ? 0 : 1) }])));
+    const stolen: PeersResult = { ...result, summaries: summarizePeers(withSteal(ROUNDS, [2, 25, 0.5])), paced: summarizePeers(withSteal(PACED, [3, 3, 3])) };
+    const bare = stolen.summaries.find((s) => s.name === BARE);
+    assert.deepEqual(bare?.steal, [2, 25, 0.5]);
+    assert.deepEqual(bare?.perRound.rps, [40000, 30000, 50000]);
+    const [full, paced] = peerTable(stolen).split('Paced (');
+    assert.match(full, /\| Knative queue-proxy \| not built: because \| \| \| \| \| \| \|\n\nSteal/, 'after the table, not inside it');
+    assert.match(full, /during these runs: 3\.0% \(0\.5%-26%\) of the machine's CPU time\. bare node:http by round: 40000 req\/s at 2\.0%, 30000 req\/s at 25%, 50000 req\/s at 0\.5%\./);
+    assert.match(paced, /during these runs: 4\.0% \(3\.0%-4\.0%\)/);
+    assert.match(peerRows(stolen)[0][2], /; the hypervisor's steal during the runs 0\.5-26\.0% of the machine's CPU time$/);
+    assert.doesNotMatch(peerTable(result), /Steal/, 'nothing said of a steal not measured');
+    assert.doesNotMatch(peerRows(result)[0][2], /steal/);
+    const partly = summarizePeers(ROUNDS.map((r, i) => (i === 0 ? r : withSteal([r], [1])[0])));
+    assert.equal(partly[0].steal, undefined, 'a round without a reading: no steal figures rather than a median of some');
+  });
+
+  it('takes the steal between two readings of /proc/stat', () => {
+    assert.equal(stealPercent({ busy: 100, total: 200, steal: 10 }, { busy: 300, total: 600, steal: 50 }), 10);
+    assert.equal(stealPercent(undefined, { busy: 1, total: 2, steal: 0 }), undefined);
+    assert.equal(stealPercent({ busy: 1, total: 2, steal: 0 }, { busy: 1, total: 2, steal: 0 }), undefined, 'no time passed');
+    const now = machineTicks();
+    assert.ok(now.steal >= 0 && now.steal <= now.total && now.busy <= now.total);
   });
 
   it('paces with a random wait around the mean', () => {

@@ -35,11 +35,11 @@ import { promisify } from 'node:util';
 import { findGo } from '../src/runtimes/go/launch.ts';
 import { usableCpus } from '../src/sandbox/cpu-affinity.ts';
 import { startServer } from '../test/helpers/server.ts';
-import { deployHello, fmt, hasWrk, type Spread, spread, startBareServer, waitFor200, type WrkResult, wrk } from './lib.ts';
-import type { PeerSummary, PeersResult } from './results.ts';
 import { writeCharts } from './charts.ts';
 import { readKnobs } from './knobs.ts';
+import { deployHello, fmt, hasWrk, type Spread, spread, startBareServer, type WrkResult, waitFor200, wrk } from './lib.ts';
 import { buildQueueProxy, findProgram, type RunningProxy, startGoProxy, startHaproxy, startNginx, startNodePipe } from './proxies.ts';
+import type { PeerSummary, PeersResult } from './results.ts';
 
 const execFileP = promisify(execFile);
 
@@ -82,9 +82,10 @@ export function summarizePeers(rounds: Record<string, WrkResult>[], baseline: st
       p99: spread(of((r) => r[name].p99Us)),
       addedP50: spread(addedP50),
       addedP99: spread(addedP99),
-      perRound: { ratio, addedP50, addedP99 },
+      perRound: { ratio, addedP50, addedP99, rps: of((r) => r[name].rps) },
       non2xx: of((r) => r[name].non2xx).reduce((a, b) => a + b, 0),
       errors: of((r) => r[name].errors).reduce((a, b) => a + b, 0),
+      ...(rounds.every((r) => r[name].stealPct !== undefined) ? { steal: of((r) => r[name].stealPct as number) } : {}),
     };
   });
 }
@@ -107,6 +108,19 @@ function tableLines(summaries: PeerSummary[], baseline: string, withRatio: boole
   return lines;
 }
 
+/**
+ * What the hypervisor took during the runs (steal), and the baseline's rate beside it round by round: on a shared
+ * VM the spread over rounds is mostly this, and the A/A row shows how much of it a ratio keeps.
+ */
+function stealLine(summaries: PeerSummary[], baseline: string): string | undefined {
+  const all = summaries.flatMap((s) => s.steal ?? []);
+  const base = summaries.find((s) => s.name === baseline);
+  if (all.length === 0 || !base?.steal) return undefined;
+  const pct = (n: number) => `${fmt(n, n < 10 ? 1 : 0)}%`;
+  const rounds = base.steal.map((st, i) => `${fmt(base.perRound.rps[i])} req/s at ${pct(st)}`).join(', ');
+  return `Steal (CPU time the hypervisor gave others while this VM's cores were ready to run, /proc/stat) during these runs: ${range(spread(all), pct)} of the machine's CPU time. ${baseline} by round: ${rounds}.`;
+}
+
 /** The peer tables, full load and paced: markdown, medians with min-max over the rounds. */
 export function peerTable(r: PeersResult): string {
   const lines = [
@@ -117,7 +131,12 @@ export function peerTable(r: PeersResult): string {
     ...tableLines(r.summaries, r.baseline, true),
   ];
   for (const s of r.skipped) lines.push(`| ${s.name} | ${s.reason} | | | | | | |`);
-  if (r.paced.length > 0) lines.push('', `Paced (each connection waits 0-${2 * r.thinkMs} ms at random between requests, ${r.thinkMs} ms on average):`, '', ...tableLines(r.paced, r.baseline, false));
+  const steal = (summaries: PeerSummary[]) => {
+    const line = stealLine(summaries, r.baseline);
+    return line ? ['', line] : [];
+  };
+  lines.push(...steal(r.summaries));
+  if (r.paced.length > 0) lines.push('', `Paced (each connection waits 0-${2 * r.thinkMs} ms at random between requests, ${r.thinkMs} ms on average):`, '', ...tableLines(r.paced, r.baseline, false), ...steal(r.paced));
   return lines.join('\n');
 }
 
@@ -137,7 +156,7 @@ export function peerRows(r: PeersResult): string[][] {
     [
       'peers: throughput via router / bare node:http',
       `${fmt(flint.ratio.median, 2)}x`,
-      `${fmt(flint.ratio.min, 2)}-${fmt(flint.ratio.max, 2)}x ${over}${others ? `; ${others}` : ''}${aa ? `; bare node:http against itself (A/A) ${range(aa.ratio, (n) => `${fmt(n, 2)}x`)}` : ''}`,
+      `${fmt(flint.ratio.min, 2)}-${fmt(flint.ratio.max, 2)}x ${over}${others ? `; ${others}` : ''}${aa ? `; bare node:http against itself (A/A) ${range(aa.ratio, (n) => `${fmt(n, 2)}x`)}` : ''}${stealRange(r.summaries)}`,
       `≥ ${TARGET_RATIO}x`,
     ],
   ];
@@ -150,6 +169,12 @@ export function peerRows(r: PeersResult): string[][] {
     ]);
   }
   return rows;
+}
+
+/** The hypervisor's steal over all full-load runs, as a clause for the main table; empty when not measured. */
+function stealRange(summaries: PeerSummary[]): string {
+  const all = summaries.flatMap((s) => s.steal ?? []);
+  return all.length === 0 ? '' : `; the hypervisor's steal during the runs ${fmt(Math.min(...all), 1)}-${fmt(Math.max(...all), 1)}% of the machine's CPU time`;
 }
 
 /** A wrk script waiting 0 to 2 x `meanMs` (whole ms, uniform) before each request of a connection. */

@@ -14,9 +14,11 @@ export interface PeerSummary {
   addedP50: Spread;
   addedP99: Spread;
   /** All rounds' values, in round order (for the charts). */
-  perRound: { ratio: number[]; addedP50: number[]; addedP99: number[] };
+  perRound: { ratio: number[]; addedP50: number[]; addedP99: number[]; rps: number[] };
   non2xx: number;
   errors: number;
+  /** The hypervisor's steal during its runs, percent of the machine's CPU time, each round's (when measured). */
+  steal?: number[];
 }
 
 export interface PeersResult {
