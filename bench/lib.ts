@@ -200,7 +200,7 @@ export interface WrkResult {
   errors: number;
   /**
    * The hypervisor's steal during the run, percent of the machine's CPU time (undefined where /proc/stat is not):
-   * on a shared VM the rate any server reaches moves with it, so the figures' spread is read beside it.
+   * the one part of a shared VM's slowdowns the guest can see, so that a spread over rounds can be told apart from it.
    */
   stealPct?: number;
 }

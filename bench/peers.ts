@@ -109,8 +109,8 @@ function tableLines(summaries: PeerSummary[], baseline: string, withRatio: boole
 }
 
 /**
- * What the hypervisor took during the runs (steal), and the baseline's rate beside it round by round: on a shared
- * VM the spread over rounds is mostly this, and the A/A row shows how much of it a ratio keeps.
+ * What the hypervisor took during the runs (steal), and the baseline's rate beside it round by round: whether a
+ * spread over rounds follows the steal or comes with none (bench/RESULTS.md has runs of each), beside the A/A row.
  */
 function stealLine(summaries: PeerSummary[], baseline: string): string | undefined {
   const all = summaries.flatMap((s) => s.steal ?? []);

@@ -158,6 +158,30 @@ describe('kubernetes mode on a real control plane', { skip: !usable && 'bubblewr
     assert.equal(await ok(['fn', 'test', '--name', 'built']), 'made by the build');
   });
 
+  it("runs Python and Go functions on their environments' pool pods, the Go one built from source", async () => {
+    await ok(['env', 'create', '--name', 'python', '--image', 'flint/python-env', '--poolsize', '1']);
+    await ok(['env', 'create', '--name', 'go', '--image', 'flint/go-env', '--builder', 'flint/go-builder', '--poolsize', '1']);
+    fs.writeFileSync(path.join(work, 'hello.py'), "import os\n\ndef main():\n    return 'hello from python in ' + os.environ.get('HOSTNAME', '?')\n");
+    await ok(['fn', 'create', '--name', 'py', '--env', 'python', '--code', 'hello.py']);
+    const pyAnswer = await ok(['fn', 'test', '--name', 'py']);
+    const [pyPod] = await functionPods('functionName=py');
+    assert.ok(pyPod, 'a pod specialized for the Python function');
+    assert.equal(pyAnswer, `hello from python in ${pyPod.metadata.name}`);
+    assert.equal(pyPod.spec.containers[0].image, 'flint/python-env');
+
+    const src = path.join(work, 'hello-go');
+    fs.mkdirSync(src);
+    fs.writeFileSync(path.join(src, 'hello.go'), 'package main\n\nimport (\n\t"net/http"\n\t"os"\n)\n\nfunc Handler(w http.ResponseWriter, r *http.Request) {\n\tw.Write([]byte("hello from go in " + os.Getenv("HOSTNAME")))\n}\n');
+    await ok(['package', 'create', '--env', 'go', '--src', src, '--name', 'hello-go']);
+    await eventually(async () => /^Status:\s+succeeded/m.test(await ok(['package', 'info', '--name', 'hello-go'])), 'the Go build', 300_000);
+    await ok(['fn', 'create', '--name', 'hello-go', '--pkg', 'hello-go', '--entrypoint', 'Handler']);
+    const answer = await ok(['fn', 'test', '--name', 'hello-go']);
+    const [goPod] = await functionPods('functionName=hello-go');
+    assert.ok(goPod, 'a pod specialized for the Go function');
+    assert.equal(answer, `hello from go in ${goPod.metadata.name}`);
+    assert.equal(goPod.spec.containers[0].image, 'flint/go-env');
+  });
+
   it('runs a newdeploy function on a Deployment of its own, kept at minscale', async () => {
     await ok(['fn', 'create', '--name', 'dedicated', '--env', 'nodejs', '--code', 'hello.js', '--executortype', 'newdeploy', '--minscale', '1', '--maxscale', '3']);
     await eventually(async () => (await functionPods('executorType=newdeploy,functionName=dedicated')).length === 1, "the function's pod", 120_000);

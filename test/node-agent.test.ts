@@ -3,7 +3,8 @@
 // run and turn Ready from their probes; `kubectl logs` reaches their output
 // through the API server, and nobody else reaches it (the log port wants
 // the API server's client certificate); a pod whose Secret is missing waits,
-// saying so, and starts once it exists; crashed containers restart per
+// saying so, and starts once it exists; a pod whose image it cannot run
+// waits with ErrImagePull; crashed containers restart per
 // restartPolicy; graceful deletion finishes with the processes gone.
 import assert from 'node:assert/strict';
 import https from 'node:https';
@@ -87,6 +88,16 @@ describe('node agent on a real control plane', { skip: !usable && 'bubblewrap is
     assert.match((await getPod('needs-secret')).status.message, /secret "later" not found/);
     await cp.kubectl(['create', 'secret', 'generic', 'later', '--from-literal=token=abc']);
     await eventually(async () => ready(await getPod('needs-secret')), 'the pod started once its Secret exists', 90_000);
+  });
+
+  it('leaves a pod whose image it cannot run waiting with ErrImagePull, naming the image', async () => {
+    const pod = JSON.parse(fetcherPod('foreign'));
+    pod.spec.containers[0].image = 'docker.io/library/redis:7';
+    await cp.kubectl(['apply', '-f', '-'], { input: JSON.stringify(pod) });
+    await eventually(async () => (await getPod('foreign')).status?.containerStatuses?.[0]?.state?.waiting?.reason === 'ErrImagePull', 'the waiting reason', 30_000);
+    assert.match((await getPod('foreign')).status.message, /the node agent runs no image 'docker\.io\/library\/redis:7'/);
+    assert.ok(!ready(await getPod('foreign')));
+    await cp.kubectl(['delete', 'pod', 'foreign', '--wait=true', '--timeout=60s']);
   });
 
   it('restarts a crashed container under restartPolicy Always and runs a Never pod to completion', async () => {

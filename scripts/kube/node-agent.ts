@@ -26,14 +26,14 @@ import type { ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import type { ServerResponse } from 'node:http';
 import https from 'node:https';
+import type { AddressInfo } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
-import type { AddressInfo } from 'node:net';
 import { createKubeClient, type GroupVersionResource, type KubeClient, type KubeWatch } from '../../src/store/kube-client.ts';
 import type { ControlPlane } from './control-plane.ts';
 import { signServingCert } from './pki.ts';
+import { type PodContext, PodNotStartable, PodResolver, pullImage, spawnContainer, writePodEtc } from './pod-sandbox.ts';
 import { descendants } from './process-tree.ts';
-import { type PodContext, PodNotStartable, PodResolver, spawnContainer, writePodEtc } from './pod-sandbox.ts';
 import { type ServiceProxy, startServiceProxy } from './service-proxy.ts';
 
 const NODES: GroupVersionResource = { group: '', version: 'v1', resource: 'nodes' };
@@ -403,6 +403,7 @@ export async function startNodeAgent(o: NodeAgentOptions): Promise<NodeAgent> {
       const resolver = new PodResolver(ctx, pod, ip);
       rp.volumes = await resolver.volumes(dir);
       for (const spec of pod.spec.containers) rp.envs.set(spec.name, await resolver.env(spec));
+      for (const spec of pod.spec.containers) await pullImage(ctx, spec.image);
       writeEtc(rp);
       for (const c of rp.containers.values()) startContainer(rp, c);
       rp.phase = 'Running';

@@ -9,7 +9,7 @@ import { type ChildProcess, spawn } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { runtimeForImage } from '../../src/api/images.ts';
-import { runtimeLaunch } from '../../src/runtimes/index.ts';
+import { type RuntimeLaunch, runtimeLaunch } from '../../src/runtimes/index.ts';
 import { BWRAP, bwrapArgs, SANDBOX_PATHS, sandboxBinaryPath } from '../../src/sandbox/bwrap.ts';
 import type { GroupVersionResource, KubeClient } from '../../src/store/kube-client.ts';
 
@@ -41,6 +41,30 @@ export interface PodContext {
 export interface ContainerCommand {
   command: string[];
   binds: Array<{ host: string; at: string }>;
+  /** Host files the command runs besides /usr (the node binary, a runtime's compiled server), bound read-only. */
+  binaries: string[];
+}
+
+/** The runtime an environment image runs here; PodNotStartable (ErrImagePull) for an image this agent cannot run. */
+function imageLaunch(image: string): RuntimeLaunch {
+  const runtime = runtimeForImage(image);
+  const launch = runtime && runtimeLaunch(runtime);
+  if (!launch) throw new PodNotStartable('ErrImagePull', `the node agent runs no image '${image}' (it runs Flint's image and the environments' runtime images)`);
+  return launch;
+}
+
+/**
+ * What a kubelet's image pull stands for here: the runtime an environment image names made ready on this machine
+ * (the Go runtime's server compiled, python3 checked), before its containers start. Flint's image needs nothing.
+ */
+export async function pullImage(ctx: PodContext, image: string): Promise<void> {
+  if (ctx.isFlintImage(image)) return;
+  try {
+    await imageLaunch(image).prepare?.();
+  } catch (err) {
+    if (err instanceof PodNotStartable) throw err;
+    throw new PodNotStartable('ErrImagePull', `image '${image}': ${(err as Error).message}`);
+  }
 }
 
 /** What an image runs: Flint's own image runs bin/flint.js with the container's args; an environment image its runtime. */
@@ -50,14 +74,17 @@ export function containerCommand(ctx: PodContext, container: any, env: Record<st
     // The image's entrypoint is `flint`; a command, when given, names it again.
     const argv = [...(container.command ?? []), ...(container.args ?? [])].map(expand);
     if (container.command && /(^|\/)flint(\.js)?$/.test(argv[0] ?? '')) argv.shift();
-    return { command: [sandboxBinaryPath(ctx.node), path.posix.join(APP_DIR, 'bin', 'flint.js'), ...argv], binds: [{ host: PROJECT, at: APP_DIR }, ...linkedModules()] };
+    return {
+      command: [sandboxBinaryPath(ctx.node), path.posix.join(APP_DIR, 'bin', 'flint.js'), ...argv],
+      binds: [{ host: PROJECT, at: APP_DIR }, ...linkedModules()],
+      binaries: [ctx.node],
+    };
   }
-  const runtime = runtimeForImage(container.image);
-  const launch = runtime && runtimeLaunch(runtime);
-  if (!launch || runtime !== 'node') throw new PodNotStartable('ErrImagePull', `the node agent runs no image '${container.image}' (it runs Flint's image and the Node environment)`);
+  const launch = imageLaunch(container.image);
   return {
     command: launch.command(SANDBOX_PATHS.runtime, 128, sandboxBinaryPath),
     binds: [{ host: launch.dir, at: SANDBOX_PATHS.runtime }, ...(launch.binds?.(SANDBOX_PATHS.runtime) ?? [])],
+    binaries: launch.binaries(),
   };
 }
 
@@ -270,13 +297,13 @@ export function spawnContainer(
   etcDir: string,
   onOutput: (text: string) => void,
 ): SpawnedContainer {
-  const { command, binds } = containerCommand(ctx, container, env);
+  const { command, binds, binaries } = containerCommand(ctx, container, env);
   const mounts = (container.volumeMounts ?? []).map((m: any) => {
     const host = volumes.get(m.name);
     if (!host) throw new PodNotStartable('CreateContainerConfigError', `volumeMount '${m.name}' names no volume of the pod`);
     return { host: m.subPath ? path.join(host, m.subPath) : host, at: m.mountPath, writable: !m.readOnly };
   });
-  const args = bwrapArgs({ binds: [...binds, ...mounts], binaries: [ctx.node], tmpSizeBytes: 64 << 20, hostname: pod.metadata.name, chdir: '/tmp' }, command);
+  const args = bwrapArgs({ binds: [...binds, ...mounts], binaries, tmpSizeBytes: 64 << 20, hostname: pod.metadata.name, chdir: '/tmp' }, command);
   // The pod network here is the host's loopback (each pod its own 127.x address), so pods keep the host's network namespace.
   args.splice(args.indexOf('--unshare-all') + 1, 0, '--share-net');
   // The host's /etc/hosts gives way to the pod's own (a link into a directory bound whole, so a rewrite shows at once).

@@ -1,7 +1,7 @@
 // The Python runtime through real workers (sandboxed where bubblewrap works),
 // and its builder on a real requirements.txt.
 import assert from 'node:assert/strict';
-import { spawnSync } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import http from 'node:http';
 import net from 'node:net';
@@ -172,6 +172,51 @@ describe('python runtime', () => {
     });
     assert.match(reply, /^HTTP\/1\.1 413 /);
     assert.match(reply, /request body larger than 52428800 bytes/);
+  });
+});
+
+describe('python runtime on TCP', () => {
+  // Where pods share one network (the node agent's loopback addresses, chart.listenOnPodIP), each worker must listen
+  // on its own address, not take the port on all of them.
+  async function listenAt(args: string[], env: Record<string, string>): Promise<{ answers(host: string): Promise<boolean>; stop(): void }> {
+    const port = 20000 + Math.floor(Math.random() * 10000);
+    const child = spawn('python3', ['-u', '-B', path.join(import.meta.dirname, 'server.py'), '--port', String(port), ...args], { env: { PATH: process.env.PATH ?? '', ...env }, stdio: 'ignore' });
+    const answers = (host: string) =>
+      new Promise<boolean>((resolve) => {
+        const req = http.get({ host, port, path: '/healthz', timeout: 1000 }, (res) => {
+          res.resume();
+          resolve(res.statusCode === 200);
+        });
+        req.on('error', () => resolve(false));
+        req.on('timeout', () => req.destroy());
+      });
+    const host = args.includes('--host') ? args[args.indexOf('--host') + 1] : (env.FLINT_HOST ?? '127.0.0.1');
+    for (let i = 0; i < 100 && !(await answers(host)); i++) await new Promise((r) => setTimeout(r, 50));
+    return { answers, stop: () => child.kill('SIGKILL') };
+  }
+
+  it('listens on FLINT_HOST, or --host, and only there', async () => {
+    const fromEnv = await listenAt([], { FLINT_HOST: '127.0.0.2' });
+    try {
+      assert.equal(await fromEnv.answers('127.0.0.2'), true);
+      assert.equal(await fromEnv.answers('127.0.0.1'), false, 'not on every address');
+    } finally {
+      fromEnv.stop();
+    }
+    const fromFlag = await listenAt(['--host', '127.0.0.3'], { FLINT_HOST: '127.0.0.2' });
+    try {
+      assert.equal(await fromFlag.answers('127.0.0.3'), true, 'the flag over the environment');
+      assert.equal(await fromFlag.answers('127.0.0.2'), false);
+    } finally {
+      fromFlag.stop();
+    }
+    const everywhere = await listenAt([], {});
+    try {
+      assert.equal(await everywhere.answers('127.0.0.1'), true);
+      assert.equal(await everywhere.answers('127.0.0.4'), true, 'all addresses by default, as in a pod of its own');
+    } finally {
+      everywhere.stop();
+    }
   });
 });
 

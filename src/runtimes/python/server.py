@@ -2,9 +2,10 @@
 function, then serving every request with it.
 
 Serves HTTP/1.1 on the Unix socket named by FLINT_SOCKET (local mode) or on
-TCP --port (default 8888). Routes: GET /healthz; POST /v2/specialize
-{filepath, functionName, env}; POST /specialize (v1: $FLINT_USERFUNC_DIR/user,
-function main); anything else goes to the function once specialized.
+TCP --port (default 8888) at --host or $FLINT_HOST (default all addresses).
+Routes: GET /healthz; POST /v2/specialize {filepath, functionName, env};
+POST /specialize (v1: $FLINT_USERFUNC_DIR/user, function main); anything
+else goes to the function once specialized.
 Standard library only.
 """
 import importlib
@@ -455,6 +456,10 @@ class TcpServer(socketserver.ThreadingMixIn, socketserver.TCPServer):
     allow_reuse_address = True
 
 
+class TcpServer6(TcpServer):
+    address_family = socket.AF_INET6
+
+
 def main():
     sys.stdout = RequestOutput(sys.stdout)
     sys.stderr = RequestOutput(sys.stderr)
@@ -462,6 +467,11 @@ def main():
     args = sys.argv[1:]
     if "--port" in args:
         port = int(args[args.index("--port") + 1])
+    # As the Node and Go runtimes: where pods share one network (the node
+    # agent's loopback addresses, chart.listenOnPodIP) each listens on its own.
+    host = os.environ.get("FLINT_HOST") or "0.0.0.0"
+    if "--host" in args:
+        host = args[args.index("--host") + 1]
     sock_path = os.environ.get("FLINT_SOCKET")
     if sock_path:
         try:
@@ -470,7 +480,7 @@ def main():
             pass
         server = UnixServer(sock_path, Handler)
     else:
-        server = TcpServer(("0.0.0.0", port), Handler)
+        server = (TcpServer6 if ":" in host else TcpServer)((host, port), Handler)
 
     def stop(*_):
         threading.Thread(target=server.shutdown, daemon=True).start()
