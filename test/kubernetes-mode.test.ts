@@ -158,16 +158,21 @@ describe('kubernetes mode on a real control plane', { skip: !usable && 'bubblewr
     assert.equal(await ok(['fn', 'test', '--name', 'built']), 'made by the build');
   });
 
+  /** Calls `fn`, whose answer names the pod it ran in: the pod it claimed, of its environment's image. */
+  async function answersFromItsPod(fn: string, image: string, greeting: string): Promise<void> {
+    const answer = await ok(['fn', 'test', '--name', fn]);
+    const [pod] = await functionPods(`functionName=${fn}`);
+    assert.ok(pod, `a pod specialized for ${fn}`);
+    assert.equal(answer, `${greeting} ${pod.metadata.name}`);
+    assert.equal(pod.spec.containers[0].image, image);
+  }
+
   it("runs Python and Go functions on their environments' pool pods, the Go one built from source", async () => {
     await ok(['env', 'create', '--name', 'python', '--image', 'flint/python-env', '--poolsize', '1']);
     await ok(['env', 'create', '--name', 'go', '--image', 'flint/go-env', '--builder', 'flint/go-builder', '--poolsize', '1']);
     fs.writeFileSync(path.join(work, 'hello.py'), "import os\n\ndef main():\n    return 'hello from python in ' + os.environ.get('HOSTNAME', '?')\n");
     await ok(['fn', 'create', '--name', 'py', '--env', 'python', '--code', 'hello.py']);
-    const pyAnswer = await ok(['fn', 'test', '--name', 'py']);
-    const [pyPod] = await functionPods('functionName=py');
-    assert.ok(pyPod, 'a pod specialized for the Python function');
-    assert.equal(pyAnswer, `hello from python in ${pyPod.metadata.name}`);
-    assert.equal(pyPod.spec.containers[0].image, 'flint/python-env');
+    await answersFromItsPod('py', 'flint/python-env', 'hello from python in');
 
     const src = path.join(work, 'hello-go');
     fs.mkdirSync(src);
@@ -175,11 +180,7 @@ describe('kubernetes mode on a real control plane', { skip: !usable && 'bubblewr
     await ok(['package', 'create', '--env', 'go', '--src', src, '--name', 'hello-go']);
     await eventually(async () => /^Status:\s+succeeded/m.test(await ok(['package', 'info', '--name', 'hello-go'])), 'the Go build', 300_000);
     await ok(['fn', 'create', '--name', 'hello-go', '--pkg', 'hello-go', '--entrypoint', 'Handler']);
-    const answer = await ok(['fn', 'test', '--name', 'hello-go']);
-    const [goPod] = await functionPods('functionName=hello-go');
-    assert.ok(goPod, 'a pod specialized for the Go function');
-    assert.equal(answer, `hello from go in ${goPod.metadata.name}`);
-    assert.equal(goPod.spec.containers[0].image, 'flint/go-env');
+    await answersFromItsPod('hello-go', 'flint/go-env', 'hello from go in');
   });
 
   it('runs a newdeploy function on a Deployment of its own, kept at minscale', async () => {
