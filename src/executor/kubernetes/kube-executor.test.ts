@@ -573,3 +573,40 @@ describe('kubernetes executor: first calls expected for a short window', () => {
     assert.equal(replicas(), 1, 'a newdeploy function runs on pods of its own');
   });
 });
+
+describe('kubernetes executor: a burst of first calls', () => {
+  let rig: Rig;
+  const names = ['b0', 'b1', 'b2', 'b3', 'b4', 'b5'];
+  const fns: FunctionResource[] = [];
+
+  before(async () => {
+    if (!usable) return;
+    rig = await startRig({}, () => {});
+    await rig.store.create(env('node', { poolsize: names.length }));
+    await rig.store.create(pkg('p', "module.exports = async () => ({ status: 200, body: 'burst' });\n"));
+    for (const name of names) fns.push(await rig.store.create(fn(name, 'p')));
+    await rig.executor.start();
+  });
+
+  after(async () => {
+    if (usable) await rig.stop();
+  });
+
+  it('claims a different pod for each concurrent first call, without conflicting with its own claims', { skip: !usable && 'bubblewrap is not usable here' }, async () => {
+    const readyPool = async () => {
+      const list = await rig.client.list<any>(PODS, FN_NS, { labelSelector: 'managed=true' });
+      return list.items.filter((p) => p.status?.conditions?.some((c: any) => c.type === 'Ready' && c.status === 'True')).length;
+    };
+    await eventually(async () => (await readyPool()) === names.length, 'a ready pool pod for each call', 60_000);
+    const from = rig.fake.requests.length;
+    const leases = await Promise.all(fns.map((f) => rig.executor.acquire(f)));
+    for (const lease of leases) {
+      assert.equal(await call(lease), '200 burst');
+      lease.release();
+    }
+    assert.equal(new Set(leases.map((l) => l.address)).size, names.length, 'a pod each');
+    // Picking at random among the same pods, concurrent claims conflicted with each other on the API server.
+    const relabels = rig.fake.requests.slice(from).filter((r) => r.method === 'PUT' && /\/pods\/[^/]+$/.test(r.path));
+    assert.equal(relabels.length, names.length, `one relabel per call: ${relabels.map((r) => r.path.split('/').pop()).join(', ')}`);
+  });
+});

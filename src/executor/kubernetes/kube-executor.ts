@@ -117,6 +117,13 @@ export class KubeExecutor extends CoreExecutor<PodInstance> {
   readonly #poolExtra = new Map<string, number>();
   /** Environments with a resize queued: one is enough, as it reads the count when it runs. */
   readonly #resizeQueued = new Set<string>();
+  /**
+   * Pool pods a claim of this executor has begun relabelling -> the resourceVersion it began from. The others here
+   * try other pods: concurrent first calls picking at random among the same pods conflicted on the API server, and
+   * each loser waited for the watch before trying again (claims of a burst of 20 took up to a second). Kept after a
+   * claim succeeds until the watch shows the pod changed, so a claim reading the pod list before that skips it too.
+   */
+  readonly #claiming = new Map<string, string>();
 
   constructor(o: KubeExecutorOptions) {
     super();
@@ -569,8 +576,13 @@ export class KubeExecutor extends CoreExecutor<PodInstance> {
     const lost = new Map<string, string | undefined>();
     const claimed = await this.#pods.waitFor(
       async () => {
-        const pods = this.#pods.list(pool).filter((p) => isReady(p) && lost.get(p.metadata.name) !== p.metadata.resourceVersion);
+        const listed = this.#pods.list(pool);
+        this.#forgetClaimed(listed);
+        const pods = listed.filter((p) => isReady(p) && lost.get(p.metadata.name) !== p.metadata.resourceVersion);
         for (const pod of pods.sort(() => Math.random() - 0.5)) {
+          // Another claim here took it while this one waited on the API server.
+          if (this.#claiming.has(pod.metadata.name)) continue;
+          this.#claiming.set(pod.metadata.name, pod.metadata.resourceVersion);
           const labels = {
             ...pod.metadata.labels,
             managed: 'false',
@@ -584,6 +596,7 @@ export class KubeExecutor extends CoreExecutor<PodInstance> {
             await client.replace(PODS, functionNamespace, pod.metadata.name, { ...pod, metadata: { ...pod.metadata, labels, annotations } });
             return { name: pod.metadata.name as string, ip: pod.status.podIP as string };
           } catch (err) {
+            this.#claiming.delete(pod.metadata.name);
             if ((err as { code?: string }).code !== 'FLINT_ERR_CONFLICT' && (err as { code?: string }).code !== 'FLINT_ERR_NOT_FOUND') throw err;
             lost.set(pod.metadata.name, pod.metadata.resourceVersion);
           }
@@ -598,6 +611,13 @@ export class KubeExecutor extends CoreExecutor<PodInstance> {
       'FLINT_ERR_SPECIALIZE_FAILED',
       `function '${fn.metadata.name}': no ready pod in environment '${env.metadata.name}''s pool (Deployment ${poolDeploymentName(env)}, poolsize ${env.spec.poolsize ?? this.#poolSize}) within specializationTimeout`,
     );
+  }
+
+  /** Claims whose pods the watch shows changed (claimed: no longer in the pool's list) need no skipping any more. */
+  #forgetClaimed(pool: readonly KubeObject[]): void {
+    if (this.#claiming.size === 0) return;
+    const listed = new Map(pool.map((p) => [p.metadata.name as string, p.metadata.resourceVersion as string]));
+    for (const [name, version] of this.#claiming) if (listed.get(name) !== version) this.#claiming.delete(name);
   }
 
   // ---- mesh --------------------------------------------------------------------------------
