@@ -9,9 +9,11 @@
 // Each side: an environment of poolsize 3 whose pool is ready, N functions
 // and routes created through the API, then (growth on) until the pool holds
 // 3 + N ready pods, a 3 s settle, and N first calls at once through the
-// router. Reported: each call's time from the burst's start, and the pool
-// pods the node agent started from the burst on (the ReplicaSet's
-// replacements for claimed pods, which compete with the burst for the CPU).
+// router. Reported: each call's time from the burst's start (a failed
+// call's too, counted apart), and the pool pods the node agent started from
+// the burst on (the ReplicaSet's replacements for claimed pods, which
+// compete with the burst for the CPU), told by their containers' first
+// output: a pool pod's fetcher prints its address as it starts.
 // The whole control plane (etcd, the API server, the controllers, every
 // pod) shares this machine's cores with Flint, so the figures are this
 // machine's, not a cluster's. Not part of `npm run bench`: the control
@@ -20,7 +22,7 @@ import os from 'node:os';
 import { parseArgs } from 'node:util';
 import { FUNCTION_NAMESPACE, startTestCluster } from '../test/helpers/kube-cluster.ts';
 import { eventually, startServer } from '../test/helpers/server.ts';
-import { createFunction, createResource, fmt, median } from './lib.ts';
+import { createFunction, createResource, fmt, median, spread, spreadText } from './lib.ts';
 
 const FETCHER = 'ghcr.io/flint/flint:test';
 const POOL_SIZE = 3;
@@ -94,7 +96,7 @@ async function stormOnce(n: number, windowSeconds: number): Promise<KubeStorm> {
 }
 
 const p50 = (s: KubeStorm) => median(s.callsMs);
-const range = (xs: number[], f: (n: number) => string) => `${f(median(xs))} (${f(Math.min(...xs))}-${f(Math.max(...xs))})`;
+const range = (xs: number[], f: (n: number) => string) => spreadText(spread(xs), f);
 
 /** The table: per N and side, medians over rounds with min-max; on over off per round. */
 export function kubeStormTable(storms: KubeStorm[]): string {

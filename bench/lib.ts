@@ -42,6 +42,11 @@ export function spread(xs: number[]): Spread {
   return { median: median(xs), min: Math.min(...xs), max: Math.max(...xs) };
 }
 
+/** `median (min-max)`, each number written by `f`: how the tables give a figure over rounds. */
+export function spreadText(s: Spread, f: (n: number) => string, sep = '-'): string {
+  return `${f(s.median)} (${f(s.min)}${sep}${f(s.max)})`;
+}
+
 /** Creates a resource in namespace default through the controller's API; throws unless it was created. */
 export async function createResource(controllerUrl: string, plural: string, body: unknown, token?: string): Promise<void> {
   const headers: Record<string, string> = { 'content-type': 'application/json' };

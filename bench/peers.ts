@@ -37,7 +37,7 @@ import { usableCpus } from '../src/sandbox/cpu-affinity.ts';
 import { startServer } from '../test/helpers/server.ts';
 import { writeCharts } from './charts.ts';
 import { readKnobs } from './knobs.ts';
-import { deployHello, fmt, hasWrk, type Spread, spread, startBareServer, type WrkResult, waitFor200, wrk } from './lib.ts';
+import { deployHello, fmt, hasWrk, spread, spreadText, startBareServer, type WrkResult, waitFor200, wrk } from './lib.ts';
 import { buildQueueProxy, findProgram, type RunningProxy, startGoProxy, startHaproxy, startNginx, startNodePipe } from './proxies.ts';
 import type { PeerSummary, PeersResult } from './results.ts';
 
@@ -91,7 +91,7 @@ export function summarizePeers(rounds: Record<string, WrkResult>[], baseline: st
 }
 
 const signed = (n: number) => (n > 0 ? `+${fmt(n)}` : fmt(n));
-const range = (s: Spread, f: (n: number) => string, sep = '-') => `${f(s.median)} (${f(s.min)}${sep}${f(s.max)})`;
+const range = spreadText;
 
 function tableLines(summaries: PeerSummary[], baseline: string, withRatio: boolean): string[] {
   const lines = [

@@ -14,12 +14,15 @@ import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { type LocalBroker, startRedis } from '../scripts/local-brokers.ts';
 import { RedisConnector } from '../src/mqtrigger/redis.ts';
+import { findGo } from '../src/runtimes/go/launch.ts';
 import { sandboxAvailable } from '../src/sandbox/bwrap.ts';
 import { FLINT_NAMESPACE, FUNCTION_NAMESPACE, startTestCluster, type TestCluster } from './helpers/kube-cluster.ts';
 import { eventually, flintAsync, startServer, type TestServer } from './helpers/server.ts';
 
 const FETCHER = 'ghcr.io/flint/flint:test';
 const usable = await sandboxAvailable();
+/** What the Python and Go environments need on this machine, as local mode does. */
+const runtimesMissing = [fs.existsSync('/usr/bin/python3') ? '' : 'python3', findGo() ? '' : 'a Go toolchain'].filter(Boolean).join(' and ');
 
 describe('kubernetes mode on a real control plane', { skip: !usable && 'bubblewrap is not usable here', timeout: 20 * 60_000 }, () => {
   let cluster: TestCluster;
@@ -167,7 +170,7 @@ describe('kubernetes mode on a real control plane', { skip: !usable && 'bubblewr
     assert.equal(pod.spec.containers[0].image, image);
   }
 
-  it("runs Python and Go functions on their environments' pool pods, the Go one built from source", async () => {
+  it("runs Python and Go functions on their environments' pool pods, the Go one built from source", { skip: runtimesMissing && `no ${runtimesMissing} here` }, async () => {
     await ok(['env', 'create', '--name', 'python', '--image', 'flint/python-env', '--poolsize', '1']);
     await ok(['env', 'create', '--name', 'go', '--image', 'flint/go-env', '--builder', 'flint/go-builder', '--poolsize', '1']);
     fs.writeFileSync(path.join(work, 'hello.py'), "import os\n\ndef main():\n    return 'hello from python in ' + os.environ.get('HOSTNAME', '?')\n");

@@ -94,10 +94,13 @@ describe('node agent on a real control plane', { skip: !usable && 'bubblewrap is
     const pod = JSON.parse(fetcherPod('foreign'));
     pod.spec.containers[0].image = 'docker.io/library/redis:7';
     await cp.kubectl(['apply', '-f', '-'], { input: JSON.stringify(pod) });
-    await eventually(async () => (await getPod('foreign')).status?.containerStatuses?.[0]?.state?.waiting?.reason === 'ErrImagePull', 'the waiting reason', 30_000);
-    assert.match((await getPod('foreign')).status.message, /the node agent runs no image 'docker\.io\/library\/redis:7'/);
-    assert.ok(!ready(await getPod('foreign')));
-    await cp.kubectl(['delete', 'pod', 'foreign', '--wait=true', '--timeout=60s']);
+    try {
+      await eventually(async () => (await getPod('foreign')).status?.containerStatuses?.[0]?.state?.waiting?.reason === 'ErrImagePull', 'the waiting reason', 30_000);
+      assert.match((await getPod('foreign')).status.message, /the node agent runs no image 'docker\.io\/library\/redis:7'/);
+      assert.ok(!ready(await getPod('foreign')));
+    } finally {
+      await cp.kubectl(['delete', 'pod', 'foreign', '--wait=true', '--timeout=60s']);
+    }
   });
 
   it('restarts a crashed container under restartPolicy Always and runs a Never pod to completion', async () => {

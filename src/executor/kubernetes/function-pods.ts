@@ -75,6 +75,11 @@ export class FunctionPods {
     if ([...this.#informer.objects()].some((p) => p.metadata.name === name)) this.#deleted.add(name);
   }
 
+  /** Wakes every `waitFor` to look again: something it skipped changed here rather than in the cluster. */
+  poke(): void {
+    this.#wakeAll();
+  }
+
   /**
    * Calls `pick` now and after each change until it returns something, the deadline passes or the pods are
    * no longer followed (undefined then).

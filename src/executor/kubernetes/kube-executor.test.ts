@@ -576,15 +576,22 @@ describe('kubernetes executor: first calls expected for a short window', () => {
 
 describe('kubernetes executor: a burst of first calls', () => {
   let rig: Rig;
-  const names = ['b0', 'b1', 'b2', 'b3', 'b4', 'b5'];
+  // Two environments, so that one's claims cannot forget what the other's are taking.
+  const burst = [
+    { env: 'node', names: ['b0', 'b1', 'b2'] },
+    { env: 'node2', names: ['c0', 'c1', 'c2'] },
+  ];
   const fns: FunctionResource[] = [];
 
   before(async () => {
     if (!usable) return;
     rig = await startRig({}, () => {});
-    await rig.store.create(env('node', { poolsize: names.length }));
-    await rig.store.create(pkg('p', "module.exports = async () => ({ status: 200, body: 'burst' });\n"));
-    for (const name of names) fns.push(await rig.store.create(fn(name, 'p')));
+    for (const { env: envName, names } of burst) {
+      await rig.store.create(env(envName, { poolsize: names.length }));
+      const p = pkg(`p-${envName}`, "module.exports = async () => ({ status: 200, body: 'burst' });\n");
+      await rig.store.create({ ...p, spec: { ...p.spec, environment: { name: envName } } });
+      for (const name of names) fns.push(await rig.store.create(fn(name, `p-${envName}`, { environment: { name: envName } })));
+    }
     await rig.executor.start();
   });
 
@@ -597,16 +604,16 @@ describe('kubernetes executor: a burst of first calls', () => {
       const list = await rig.client.list<any>(PODS, FN_NS, { labelSelector: 'managed=true' });
       return list.items.filter((p) => p.status?.conditions?.some((c: any) => c.type === 'Ready' && c.status === 'True')).length;
     };
-    await eventually(async () => (await readyPool()) === names.length, 'a ready pool pod for each call', 60_000);
+    await eventually(async () => (await readyPool()) === fns.length, 'a ready pool pod for each call', 60_000);
     const from = rig.fake.requests.length;
     const leases = await Promise.all(fns.map((f) => rig.executor.acquire(f)));
     for (const lease of leases) {
       assert.equal(await call(lease), '200 burst');
       lease.release();
     }
-    assert.equal(new Set(leases.map((l) => l.address)).size, names.length, 'a pod each');
+    assert.equal(new Set(leases.map((l) => l.address)).size, fns.length, 'a pod each');
     // Picking at random among the same pods, concurrent claims conflicted with each other on the API server.
     const relabels = rig.fake.requests.slice(from).filter((r) => r.method === 'PUT' && /\/pods\/[^/]+$/.test(r.path));
-    assert.equal(relabels.length, names.length, `one relabel per call: ${relabels.map((r) => r.path.split('/').pop()).join(', ')}`);
+    assert.equal(relabels.length, fns.length, `one relabel per call: ${relabels.map((r) => r.path.split('/').pop()).join(', ')}`);
   });
 });

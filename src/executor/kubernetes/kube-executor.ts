@@ -576,9 +576,8 @@ export class KubeExecutor extends CoreExecutor<PodInstance> {
     const lost = new Map<string, string | undefined>();
     const claimed = await this.#pods.waitFor(
       async () => {
-        const listed = this.#pods.list(pool);
-        this.#forgetClaimed(listed);
-        const pods = listed.filter((p) => isReady(p) && lost.get(p.metadata.name) !== p.metadata.resourceVersion);
+        this.#forgetClaimed();
+        const pods = this.#pods.list(pool).filter((p) => isReady(p) && lost.get(p.metadata.name) !== p.metadata.resourceVersion);
         for (const pod of pods.sort(() => Math.random() - 0.5)) {
           // Another claim here took it while this one waited on the API server.
           if (this.#claiming.has(pod.metadata.name)) continue;
@@ -596,7 +595,10 @@ export class KubeExecutor extends CoreExecutor<PodInstance> {
             await client.replace(PODS, functionNamespace, pod.metadata.name, { ...pod, metadata: { ...pod.metadata, labels, annotations } });
             return { name: pod.metadata.name as string, ip: pod.status.podIP as string };
           } catch (err) {
-            this.#claiming.delete(pod.metadata.name);
+            // Unless another claim has marked it since: then the mark is that claim's.
+            if (this.#claiming.get(pod.metadata.name) === pod.metadata.resourceVersion) this.#claiming.delete(pod.metadata.name);
+            // Claims that skipped it look again: a failure that changed nothing in the cluster brings no watch event.
+            this.#pods.poke();
             if ((err as { code?: string }).code !== 'FLINT_ERR_CONFLICT' && (err as { code?: string }).code !== 'FLINT_ERR_NOT_FOUND') throw err;
             lost.set(pod.metadata.name, pod.metadata.resourceVersion);
           }
@@ -613,10 +615,10 @@ export class KubeExecutor extends CoreExecutor<PodInstance> {
     );
   }
 
-  /** Claims whose pods the watch shows changed (claimed: no longer in the pool's list) need no skipping any more. */
-  #forgetClaimed(pool: readonly KubeObject[]): void {
+  /** Claims whose pods the watch shows changed (relabelled, or gone) need no skipping any more; every environment's. */
+  #forgetClaimed(): void {
     if (this.#claiming.size === 0) return;
-    const listed = new Map(pool.map((p) => [p.metadata.name as string, p.metadata.resourceVersion as string]));
+    const listed = new Map(this.#pods.list().map((p) => [p.metadata.name as string, p.metadata.resourceVersion as string]));
     for (const [name, version] of this.#claiming) if (listed.get(name) !== version) this.#claiming.delete(name);
   }
 

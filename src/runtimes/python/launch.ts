@@ -14,13 +14,17 @@ function python(): string | undefined {
 
 let checked: Promise<void> | undefined;
 function check(): Promise<void> {
-  checked ??= new Promise((resolve, reject) => {
+  checked ??= new Promise<void>((resolve, reject) => {
     const py = python();
     const missing = 'the python runtime needs python3 (3.9 or later) in /usr/bin: apt-get install python3';
     if (!py) return reject(new FlintError('FLINT_ERR_UNAVAILABLE', missing));
     execFile(py, ['-c', 'import sys; sys.exit(0 if sys.version_info >= (3, 9) else 1)'], { timeout: 10_000 }, (err) =>
       err ? reject(new FlintError('FLINT_ERR_UNAVAILABLE', `${missing} (${py} is older or broken)`)) : resolve(),
     );
+  }).catch((err: unknown) => {
+    // Not memoized, as the Go runtime's build is not: a python3 installed later is found by the next worker (or pod).
+    checked = undefined;
+    throw err;
   });
   return checked;
 }

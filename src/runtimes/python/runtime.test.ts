@@ -9,6 +9,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { after, afterEach, before, describe, it } from 'node:test';
 import { startWorker, type WorkerHandle } from '../../executor/process/worker-process.ts';
+import { freePort } from '../../ingress/free-port.ts';
 import { sandboxAvailable } from '../../sandbox/bwrap.ts';
 import { pythonLaunch } from './launch.ts';
 
@@ -179,7 +180,7 @@ describe('python runtime on TCP', () => {
   // Where pods share one network (the node agent's loopback addresses, chart.listenOnPodIP), each worker must listen
   // on its own address, not take the port on all of them.
   async function listenAt(args: string[], env: Record<string, string>): Promise<{ answers(host: string): Promise<boolean>; stop(): void }> {
-    const port = 20000 + Math.floor(Math.random() * 10000);
+    const port = await freePort();
     const child = spawn('python3', ['-u', '-B', path.join(import.meta.dirname, 'server.py'), '--port', String(port), ...args], { env: { PATH: process.env.PATH ?? '', ...env }, stdio: 'ignore' });
     const answers = (host: string) =>
       new Promise<boolean>((resolve) => {
