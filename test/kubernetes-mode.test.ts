@@ -170,7 +170,7 @@ describe('kubernetes mode on a real control plane', { skip: !usable && 'bubblewr
     assert.equal(pod.spec.containers[0].image, image);
   }
 
-  it("runs Python and Go functions on their environments' pool pods, the Go one built from source", { skip: runtimesMissing && `no ${runtimesMissing} here` }, async () => {
+  it("runs Python and Go functions on their environments' pool pods, the Go one built from source", { skip: runtimesMissing ? `no ${runtimesMissing} here` : false }, async () => {
     await ok(['env', 'create', '--name', 'python', '--image', 'flint/python-env', '--poolsize', '1']);
     await ok(['env', 'create', '--name', 'go', '--image', 'flint/go-env', '--builder', 'flint/go-builder', '--poolsize', '1']);
     fs.writeFileSync(path.join(work, 'hello.py'), "import os\n\ndef main():\n    return 'hello from python in ' + os.environ.get('HOSTNAME', '?')\n");
