@@ -47,13 +47,16 @@ function tryListen(port: number, host: string): Promise<number | undefined> {
   });
 }
 
-/** A port free on `host` now, outside the ephemeral range when the machine leaves room for that. */
-export async function freePort(host = '127.0.0.1'): Promise<number> {
+/**
+ * A port free on `host` now, outside the ephemeral range when the machine leaves room for that. `random` picks the
+ * candidates (a test's own sequence, rather than a mocked Math.random that anything else running may draw from).
+ */
+export async function freePort(host = '127.0.0.1', random: () => number = Math.random): Promise<number> {
   const span = portsOutsideEphemeral(readRange());
   if (span !== undefined) {
     const [first, last] = span;
     for (let i = 0; i < ATTEMPTS; i++) {
-      const port = first + Math.floor(Math.random() * (last - first + 1));
+      const port = first + Math.floor(random() * (last - first + 1));
       if (handedOut.has(port)) continue;
       if ((await tryListen(port, host)) !== undefined) {
         handedOut.add(port);
