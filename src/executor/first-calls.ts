@@ -17,7 +17,7 @@
 // EnvPool's target, the kubernetes one in its pool Deployment's replicas.
 import type { FunctionResource, Package } from '../api/kinds.ts';
 import { archiveShas } from '../archive/refs.ts';
-import { isNewdeploy } from './core/instance-core.ts';
+import { isNewdeploy, slotKey as keyOf } from './core/instance-core.ts';
 
 /**
  * The most workers (pods) demand adds to a pool's size, bursts and expected first calls alike. In local mode the
@@ -103,8 +103,6 @@ export class ExpectedFirstCalls {
     return true;
   }
 }
-
-const keyOf = (ns: string, name: string) => `${ns}/${name}`;
 
 /** The environment key (`namespace/name`) of the pool a function takes its instances from. */
 function poolKeyOf(fn: FunctionResource): string {

@@ -20,7 +20,7 @@ import type { DataLayout } from '../config/layout.ts';
 import type { EgressProvider } from '../sandbox/egress.ts';
 import type { Store } from '../store/store.ts';
 import { CoreExecutor } from './core/core-executor.ts';
-import { InstanceCore, isNewdeploy, RETRY_AFTER_S } from './core/instance-core.ts';
+import { slotKey as fnKey, InstanceCore, isNewdeploy, RETRY_AFTER_S } from './core/instance-core.ts';
 import { InstanceState } from './core/instance-state.ts';
 import { type FunctionSlot, START_ABANDONED, type StartReason } from './core/types.ts';
 import { DeployCache } from './deploy-cache.ts';
@@ -89,8 +89,6 @@ class WorkerInstance extends InstanceState {
 }
 
 type Slot = FunctionSlot<WorkerInstance>;
-
-const fnKey = (ns: string, name: string) => `${ns}/${name}`;
 
 /** The share of the instance budget past which warm pools stop growing with demand. */
 const GROWTH_BUDGET_SHARE = 0.75;

@@ -27,7 +27,7 @@ import type { DataLayout } from '../../config/layout.ts';
 import type { GroupVersionResource, KubeClient, KubeObject, KubeWatch } from '../../store/kube-client.ts';
 import { parseLabelSelector, type Store } from '../../store/store.ts';
 import { CoreExecutor } from '../core/core-executor.ts';
-import { InstanceCore } from '../core/instance-core.ts';
+import { InstanceCore, slotKey as keyOf } from '../core/instance-core.ts';
 import { InstanceState } from '../core/instance-state.ts';
 import type { FunctionSlot } from '../core/types.ts';
 import { ExpectedFirstCalls, expectFirstCall, functionsOf, MAX_GROWTH } from '../first-calls.ts';
@@ -89,8 +89,6 @@ class PodInstance extends InstanceState {
 }
 
 type Slot = FunctionSlot<PodInstance>;
-
-const keyOf = (ns: string, name: string) => `${ns}/${name}`;
 
 function sleep(ms: number): Promise<void> {
   return new Promise((r) => setTimeout(r, ms));
