@@ -108,12 +108,17 @@ function tableLines(summaries: PeerSummary[], baseline: string, withRatio: boole
   return lines;
 }
 
+/** Every run's steal reading, all peers and rounds; empty when none was measured. */
+function stealsOf(summaries: PeerSummary[]): number[] {
+  return summaries.flatMap((s) => s.steal ?? []);
+}
+
 /**
  * What the hypervisor took during the runs (steal), and the baseline's rate beside it round by round: whether a
  * spread over rounds follows the steal or comes with none (bench/RESULTS.md has runs of each), beside the A/A row.
  */
 function stealLine(summaries: PeerSummary[], baseline: string): string | undefined {
-  const all = summaries.flatMap((s) => s.steal ?? []);
+  const all = stealsOf(summaries);
   const base = summaries.find((s) => s.name === baseline);
   if (all.length === 0 || !base?.steal) return undefined;
   const pct = (n: number) => `${fmt(n, n < 10 ? 1 : 0)}%`;
@@ -173,7 +178,7 @@ export function peerRows(r: PeersResult): string[][] {
 
 /** The hypervisor's steal over all full-load runs, as a clause for the main table; empty when not measured. */
 function stealRange(summaries: PeerSummary[]): string {
-  const all = summaries.flatMap((s) => s.steal ?? []);
+  const all = stealsOf(summaries);
   return all.length === 0 ? '' : `; the hypervisor's steal during the runs ${fmt(Math.min(...all), 1)}-${fmt(Math.max(...all), 1)}% of the machine's CPU time`;
 }
 

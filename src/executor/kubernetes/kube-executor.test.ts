@@ -510,25 +510,35 @@ function poolReplicas(rig: Rig): number | undefined {
   return rig.fake.objects('deployments.apps', FN_NS).find((d) => d.metadata.name.startsWith('poolmgr-node-'))?.spec.replicas;
 }
 
-describe('kubernetes executor: the pool grows ahead of first calls', () => {
-  let rig: Rig;
-  const replicas = () => poolReplicas(rig);
-
+/**
+ * A rig for the describe this is called in: started before its tests (with `setUp` run before the executor starts,
+ * so that what it creates is found at start) and stopped after them. Returns a getter, as the rig exists only then.
+ */
+function rigAround(options: Partial<Parameters<typeof createKubeExecutor>[0]>, setUp: (rig: Rig) => Promise<void>): () => Rig {
+  let rig: Rig | undefined;
   before(async () => {
     if (!usable) return;
-    rig = await startRig({ firstCallWindowSeconds: 300 }, () => {});
-    await rig.store.create(env('node', { poolsize: 1 }));
-    // Found at start: not counted.
-    await rig.store.create(pkg('old', "module.exports = async () => ({ status: 200, body: 'old' });\n"));
-    await rig.store.create(fn('old', 'old'));
+    rig = await startRig(options, () => {});
+    await setUp(rig);
     await rig.executor.start();
   });
-
   after(async () => {
-    if (usable) await rig.stop();
+    await rig?.stop();
   });
+  return () => rig as Rig;
+}
+
+describe('kubernetes executor: the pool grows ahead of first calls', () => {
+  const theRig = rigAround({ firstCallWindowSeconds: 300 }, async (r) => {
+    await r.store.create(env('node', { poolsize: 1 }));
+    // Found at start: not counted.
+    await r.store.create(pkg('old', "module.exports = async () => ({ status: 200, body: 'old' });\n"));
+    await r.store.create(fn('old', 'old'));
+  });
+  const replicas = () => poolReplicas(theRig());
 
   it("adds a pool pod for each new function until it is called or deleted, and none for those found at start", { skip: !usable && 'bubblewrap is not usable here' }, async () => {
+    const rig = theRig();
     await eventually(() => replicas() === 1, 'the pool Deployment at its size');
     await new Promise((r) => setTimeout(r, 500));
     assert.equal(replicas(), 1);
@@ -548,21 +558,13 @@ describe('kubernetes executor: the pool grows ahead of first calls', () => {
 });
 
 describe('kubernetes executor: first calls expected for a short window', () => {
-  let rig: Rig;
-  const replicas = () => poolReplicas(rig);
-
-  before(async () => {
-    if (!usable) return;
-    rig = await startRig({ firstCallWindowSeconds: 1 }, () => {});
-    await rig.store.create(env('node', { poolsize: 1 }));
-    await rig.executor.start();
+  const theRig = rigAround({ firstCallWindowSeconds: 1 }, async (r) => {
+    await r.store.create(env('node', { poolsize: 1 }));
   });
-
-  after(async () => {
-    if (usable) await rig.stop();
-  });
+  const replicas = () => poolReplicas(theRig());
 
   it('gives the replica back when the window passes without a call, and counts no newdeploy function', { skip: !usable && 'bubblewrap is not usable here' }, async () => {
+    const rig = theRig();
     await eventually(() => replicas() === 1, 'the pool Deployment at its size');
     await rig.store.create(pkg('p', "module.exports = async () => ({ status: 200, body: 'new' });\n"));
     await rig.store.create(fn('a', 'p'));
@@ -575,31 +577,23 @@ describe('kubernetes executor: first calls expected for a short window', () => {
 });
 
 describe('kubernetes executor: a burst of first calls', () => {
-  let rig: Rig;
   // Two environments, so that one's claims cannot forget what the other's are taking.
   const burst = [
     { env: 'node', names: ['b0', 'b1', 'b2'] },
     { env: 'node2', names: ['c0', 'c1', 'c2'] },
   ];
   const fns: FunctionResource[] = [];
-
-  before(async () => {
-    if (!usable) return;
-    rig = await startRig({}, () => {});
+  const theRig = rigAround({}, async (r) => {
     for (const { env: envName, names } of burst) {
-      await rig.store.create(env(envName, { poolsize: names.length }));
+      await r.store.create(env(envName, { poolsize: names.length }));
       const p = pkg(`p-${envName}`, "module.exports = async () => ({ status: 200, body: 'burst' });\n");
-      await rig.store.create({ ...p, spec: { ...p.spec, environment: { name: envName } } });
-      for (const name of names) fns.push(await rig.store.create(fn(name, `p-${envName}`, { environment: { name: envName } })));
+      await r.store.create({ ...p, spec: { ...p.spec, environment: { name: envName } } });
+      for (const name of names) fns.push(await r.store.create(fn(name, `p-${envName}`, { environment: { name: envName } })));
     }
-    await rig.executor.start();
-  });
-
-  after(async () => {
-    if (usable) await rig.stop();
   });
 
   it('claims a different pod for each concurrent first call, without conflicting with its own claims', { skip: !usable && 'bubblewrap is not usable here' }, async () => {
+    const rig = theRig();
     const readyPool = async () => {
       const list = await rig.client.list<any>(PODS, FN_NS, { labelSelector: 'managed=true' });
       return list.items.filter((p) => p.status?.conditions?.some((c: any) => c.type === 'Ready' && c.status === 'True')).length;
