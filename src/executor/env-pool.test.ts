@@ -4,7 +4,8 @@ import { describe, it } from 'node:test';
 import pino from 'pino';
 import type { Environment } from '../api/kinds.ts';
 import { START_ABANDONED } from './core/types.ts';
-import { EnvPool, MAX_GROWTH } from './env-pool.ts';
+import { EnvPool } from './env-pool.ts';
+import { MAX_GROWTH } from './first-calls.ts';
 import type { WorkerHandle } from './process/worker-process.ts';
 
 function env(poolsize?: number): Environment {

@@ -22,8 +22,6 @@ import { START_ABANDONED } from './core/types.ts';
 import { MAX_GROWTH } from './first-calls.ts';
 import type { WorkerHandle } from './process/worker-process.ts';
 
-export { MAX_GROWTH };
-
 const REFILL_DELAY_MS = 150;
 /** Takes within this long of each other count as one burst. */
 const BURST_MS = 1000;
