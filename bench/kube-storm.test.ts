@@ -1,4 +1,6 @@
 import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import path from 'node:path';
 import { describe, it } from 'node:test';
 import { type KubeStorm, kubeStormTable } from './kube-storm.ts';
 
@@ -22,5 +24,15 @@ describe('kubernetes storm table', () => {
     const t = kubeStormTable([storm(20, 300, [1000], 0)]);
     assert.match(t, /\| 20 \| on \|/);
     assert.doesNotMatch(t, /\| off \||on \/ off/);
+  });
+});
+
+describe('kubernetes storm arguments', () => {
+  it('refuses rounds below 1 and sizes outside 1-100 before starting anything, naming what is allowed', () => {
+    for (const args of [['--rounds', '0'], ['--rounds', 'two'], ['0'], ['101'], ['10', 'x']]) {
+      const r = spawnSync(process.execPath, [path.join(import.meta.dirname, 'kube-storm.ts'), ...args], { encoding: 'utf8', timeout: 30_000 });
+      assert.notEqual(r.status, 0, args.join(' '));
+      assert.match(r.stderr, /usage: node bench\/kube-storm\.ts \[--rounds R\] \[N \.\.\.\] \(R ≥ 1, each N from 1 to 100\)/, args.join(' '));
+    }
   });
 });
